@@ -1,0 +1,59 @@
+# kimi.cpp — the two commands of the quick start are `make serve` and `make test`.
+# Everything else here is what those two need: deps (Debian packages, installed only when
+# missing), a CMake + Ninja build, and the embedded default model.
+
+BUILD      ?= build
+BUILD_ASAN ?= build-asan
+JOBS       ?= $(shell nproc)
+KIMI       := $(BUILD)/bin/kimi-cpp
+MODEL_DIR  ?= models/tiny
+
+# Debian packages: compiler + build, libraries, test tooling (see README "Dependencies").
+DEB_PKGS := g++ cmake ninja-build pkg-config git \
+            nlohmann-json3-dev libpcre2-dev libcpp-httplib-dev libgtest-dev \
+            python3 python3-numpy python3-torch python3-jinja2 nodejs npm
+
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all deps build build-asan test test-fast serve bench clean
+
+all: build
+
+deps:
+	@missing=""; for p in $(DEB_PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	else echo "deps: all Debian packages present"; fi
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+
+build: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+# The loader tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
+$(BUILD_ASAN)/build.ninja:
+	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKIMI_SANITIZE=ON
+
+build-asan: deps $(BUILD_ASAN)/build.ninja
+	cmake --build $(BUILD_ASAN) -j $(JOBS) --target loader_tests
+
+test: build build-asan
+	ctest --test-dir $(BUILD_ASAN) -L sanitize --output-on-failure
+	ctest --test-dir $(BUILD) -LE 'slow|sanitize' --output-on-failure -j $(JOBS)
+
+$(MODEL_DIR)/config.json: | build
+	$(KIMI) make-model --out $(MODEL_DIR) --preset tiny --seed 0
+
+serve: build $(MODEL_DIR)/config.json
+	$(KIMI) inspect --model $(MODEL_DIR)
+	$(KIMI) score --model $(MODEL_DIR) --tokens 1,2,3,4,5,6,7,8 --out $(BUILD)/tiny-logits.f32
+
+bench: build
+	ctest --test-dir $(BUILD) -L slow --output-on-failure
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN)

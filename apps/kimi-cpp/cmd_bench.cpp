@@ -1,0 +1,15 @@
+// `kimi-cpp bench <what>`: dispatch to the benchmark subcommands.
+#include <cstring>
+
+#include "commands.h"
+#include "core/error.h"
+
+namespace kimi::app {
+
+int cmd_bench(int argc, char** argv) {
+    if (argc < 1) throw Error("usage: kimi-cpp bench tokenizer [flags]");
+    if (!std::strcmp(argv[0], "tokenizer")) return cmd_bench_tokenizer(argc - 1, argv + 1);
+    throw Error(std::string("unknown benchmark '") + argv[0] + "' (available: tokenizer)");
+}
+
+}  // namespace kimi::app

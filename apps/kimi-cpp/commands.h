@@ -1,0 +1,19 @@
+// The subcommands of kimi-cpp. Each takes the words after its name and returns an exit code;
+// a kimi::Error thrown from one is printed by main as a one-line message with exit code 1.
+#pragma once
+
+namespace kimi::app {
+
+int cmd_score(int argc, char** argv);          // cmd_score.cpp
+int cmd_make_model(int argc, char** argv);     // cmd_make_model.cpp
+int cmd_inspect(int argc, char** argv);        // cmd_inspect.cpp
+int cmd_tokenize(int argc, char** argv);       // cmd_tokenizer.cpp
+int cmd_detokenize(int argc, char** argv);     // cmd_tokenizer.cpp
+int cmd_chat_template(int argc, char** argv);  // cmd_tokenizer.cpp
+int cmd_bench(int argc, char** argv);          // cmd_bench.cpp: `bench tokenizer`, ...
+
+}  // namespace kimi::app
+
+namespace kimi::app {
+int cmd_bench_tokenizer(int argc, char** argv);   // cmd_tokenizer.cpp: `bench tokenizer`
+}  // namespace kimi::app

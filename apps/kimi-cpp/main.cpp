@@ -1,0 +1,62 @@
+// kimi-cpp: one binary, many subcommands (explicit table, no registration tricks).
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <new>
+
+#include "commands.h"
+#include "core/error.h"
+
+namespace {
+
+struct Command {
+    const char* name;
+    int (*fn)(int, char**);
+    const char* help;
+};
+
+const Command kCommands[] = {
+    {"score",         kimi::app::cmd_score,         "run one sequence, write the logits of every position"},
+    {"make-model",    kimi::app::cmd_make_model,    "write a random checkpoint in the HF layout (+ tokenizer)"},
+    {"inspect",       kimi::app::cmd_inspect,       "print a model's config, layer map, sizes"},
+    {"tokenize",      kimi::app::cmd_tokenize,      "text → token ids"},
+    {"detokenize",    kimi::app::cmd_detokenize,    "token ids → text"},
+    {"chat-template", kimi::app::cmd_chat_template, "render a conversation with the Kimi chat format"},
+    {"bench",         kimi::app::cmd_bench,         "benchmarks: bench tokenizer ..."},
+};
+
+void usage(FILE* f) {
+    std::fprintf(f, "usage: kimi-cpp <command> [flags]\n\ncommands:\n");
+    for (const auto& c : kCommands) std::fprintf(f, "  %-14s %s\n", c.name, c.help);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+        usage(stdout);
+        return 0;
+    }
+    for (const auto& c : kCommands) {
+        if (std::strcmp(argv[1], c.name) != 0) continue;
+        try {
+            return c.fn(argc - 2, argv + 2);
+        } catch (const kimi::Error& e) {
+            std::fprintf(stderr, "kimi-cpp %s: error: %s\n", c.name, e.what());
+            return 1;
+        } catch (const std::bad_alloc&) {
+            std::fprintf(stderr, "kimi-cpp %s: error: out of memory\n", c.name);
+            return 1;
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "kimi-cpp %s: error: %s\n", c.name, e.what());
+            return 1;
+        }
+    }
+    std::fprintf(stderr, "kimi-cpp: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

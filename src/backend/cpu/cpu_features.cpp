@@ -1,0 +1,55 @@
+// CPU feature detection via the compiler's cpuid builtins.
+#include "backend/cpu/cpu_features.h"
+
+#include <cstdlib>
+
+namespace kimi::cpu {
+
+const CpuFeatures& cpu_features() {
+    static const CpuFeatures f = [] {
+        CpuFeatures c;
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_cpu_init();
+        c.avx2 = __builtin_cpu_supports("avx2");
+        c.fma = __builtin_cpu_supports("fma");
+        c.f16c = __builtin_cpu_supports("f16c");
+        c.avx512f = __builtin_cpu_supports("avx512f");
+        c.avx512bw = __builtin_cpu_supports("avx512bw");
+        c.avx512vl = __builtin_cpu_supports("avx512vl");
+#if defined(__GNUC__) && __GNUC__ >= 12
+        c.avx512bf16 = __builtin_cpu_supports("avx512bf16");
+#endif
+#endif
+        return c;
+    }();
+    return f;
+}
+
+std::string cpu_features_string() {
+    const CpuFeatures& c = cpu_features();
+    std::string s;
+    auto add = [&](bool on, const char* name) {
+        if (!on) return;
+        if (!s.empty()) s += ' ';
+        s += name;
+    };
+    add(c.avx2, "avx2");
+    add(c.fma, "fma");
+    add(c.f16c, "f16c");
+    add(c.avx512f, "avx512f");
+    add(c.avx512bw, "avx512bw");
+    add(c.avx512vl, "avx512vl");
+    add(c.avx512bf16, "avx512bf16");
+    return s.empty() ? "baseline" : s;
+}
+
+bool use_avx2() {
+    static const bool on = [] {
+        const CpuFeatures& c = cpu_features();
+        const char* force = std::getenv("KIMI_FORCE_SCALAR");
+        return c.avx2 && c.fma && c.f16c && !(force && *force && *force != '0');
+    }();
+    return on;
+}
+
+}  // namespace kimi::cpu

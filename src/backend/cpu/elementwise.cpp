@@ -1,0 +1,65 @@
+// Element-wise ops: residual add, embedding gather, sigmoid, SiLU·mul, the KDA forget gate.
+// ref: model-spec §3.2 (gate: −exp(A_log)·softplus(f + dt_bias), threshold 20), §5.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu/cpu_ops.h"
+
+namespace kimi::cpu {
+
+namespace {
+constexpr int64_t kGrain = 4096;   // elements per task for flat element-wise loops
+
+template <class Fn>
+void flat_parallel(Exec& ex, int64_t n, Fn&& fn) {
+    ex.pool->parallel_ranges((n + kGrain - 1) / kGrain, [&](int64_t b0, int64_t b1, int) {
+        const int64_t end = std::min(n, b1 * kGrain);
+        for (int64_t i = b0 * kGrain; i < end; ++i) fn(i);
+    });
+}
+inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+}  // namespace
+
+void add_inplace(Exec& ex, Tensor& acc, const Tensor& a) {
+    float* y = acc.f32();
+    const float* x = a.f32();
+    flat_parallel(ex, acc.numel(), [&](int64_t i) { y[i] += x[i]; });
+}
+
+void embedding(Exec& ex, const Tensor& table, std::span<const int32_t> ids, Tensor& y) {
+    const int64_t d = table.dim(1);
+    float* ys = y.f32();
+    ex.pool->parallel_for(int64_t(ids.size()), [&](int64_t t) {
+        const int64_t base = int64_t(ids[size_t(t)]) * d;
+        float* yr = ys + t * d;
+        if (table.dtype == DType::kF32) {
+            std::memcpy(yr, table.f32() + base, size_t(d) * sizeof(float));
+        } else {
+            for (int64_t i = 0; i < d; ++i) yr[i] = element_f32(table, base + i);
+        }
+    });
+}
+
+void sigmoid_inplace(Exec& ex, Tensor& x) {
+    float* v = x.f32();
+    flat_parallel(ex, x.numel(), [&](int64_t i) { v[i] = 1.0f / (1.0f + std::exp(-v[i])); });
+}
+
+void silu_mul(Exec& ex, const Tensor& gate, const Tensor& up, Tensor& y) {
+    const float *g = gate.f32(), *u = up.f32();
+    float* o = y.f32();
+    flat_parallel(ex, y.numel(), [&](int64_t i) { o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i]; });
+}
+
+void kda_gate(Exec& ex, const Tensor& f, const Tensor& neg_exp_a, const Tensor& dt_bias, Tensor& g) {
+    const int64_t hk = f.dim(1), n_heads = neg_exp_a.numel(), k = hk / n_heads;
+    const float *fs = f.f32(), *a = neg_exp_a.f32(), *bias = dt_bias.f32();
+    float* gs = g.f32();
+    flat_parallel(ex, f.numel(), [&](int64_t i) {
+        const int64_t c = i % hk;
+        gs[i] = a[c / k] * softplus(fs[i] + bias[c]);
+    });
+}
+
+}  // namespace kimi::cpu

@@ -1,0 +1,186 @@
+// Scalar reference ops (see ref_ops.h). Formulas: model-spec §3–§5.
+#include "backend/ref/ref_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+namespace kimi::ref {
+
+namespace {
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double softplus(double x) { return x > 20.0 ? x : std::log1p(std::exp(x)); }
+}  // namespace
+
+void matmul(const Tensor& x, const Tensor& w, Precision p, Tensor& y) {
+    const int64_t n = x.dim(0), in = x.dim(1), out = w.dim(0);
+    for (int64_t t = 0; t < n; ++t)
+        for (int64_t o = 0; o < out; ++o) {
+            double acc = 0;
+            for (int64_t i = 0; i < in; ++i) {
+                const float xv = x.f32()[t * in + i];
+                acc += double(p == Precision::kBF16 ? round_to_bf16(xv) : xv) * element_f32(w, o * in + i);
+            }
+            y.f32()[t * out + o] = float(acc);
+        }
+}
+
+void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) {
+    const int64_t n = x.dim(0), d = x.dim(1);
+    for (int64_t t = 0; t < n; ++t) {
+        double ss = 0;
+        for (int64_t i = 0; i < d; ++i) ss += double(x.f32()[t * d + i]) * x.f32()[t * d + i];
+        const double inv = 1.0 / std::sqrt(ss / double(d) + eps);
+        for (int64_t i = 0; i < d; ++i) y.f32()[t * d + i] = float(x.f32()[t * d + i] * inv * element_f32(w, i));
+    }
+}
+
+void causal_conv1d_silu(const Tensor& x, const Tensor& w, SlotState state, const SeqLayout& seqs, Tensor& y) {
+    const int64_t c_total = x.dim(1), width = w.dim(2);
+    for (size_t b = 0; b < seqs.slots.size(); ++b) {
+        float* st = state.base + int64_t(seqs.slots[b]) * state.slot_stride;
+        const int64_t t0 = seqs.seq_starts[b], t1 = seqs.seq_starts[b + 1];
+        for (int64_t c = 0; c < c_total; ++c) {
+            // history = the W-1 stored inputs followed by this sequence's new inputs
+            std::vector<double> hist;
+            for (int64_t i = 0; i < width - 1; ++i) hist.push_back(st[i * c_total + c]);
+            for (int64_t t = t0; t < t1; ++t) hist.push_back(x.f32()[t * c_total + c]);
+            for (int64_t t = t0; t < t1; ++t) {
+                double acc = 0;
+                for (int64_t i = 0; i < width; ++i) acc += element_f32(w, c * width + i) * hist[size_t(t - t0 + i)];
+                y.f32()[t * c_total + c] = float(acc * sigmoid(acc));
+            }
+            for (int64_t i = 0; i < width - 1; ++i) st[i * c_total + c] = float(hist[hist.size() - size_t(width - 1) + size_t(i)]);
+        }
+    }
+}
+
+void l2_norm_heads(Tensor& x, float eps, float scale) {
+    const int64_t rows = x.dim(0) * x.dim(1), k = x.dim(2);
+    for (int64_t r = 0; r < rows; ++r) {
+        double ss = 0;
+        for (int64_t i = 0; i < k; ++i) ss += double(x.f32()[r * k + i]) * x.f32()[r * k + i];
+        const double f = scale / std::sqrt(ss + eps);
+        for (int64_t i = 0; i < k; ++i) x.f32()[r * k + i] = float(x.f32()[r * k + i] * f);
+    }
+}
+
+void kda_gate(const Tensor& f, const Tensor& neg_exp_a, const Tensor& dt_bias, Tensor& g) {
+    const int64_t n = f.dim(0), hk = f.dim(1), k = hk / neg_exp_a.numel();
+    for (int64_t t = 0; t < n; ++t)
+        for (int64_t c = 0; c < hk; ++c)
+            g.f32()[t * hk + c] = float(double(neg_exp_a.f32()[c / k]) * softplus(double(f.f32()[t * hk + c]) + dt_bias.f32()[c]));
+}
+
+void kda_recurrent(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                   SlotState state, const SeqLayout& seqs, Tensor& o) {
+    const int64_t n_heads = q.dim(1), dk = q.dim(2), dv = v.dim(2);
+    for (size_t b = 0; b < seqs.slots.size(); ++b)
+        for (int64_t h = 0; h < n_heads; ++h) {
+            float* sp = state.base + int64_t(seqs.slots[b]) * state.slot_stride + h * dk * dv;
+            std::vector<double> s(sp, sp + dk * dv);
+            for (int64_t t = seqs.seq_starts[b]; t < seqs.seq_starts[b + 1]; ++t) {
+                const int64_t row = t * n_heads + h;
+                std::vector<double> u(size_t(dv), 0.0);
+                for (int64_t d = 0; d < dk; ++d)
+                    for (int64_t j = 0; j < dv; ++j) {
+                        s[size_t(d * dv + j)] *= std::exp(double(g.f32()[row * dk + d]));
+                        u[size_t(j)] += double(k.f32()[row * dk + d]) * s[size_t(d * dv + j)];
+                    }
+                for (int64_t j = 0; j < dv; ++j) u[size_t(j)] = beta.f32()[row] * (v.f32()[row * dv + j] - u[size_t(j)]);
+                for (int64_t j = 0; j < dv; ++j) {
+                    double acc = 0;
+                    for (int64_t d = 0; d < dk; ++d) {
+                        s[size_t(d * dv + j)] += double(k.f32()[row * dk + d]) * u[size_t(j)];
+                        acc += double(q.f32()[row * dk + d]) * s[size_t(d * dv + j)];
+                    }
+                    o.f32()[row * dv + j] = float(acc);
+                }
+            }
+            for (int64_t i = 0; i < dk * dv; ++i) sp[i] = float(s[size_t(i)]);
+        }
+}
+
+void gated_rms_norm(const Tensor& x, const Tensor& w, const Tensor& z, float eps, Tensor& y) {
+    const int64_t rows = x.dim(0) * x.dim(1), v = x.dim(2);
+    for (int64_t r = 0; r < rows; ++r) {
+        double ss = 0;
+        for (int64_t i = 0; i < v; ++i) ss += double(x.f32()[r * v + i]) * x.f32()[r * v + i];
+        const double inv = 1.0 / std::sqrt(ss / double(v) + eps);
+        for (int64_t i = 0; i < v; ++i)
+            y.f32()[r * v + i] = float(x.f32()[r * v + i] * inv * element_f32(w, i) * sigmoid(z.f32()[r * v + i]));
+    }
+}
+
+void mla_attention(const Tensor& q_abs, const PagedLatents& cache, std::span<const int32_t> seq_starts,
+                   std::span<const int32_t> n_past, float scale, Tensor& o_lat) {
+    const int64_t n_heads = q_abs.dim(1), width = q_abs.dim(2), rank = o_lat.dim(2);
+    for (size_t b = 0; b + 1 < seq_starts.size(); ++b)
+        for (int64_t t = seq_starts[b]; t < seq_starts[b + 1]; ++t) {
+            const int64_t ctx = n_past[b] + (t - seq_starts[b]) + 1;
+            for (int64_t h = 0; h < n_heads; ++h) {
+                const float* q = q_abs.f32() + (t * n_heads + h) * width;
+                std::vector<double> s(static_cast<size_t>(ctx));
+                std::vector<const float*> rows(static_cast<size_t>(ctx));
+                for (int64_t j = 0; j < ctx; ++j) {
+                    const int32_t block = cache.block_tables[size_t(int64_t(b) * cache.max_blocks + j / cache.block_size)];
+                    rows[size_t(j)] = cache.base + (int64_t(block) * cache.block_size + j % cache.block_size) * cache.row_width;
+                    double acc = 0;
+                    for (int64_t i = 0; i < width; ++i) acc += double(q[i]) * rows[size_t(j)][i];
+                    s[size_t(j)] = acc * scale;
+                }
+                const double m = *std::max_element(s.begin(), s.end());
+                double sum = 0;
+                for (auto& e : s) sum += (e = std::exp(e - m));
+                for (int64_t r = 0; r < rank; ++r) {
+                    double acc = 0;
+                    for (int64_t j = 0; j < ctx; ++j) acc += s[size_t(j)] / sum * rows[size_t(j)][r];
+                    o_lat.f32()[(t * n_heads + h) * rank + r] = float(acc);
+                }
+            }
+        }
+}
+
+void silu_mul(const Tensor& gate, const Tensor& up, Tensor& y) {
+    for (int64_t i = 0; i < y.numel(); ++i) {
+        const double g = gate.f32()[i];
+        y.f32()[i] = float(g * sigmoid(g) * up.f32()[i]);
+    }
+}
+
+void moe_route(const Tensor& logits, const Tensor& bias, const RouteParams& p, Tensor& ids, Tensor& weights) {
+    const int64_t n = logits.dim(0), n_exp = logits.dim(1), per_group = n_exp / p.n_groups;
+    for (int64_t t = 0; t < n; ++t) {
+        std::vector<double> s(static_cast<size_t>(n_exp)), sel(static_cast<size_t>(n_exp));
+        for (int64_t e = 0; e < n_exp; ++e) {
+            s[size_t(e)] = sigmoid(logits.f32()[t * n_exp + e]);
+            sel[size_t(e)] = s[size_t(e)] + bias.f32()[e];
+        }
+        std::vector<int64_t> order(static_cast<size_t>(n_exp));
+        if (p.n_groups > 1) {
+            std::vector<std::pair<double, int64_t>> groups;
+            for (int64_t g = 0; g < p.n_groups; ++g) {
+                std::vector<double> m(sel.begin() + g * per_group, sel.begin() + (g + 1) * per_group);
+                std::sort(m.rbegin(), m.rend());
+                groups.push_back({-(m[0] + (m.size() > 1 ? m[1] : 0.0)), g});
+            }
+            std::stable_sort(groups.begin(), groups.end());
+            std::vector<bool> keep(size_t(p.n_groups), false);
+            for (int64_t r = 0; r < p.topk_groups; ++r) keep[size_t(groups[size_t(r)].second)] = true;
+            for (int64_t e = 0; e < n_exp; ++e)
+                if (!keep[size_t(e / per_group)]) sel[size_t(e)] = -INFINITY;
+        }
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return sel[size_t(a)] > sel[size_t(b)]; });
+        double total = 0;
+        for (int64_t r = 0; r < p.top_k; ++r) total += s[size_t(order[size_t(r)])];
+        for (int64_t r = 0; r < p.top_k; ++r) {
+            ids.i32()[t * p.top_k + r] = int32_t(order[size_t(r)]);
+            const double w = s[size_t(order[size_t(r)])];
+            weights.f32()[t * p.top_k + r] = float((p.renormalize ? w / total : w) * p.scale);
+        }
+    }
+}
+
+}  // namespace kimi::ref

@@ -1,0 +1,176 @@
+// config.json → ModelConfig with validation (model-spec §1; keys as Kimi names them, not
+// the DeepSeek names).
+#include "model/config.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/error.h"
+
+namespace kimi {
+
+namespace {
+
+using nlohmann::json;
+
+struct Reader {
+    const json& j;
+    std::string source, prefix;
+
+    [[noreturn]] void fail(const std::string& key, const std::string& why) const {
+        throw Error(source + ": config key '" + prefix + key + "' " + why);
+    }
+    const json& need(const std::string& key) const {
+        auto it = j.find(key);
+        if (it == j.end() || it->is_null()) fail(key, "is missing");
+        return *it;
+    }
+    int64_t integer(const std::string& key, int64_t lo, int64_t hi) const {
+        const json& v = need(key);
+        if (!v.is_number_integer()) fail(key, "must be an integer");
+        const int64_t x = v.get<int64_t>();
+        if (x < lo || x > hi) fail(key, "= " + std::to_string(x) + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+        return x;
+    }
+    int64_t integer_or(const std::string& key, int64_t def, int64_t lo, int64_t hi) const {
+        auto it = j.find(key);
+        return (it == j.end() || it->is_null()) ? def : integer(key, lo, hi);
+    }
+    double number(const std::string& key, double lo, double hi) const {
+        const json& v = need(key);
+        if (!v.is_number()) fail(key, "must be a number");
+        const double x = v.get<double>();
+        if (!(x >= lo && x <= hi)) fail(key, "= " + std::to_string(x) + " is out of range");
+        return x;
+    }
+    bool boolean_or(const std::string& key, bool def) const {
+        auto it = j.find(key);
+        if (it == j.end() || it->is_null()) return def;
+        if (!it->is_boolean()) fail(key, "must be true or false");
+        return it->get<bool>();
+    }
+    std::string string_or(const std::string& key, const std::string& def) const {
+        auto it = j.find(key);
+        if (it == j.end() || it->is_null()) return def;
+        if (!it->is_string()) fail(key, "must be a string");
+        return it->get<std::string>();
+    }
+    std::vector<int64_t> int_list(const std::string& key) const {
+        const json& v = need(key);
+        if (!v.is_array()) fail(key, "must be a list of integers");
+        std::vector<int64_t> out;
+        for (const auto& e : v) {
+            if (!e.is_number_integer()) fail(key, "must be a list of integers");
+            out.push_back(e.get<int64_t>());
+        }
+        return out;
+    }
+};
+
+constexpr int64_t kMaxDim = int64_t(1) << 24;
+
+}  // namespace
+
+int64_t ModelConfig::n_kda_layers() const {
+    int64_t n = 0;
+    for (auto k : layer_kinds) n += k == LayerKind::kKda;
+    return n;
+}
+int64_t ModelConfig::n_mla_layers() const { return int64_t(layer_kinds.size()) - n_kda_layers(); }
+
+ModelConfig parse_model_config(const json& j, const std::string& source) {
+    if (!j.is_object()) throw Error(source + ": config must be a JSON object");
+    Reader r{j, source, ""};
+    ModelConfig c;
+    if (auto it = j.find("architectures"); it != j.end() && it->is_array() && !it->empty() && (*it)[0].is_string())
+        c.architecture = (*it)[0].get<std::string>();
+    else
+        r.fail("architectures", "is missing (expected [\"KimiLinearForCausalLM\"])");
+    if (c.architecture != "KimiLinearForCausalLM")
+        r.fail("architectures", "names '" + c.architecture + "'; only KimiLinearForCausalLM is supported");
+
+    c.vocab_size = r.integer("vocab_size", 1, int64_t(1) << 26);
+    c.hidden_size = r.integer("hidden_size", 1, 65536);
+    c.n_layers = r.integer("num_hidden_layers", 1, 1024);
+    c.intermediate_size = r.integer("intermediate_size", 1, kMaxDim);
+    c.rms_norm_eps = float(r.number("rms_norm_eps", 0.0, 1.0));
+    c.tie_word_embeddings = r.boolean_or("tie_word_embeddings", false);
+    c.bos_token_id = int32_t(r.integer_or("bos_token_id", -1, -1, c.vocab_size - 1));
+    c.eos_token_id = int32_t(r.integer_or("eos_token_id", -1, -1, c.vocab_size - 1));
+    c.pad_token_id = int32_t(r.integer_or("pad_token_id", -1, -1, c.vocab_size - 1));
+    c.max_position_embeddings = r.integer_or("model_max_length", r.integer_or("max_position_embeddings", 0, 0, INT64_MAX), 0, INT64_MAX);
+    if (r.string_or("hidden_act", "silu") != "silu") r.fail("hidden_act", "must be \"silu\" for Kimi Linear");
+
+    // MLA
+    c.mla_heads = r.integer("num_attention_heads", 1, 4096);
+    if (r.integer_or("num_key_value_heads", c.mla_heads, 1, 4096) != c.mla_heads)
+        r.fail("num_key_value_heads", "must equal num_attention_heads (MLA has no GQA)");
+    if (auto it = j.find("q_lora_rank"); it != j.end() && !it->is_null())
+        r.fail("q_lora_rank", "must be null: Kimi Linear MLA uses a plain q_proj (q-LoRA is Kimi-K3)");
+    c.kv_lora_rank = r.integer("kv_lora_rank", 1, kMaxDim);
+    c.qk_nope_dim = r.integer("qk_nope_head_dim", 1, kMaxDim);
+    c.qk_rope_dim = r.integer("qk_rope_head_dim", 0, kMaxDim);
+    c.v_head_dim = r.integer("v_head_dim", 1, kMaxDim);
+    if (c.v_head_dim > c.kv_lora_rank + c.qk_rope_dim) r.fail("v_head_dim", "must not exceed kv_lora_rank + qk_rope_head_dim");
+    if (!r.boolean_or("mla_use_nope", false))
+        r.fail("mla_use_nope", "must be true: Kimi Linear MLA applies no rotary embedding");
+
+    // KDA
+    const json& lac = r.need("linear_attn_config");
+    if (!lac.is_object()) r.fail("linear_attn_config", "must be an object");
+    Reader lr{lac, source, "linear_attn_config."};
+    c.kda_heads = lr.integer("num_heads", 1, 4096);
+    c.kda_head_dim = lr.integer("head_dim", 1, 512);
+    c.conv_kernel = lr.integer("short_conv_kernel_size", 1, 64);
+    const auto kda = lr.int_list("kda_layers");
+    const auto full = lr.int_list("full_attn_layers");
+    c.layer_kinds.assign(size_t(c.n_layers), LayerKind::kKda);
+    std::set<int64_t> seen;
+    for (auto [list, kind, name] : {std::tuple{&kda, LayerKind::kKda, "kda_layers"}, std::tuple{&full, LayerKind::kMla, "full_attn_layers"}}) {
+        for (int64_t l : *list) {
+            if (l < 1 || l > c.n_layers) lr.fail(name, "has layer " + std::to_string(l) + " outside 1.." + std::to_string(c.n_layers) + " (the lists are 1-based)");
+            if (!seen.insert(l).second) lr.fail(name, "lists layer " + std::to_string(l) + " twice (or in both lists)");
+            c.layer_kinds[size_t(l - 1)] = kind;
+        }
+    }
+    if (int64_t(seen.size()) != c.n_layers)
+        lr.fail("kda_layers", "and full_attn_layers together must cover every layer 1.." + std::to_string(c.n_layers));
+
+    // MoE
+    c.n_experts = r.integer("num_experts", 1, 1024);
+    c.n_experts_per_token = r.integer("num_experts_per_token", 1, c.n_experts);
+    c.n_shared_experts = r.integer_or("num_shared_experts", 0, 0, 64);
+    c.moe_intermediate_size = r.integer("moe_intermediate_size", 1, kMaxDim);
+    c.first_k_dense_replace = r.integer_or("first_k_dense_replace", 0, 0, c.n_layers);
+    c.moe_layer_freq = r.integer_or("moe_layer_freq", 1, 1, c.n_layers);
+    c.moe_renormalize = r.boolean_or("moe_renormalize", true);
+    c.routed_scaling_factor = float(r.number("routed_scaling_factor", -1e6, 1e6));
+    if (r.string_or("moe_router_activation_func", "sigmoid") != "sigmoid")
+        r.fail("moe_router_activation_func", "must be \"sigmoid\"");
+    if (r.boolean_or("use_grouped_topk", true)) {
+        c.n_expert_groups = r.integer_or("num_expert_group", 1, 1, c.n_experts);
+        c.topk_groups = r.integer_or("topk_group", 1, 1, c.n_expert_groups);
+    }
+    if (c.n_experts % c.n_expert_groups != 0) r.fail("num_expert_group", "must divide num_experts");
+    if (c.n_experts_per_token > c.n_experts / c.n_expert_groups * c.topk_groups)
+        r.fail("num_experts_per_token", "exceeds the experts in the kept groups (topk_group × experts per group)");
+    if (r.integer_or("num_nextn_predict_layers", 0, 0, 64) != 0)
+        r.fail("num_nextn_predict_layers", "must be 0 (no MTP layers in Kimi Linear)");
+    return c;
+}
+
+ModelConfig load_model_config(const std::string& model_dir) {
+    const std::string path = model_dir + "/config.json";
+    std::ifstream f(path);
+    if (!f) throw Error(path + ": cannot open (is --model a Kimi Linear model directory?)");
+    json j;
+    try {
+        j = json::parse(f);
+    } catch (const json::exception& e) {
+        throw Error(path + ": invalid JSON: " + e.what());
+    }
+    return parse_model_config(j, path);
+}
+
+}  // namespace kimi

@@ -1,0 +1,133 @@
+// bind_weights: the one place where checkpoint tensors are checked and prepared.
+// Preparation (all exact): small vectors widened to f32, -exp(A_log) in f32, kv_b_proj
+// split per head into its k part (transposed, for the absorbed query) and v part.
+#include "model/model_weights.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace kimi {
+
+namespace {
+
+MlpWeights bind_mlp(WeightStore& s, const std::string& p, int64_t d, int64_t f, const char* gate, const char* up,
+                    const char* down) {
+    MlpWeights m;
+    m.gate = s.get(p + gate + ".weight", {f, d});
+    m.up = s.get(p + up + ".weight", {f, d});
+    m.down = s.get(p + down + ".weight", {d, f});
+    return m;
+}
+
+KdaWeights bind_kda(const ModelConfig& c, WeightStore& s, const std::string& p) {
+    const int64_t d = c.hidden_size, h = c.kda_heads, k = c.kda_head_dim, hk = h * k, w = c.conv_kernel;
+    KdaWeights a;
+    a.q_proj = s.get(p + "q_proj.weight", {hk, d});
+    a.k_proj = s.get(p + "k_proj.weight", {hk, d});
+    a.v_proj = s.get(p + "v_proj.weight", {hk, d});
+    a.q_conv = s.to_f32(s.get(p + "q_conv1d.weight", {hk, 1, w}), {hk, 1, w});
+    a.k_conv = s.to_f32(s.get(p + "k_conv1d.weight", {hk, 1, w}), {hk, 1, w});
+    a.v_conv = s.to_f32(s.get(p + "v_conv1d.weight", {hk, 1, w}), {hk, 1, w});
+    a.f_a = s.get(p + "f_a_proj.weight", {k, d});
+    a.f_b = s.get(p + "f_b_proj.weight", {hk, k});
+    a.dt_bias = s.to_f32(s.get(p + "dt_bias", {hk}), {hk});
+    // A_log is [1, 1, H, 1] in Kimi Linear checkpoints, [H] in Kimi-K3 style ones.
+    const std::string a_name = p + "A_log";
+    Tensor a_log;
+    if (s.contains(a_name)) {
+        try {
+            a_log = s.get(a_name, {1, 1, h, 1});
+        } catch (const Error&) {
+            a_log = s.get(a_name, {h});
+        }
+    } else {
+        a_log = s.get(a_name, {1, 1, h, 1});   // reports the missing tensor
+    }
+    a.neg_exp_a = s.new_f32({h});
+    for (int64_t i = 0; i < h; ++i) a.neg_exp_a.f32()[i] = -std::exp(element_f32(a_log, i));
+    a.b_proj = s.get(p + "b_proj.weight", {h, d});
+    a.g_a = s.get(p + "g_a_proj.weight", {k, d});
+    a.g_b = s.get(p + "g_b_proj.weight", {hk, k});
+    a.o_norm = s.to_f32(s.get(p + "o_norm.weight", {k}), {k});
+    a.o_proj = s.get(p + "o_proj.weight", {d, hk});
+    return a;
+}
+
+MlaWeights bind_mla(const ModelConfig& c, WeightStore& s, const std::string& p) {
+    const int64_t d = c.hidden_size, h = c.mla_heads, n = c.qk_nope_dim, r = c.qk_rope_dim, v = c.v_head_dim;
+    const int64_t rank = c.kv_lora_rank;
+    MlaWeights m;
+    m.q_proj = s.get(p + "q_proj.weight", {h * (n + r), d});
+    const Tensor kv_a = s.get(p + "kv_a_proj_with_mqa.weight", {rank + r, d});
+    m.kv_a_c = kv_a.rows(0, rank);
+    m.kv_a_rope = kv_a.rows(rank, rank + r);
+    m.kv_a_norm = s.to_f32(s.get(p + "kv_a_layernorm.weight", {rank}), {rank});
+    const Tensor kv_b = s.get(p + "kv_b_proj.weight", {h * (n + v), rank});
+    // w_uk_t[h][j][i] = kv_b[h*(n+v) + i][j]  (same dtype: a transposition is exact)
+    m.w_uk_t = s.new_like(kv_b.dtype, {h, rank, n});
+    const size_t es = dtype_size(kv_b.dtype);
+    const auto* src = static_cast<const unsigned char*>(kv_b.data);
+    auto* dst = static_cast<unsigned char*>(m.w_uk_t.data);
+    for (int64_t hh = 0; hh < h; ++hh)
+        for (int64_t i = 0; i < n; ++i)
+            for (int64_t j = 0; j < rank; ++j)
+                std::memcpy(dst + size_t((hh * rank + j) * n + i) * es, src + size_t((hh * (n + v) + i) * rank + j) * es, es);
+    // The v rows of head hh are rows [hh*(n+v)+n, hh*(n+v)+n+v): not contiguous across heads,
+    // so they are gathered once into [H, V, R].
+    m.w_uv = s.new_like(kv_b.dtype, {h, v, rank});
+    for (int64_t hh = 0; hh < h; ++hh)
+        std::memcpy(static_cast<unsigned char*>(m.w_uv.data) + size_t(hh * v * rank) * es,
+                    src + size_t((hh * (n + v) + n) * rank) * es, size_t(v * rank) * es);
+    m.o_proj = s.get(p + "o_proj.weight", {d, h * v});
+    return m;
+}
+
+MoeWeights bind_moe(const ModelConfig& c, WeightStore& s, const std::string& p) {
+    const int64_t d = c.hidden_size, e = c.n_experts, f = c.moe_intermediate_size;
+    MoeWeights m;
+    m.router = s.get(p + "gate.weight", {e, d});
+    m.score_bias = s.to_f32(s.get(p + "gate.e_score_correction_bias", {e}), {e});
+    for (int64_t i = 0; i < e; ++i)
+        m.experts.push_back(bind_mlp(s, p + "experts." + std::to_string(i) + ".", d, f, "w1", "w3", "w2"));
+    m.has_shared = c.n_shared_experts > 0;
+    if (m.has_shared)
+        m.shared = bind_mlp(s, p + "shared_experts.", d, f * c.n_shared_experts, "gate_proj", "up_proj", "down_proj");
+    return m;
+}
+
+}  // namespace
+
+ModelWeights bind_weights(const ModelConfig& c, WeightStore& s) {
+    const int64_t d = c.hidden_size;
+    ModelWeights w;
+    w.embed = s.get("model.embed_tokens.weight", {c.vocab_size, d});
+    w.final_norm = s.to_f32(s.get("model.norm.weight", {d}), {d});
+    w.lm_head = c.tie_word_embeddings ? w.embed : s.get("lm_head.weight", {c.vocab_size, d});
+    int64_t n_kda = 0, n_mla = 0;
+    for (int64_t i = 0; i < c.n_layers; ++i) {
+        const std::string p = "model.layers." + std::to_string(i) + ".";
+        LayerWeights l;
+        l.kind = c.layer_kinds[size_t(i)];
+        l.attn_norm = s.to_f32(s.get(p + "input_layernorm.weight", {d}), {d});
+        l.ffn_norm = s.to_f32(s.get(p + "post_attention_layernorm.weight", {d}), {d});
+        if (l.kind == LayerKind::kKda) {
+            l.cache_index = n_kda++;
+            l.kda = bind_kda(c, s, p + "self_attn.");
+        } else {
+            l.cache_index = n_mla++;
+            l.mla = bind_mla(c, s, p + "self_attn.");
+        }
+        l.is_moe = c.is_moe_layer(i);
+        if (l.is_moe)
+            l.moe = bind_moe(c, s, p + "block_sparse_moe.");
+        else
+            l.mlp = bind_mlp(s, p + "mlp.", d, c.intermediate_size, "gate_proj", "up_proj", "down_proj");
+        w.layers.push_back(std::move(l));
+    }
+    s.finish();
+    return w;
+}
+
+}  // namespace kimi

@@ -1,0 +1,67 @@
+// The Kimi Linear weights as plain structs of Tensors (views into the mapped checkpoint,
+// or load-time prepared buffers owned by the WeightStore). Names and shapes: model-spec §2.
+#pragma once
+#include <vector>
+
+#include "model/config.h"
+#include "model/weight_store.h"
+
+namespace kimi {
+
+struct KdaWeights {
+    Tensor q_proj, k_proj, v_proj;          // [H*K, D]
+    Tensor q_conv, k_conv, v_conv;          // [H*K, 1, W] f32 (prepared)
+    Tensor f_a, f_b;                        // [K, D], [H*K, K]   forget gate (low rank)
+    Tensor dt_bias;                         // [H*K] f32 (prepared)
+    Tensor neg_exp_a;                       // [H] f32 = -exp(A_log) (prepared)
+    Tensor b_proj;                          // [H, D]
+    Tensor g_a, g_b;                        // [K, D], [H*V, K]   output gate (low rank)
+    Tensor o_norm;                          // [V] f32 (prepared)
+    Tensor o_proj;                          // [D, H*V]
+};
+
+struct MlaWeights {
+    Tensor q_proj;                          // [H*(N+P), D]
+    Tensor kv_a_c, kv_a_rope;               // [R, D], [P, D]: row views of kv_a_proj_with_mqa
+    Tensor kv_a_norm;                       // [R] f32 (prepared)
+    Tensor w_uk_t;                          // [H, R, N]: k_nope rows of kv_b_proj, transposed per head (prepared)
+    Tensor w_uv;                            // [H, V, R]: v rows of kv_b_proj, per head (a view)
+    Tensor o_proj;                          // [D, H*V]
+};
+
+struct MlpWeights {
+    Tensor gate, up;                        // [F, D]
+    Tensor down;                            // [D, F]
+};
+
+struct MoeWeights {
+    Tensor router;                          // [E, D] (router logits are always computed in f32)
+    Tensor score_bias;                      // [E] f32 (prepared e_score_correction_bias)
+    std::vector<MlpWeights> experts;        // E experts (w1 = gate, w3 = up, w2 = down)
+    MlpWeights shared;                      // intermediate = moe_intermediate_size × n_shared
+    bool has_shared = false;
+};
+
+struct LayerWeights {
+    LayerKind kind = LayerKind::kKda;
+    int64_t cache_index = 0;                // index among the KDA (or MLA) layers
+    Tensor attn_norm, ffn_norm;             // [D] f32 (prepared)
+    KdaWeights kda;
+    MlaWeights mla;
+    bool is_moe = false;
+    MlpWeights mlp;
+    MoeWeights moe;
+};
+
+struct ModelWeights {
+    Tensor embed;                           // [vocab, D]
+    Tensor final_norm;                      // [D] f32 (prepared)
+    Tensor lm_head;                         // [vocab, D] (embed when tied)
+    std::vector<LayerWeights> layers;
+};
+
+// Checks every tensor the config implies (presence, float dtype, exact shape), rejects
+// tensors the architecture does not use, and performs all load-time preparation.
+ModelWeights bind_weights(const ModelConfig& c, WeightStore& store);
+
+}  // namespace kimi

@@ -1,0 +1,293 @@
+// Random checkpoint generation (see random_checkpoint.h). Scales keep activations
+// well-conditioned through all layers: projections N(0, 1/fan_in), output projections
+// halved, norms near 1, decays like trained KDA (A in [1, 16], softplus(dt_bias) in
+// [0.001, 0.1]), small router correction biases.
+#include "model/random_checkpoint.h"
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "model/config.h"
+#include "model/safetensors_writer.h"
+
+namespace kimi {
+
+using nlohmann::ordered_json;
+
+namespace {
+
+ordered_json base_config() {
+    return ordered_json{
+        {"architectures", {"KimiLinearForCausalLM"}},
+        {"model_type", "kimi_linear"},
+        {"dtype", "bfloat16"},
+        {"vocab_size", 1280},
+        {"hidden_size", 64},
+        {"num_hidden_layers", 4},
+        {"intermediate_size", 128},
+        {"hidden_act", "silu"},
+        {"rms_norm_eps", 1e-5},
+        {"head_dim", 16},
+        {"num_attention_heads", 4},
+        {"num_key_value_heads", 4},
+        {"q_lora_rank", nullptr},
+        {"kv_lora_rank", 32},
+        {"qk_nope_head_dim", 16},
+        {"qk_rope_head_dim", 8},
+        {"v_head_dim", 16},
+        {"mla_use_nope", true},
+        {"rope_theta", 10000.0},
+        {"rope_scaling", nullptr},
+        {"model_max_length", 4096},
+        {"num_experts", 8},
+        {"num_experts_per_token", 2},
+        {"num_shared_experts", 1},
+        {"moe_intermediate_size", 32},
+        {"first_k_dense_replace", 1},
+        {"moe_layer_freq", 1},
+        {"moe_router_activation_func", "sigmoid"},
+        {"moe_renormalize", true},
+        {"routed_scaling_factor", 2.446},
+        {"use_grouped_topk", true},
+        {"num_expert_group", 1},
+        {"topk_group", 1},
+        {"num_nextn_predict_layers", 0},
+        {"tie_word_embeddings", false},
+        {"bos_token_id", 1024},
+        {"eos_token_id", 1026},
+        {"pad_token_id", 1279},
+        {"use_cache", true},
+        {"linear_attn_config",
+         {{"head_dim", 16}, {"num_heads", 2}, {"short_conv_kernel_size", 4}, {"kda_layers", {1, 2, 3}}, {"full_attn_layers", {4}}}},
+    };
+}
+
+void set_vocab(ordered_json& c, int64_t vocab) {
+    const int64_t n_base = vocab - 256;   // Kimi layout: 256 special slots after the base ranks
+    c["vocab_size"] = vocab;
+    c["bos_token_id"] = n_base;
+    c["eos_token_id"] = n_base + 2;
+    c["pad_token_id"] = vocab - 1;
+}
+
+struct Spec {
+    std::string name;
+    DType dtype;
+    std::vector<int64_t> shape;
+    enum Kind { kLinear, kOutLinear, kEmbed, kNorm, kConv, kALog, kDtBias, kScoreBias } kind;
+};
+
+std::vector<Spec> checkpoint_specs(const ModelConfig& c) {
+    std::vector<Spec> s;
+    const int64_t d = c.hidden_size;
+    auto lin = [&](const std::string& n, int64_t out, int64_t in, Spec::Kind k = Spec::kLinear) {
+        s.push_back({n, DType::kBF16, {out, in}, k});
+    };
+    auto vec = [&](const std::string& n, int64_t len, Spec::Kind k, DType t = DType::kBF16) { s.push_back({n, t, {len}, k}); };
+    s.push_back({"model.embed_tokens.weight", DType::kBF16, {c.vocab_size, d}, Spec::kEmbed});
+    vec("model.norm.weight", d, Spec::kNorm);
+    if (!c.tie_word_embeddings) lin("lm_head.weight", c.vocab_size, d);
+    for (int64_t i = 0; i < c.n_layers; ++i) {
+        const std::string p = "model.layers." + std::to_string(i) + ".";
+        vec(p + "input_layernorm.weight", d, Spec::kNorm);
+        vec(p + "post_attention_layernorm.weight", d, Spec::kNorm);
+        const std::string a = p + "self_attn.";
+        if (c.layer_kinds[size_t(i)] == LayerKind::kKda) {
+            const int64_t h = c.kda_heads, k = c.kda_head_dim, hk = h * k;
+            for (const char* n : {"q_proj", "k_proj", "v_proj"}) lin(a + n + ".weight", hk, d);
+            for (const char* n : {"q_conv1d", "k_conv1d", "v_conv1d"})
+                s.push_back({a + n + ".weight", DType::kBF16, {hk, 1, c.conv_kernel}, Spec::kConv});
+            lin(a + "f_a_proj.weight", k, d);
+            lin(a + "f_b_proj.weight", hk, k);
+            vec(a + "dt_bias", hk, Spec::kDtBias, DType::kF32);
+            s.push_back({a + "A_log", DType::kF32, {1, 1, h, 1}, Spec::kALog});
+            lin(a + "b_proj.weight", h, d);
+            lin(a + "g_a_proj.weight", k, d);
+            lin(a + "g_b_proj.weight", hk, k);
+            vec(a + "o_norm.weight", k, Spec::kNorm);
+            lin(a + "o_proj.weight", d, hk, Spec::kOutLinear);
+        } else {
+            const int64_t h = c.mla_heads;
+            lin(a + "q_proj.weight", h * c.mla_qk_dim(), d);
+            lin(a + "kv_a_proj_with_mqa.weight", c.kv_lora_rank + c.qk_rope_dim, d);
+            vec(a + "kv_a_layernorm.weight", c.kv_lora_rank, Spec::kNorm);
+            lin(a + "kv_b_proj.weight", h * (c.qk_nope_dim + c.v_head_dim), c.kv_lora_rank);
+            lin(a + "o_proj.weight", d, h * c.v_head_dim, Spec::kOutLinear);
+        }
+        auto mlp = [&](const std::string& q, int64_t f, const char* g, const char* u, const char* dn) {
+            lin(q + g + ".weight", f, d);
+            lin(q + u + ".weight", f, d);
+            lin(q + dn + ".weight", d, f, Spec::kOutLinear);
+        };
+        if (c.is_moe_layer(i)) {
+            const std::string m = p + "block_sparse_moe.";
+            lin(m + "gate.weight", c.n_experts, d);
+            vec(m + "gate.e_score_correction_bias", c.n_experts, Spec::kScoreBias, DType::kF32);
+            for (int64_t e = 0; e < c.n_experts; ++e)
+                mlp(m + "experts." + std::to_string(e) + ".", c.moe_intermediate_size, "w1", "w3", "w2");
+            if (c.n_shared_experts > 0)
+                mlp(m + "shared_experts.", c.moe_intermediate_size * c.n_shared_experts, "gate_proj", "up_proj", "down_proj");
+        } else {
+            mlp(p + "mlp.", c.intermediate_size, "gate_proj", "up_proj", "down_proj");
+        }
+    }
+    return s;
+}
+
+uint64_t name_hash(const std::string& s) {   // FNV-1a
+    uint64_t h = 1469598103934665603ull;
+    for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
+    return h;
+}
+
+double draw(const Spec& sp, Rng& r) {
+    const double fan_in = sp.shape.size() >= 2 ? double(sp.shape.back()) : 1.0;
+    switch (sp.kind) {
+        case Spec::kLinear: return r.normal() / std::sqrt(fan_in);
+        case Spec::kOutLinear: return 0.5 * r.normal() / std::sqrt(fan_in);
+        case Spec::kEmbed: return r.normal();
+        case Spec::kNorm: return 1.0 + 0.1 * r.normal();
+        case Spec::kConv: return r.normal() / std::sqrt(double(sp.shape.back()));
+        case Spec::kALog: return std::log(r.uniform(1.0, 16.0));
+        case Spec::kDtBias: {
+            const double dt = std::exp(r.uniform(std::log(0.001), std::log(0.1)));
+            return std::log(std::expm1(dt));   // softplus⁻¹(dt)
+        }
+        case Spec::kScoreBias: return r.uniform(-0.05, 0.05);
+    }
+    return 0.0;
+}
+
+void make_dirs(const std::string& dir) {
+    std::string cur;
+    for (size_t i = 0; i <= dir.size(); ++i) {
+        if (i == dir.size() || dir[i] == '/') {
+            if (!cur.empty()) ::mkdir(cur.c_str(), 0755);
+        }
+        if (i < dir.size()) cur.push_back(dir[i]);
+    }
+    struct stat st{};
+    if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) throw Error(dir + ": cannot create directory");
+}
+
+}  // namespace
+
+std::vector<std::string> model_preset_names() { return {"tiny", "small", "bench"}; }
+
+ordered_json model_preset(const std::string& name) {
+    ordered_json c = base_config();
+    if (name == "tiny") return c;
+    if (name == "small") {
+        c["hidden_size"] = 512;
+        c["num_hidden_layers"] = 8;
+        c["intermediate_size"] = 1408;
+        c["head_dim"] = 64;
+        c["num_attention_heads"] = 8;
+        c["num_key_value_heads"] = 8;
+        c["kv_lora_rank"] = 128;
+        c["qk_nope_head_dim"] = 64;
+        c["qk_rope_head_dim"] = 32;
+        c["v_head_dim"] = 64;
+        c["num_experts"] = 16;
+        c["num_experts_per_token"] = 4;
+        c["moe_intermediate_size"] = 256;
+        c["model_max_length"] = 8192;
+        set_vocab(c, 8192 + 256);
+        c["linear_attn_config"] = {{"head_dim", 64}, {"num_heads", 8}, {"short_conv_kernel_size", 4},
+                                   {"kda_layers", {1, 2, 3, 5, 6, 7}}, {"full_attn_layers", {4, 8}}};
+        return c;
+    }
+    if (name == "bench") {   // Kimi-Linear-48B layer widths, 4 layers, 64 experts
+        c["hidden_size"] = 2304;
+        c["num_hidden_layers"] = 4;
+        c["intermediate_size"] = 9216;
+        c["head_dim"] = 72;
+        c["num_attention_heads"] = 32;
+        c["num_key_value_heads"] = 32;
+        c["kv_lora_rank"] = 512;
+        c["qk_nope_head_dim"] = 128;
+        c["qk_rope_head_dim"] = 64;
+        c["v_head_dim"] = 128;
+        c["num_experts"] = 64;
+        c["num_experts_per_token"] = 8;
+        c["moe_intermediate_size"] = 1024;
+        c["model_max_length"] = 1048576;
+        set_vocab(c, 163840);
+        c["linear_attn_config"] = {{"head_dim", 128}, {"num_heads", 32}, {"short_conv_kernel_size", 4},
+                                   {"kda_layers", {1, 2, 3}}, {"full_attn_layers", {4}}};
+        return c;
+    }
+    std::string all;
+    for (const auto& n : model_preset_names()) all += (all.empty() ? "" : ", ") + n;
+    throw Error("unknown preset '" + name + "' (available: " + all + ")");
+}
+
+void apply_config_override(ordered_json& config, const std::string& assignment) {
+    const size_t eq = assignment.find('=');
+    if (eq == std::string::npos || eq == 0) throw Error("--set expects key=value, got '" + assignment + "'");
+    const std::string key = assignment.substr(0, eq), text = assignment.substr(eq + 1);
+    ordered_json value;
+    try {
+        value = ordered_json::parse(text);
+    } catch (const nlohmann::json::exception&) {
+        value = text;   // a bare word is a string
+    }
+    ordered_json* node = &config;
+    size_t pos = 0;
+    for (;;) {
+        const size_t dot = key.find('.', pos);
+        const std::string part = key.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
+        if (part.empty()) throw Error("--set: bad key '" + key + "'");
+        if (!node->is_object()) throw Error("--set: '" + key + "' descends into a non-object");
+        if (dot == std::string::npos) {
+            (*node)[part] = value;
+            if (part == "vocab_size" && node == &config && value.is_number_integer()) set_vocab(config, value.get<int64_t>());
+            return;
+        }
+        node = &(*node)[part];
+        pos = dot + 1;
+    }
+}
+
+void write_random_checkpoint(const std::string& dir, const ordered_json& config, uint64_t seed,
+                             const std::function<void(uint64_t, uint64_t)>& progress) {
+    const ModelConfig c = parse_model_config(nlohmann::json::parse(config.dump()), "generated config");
+    make_dirs(dir);
+    {
+        std::ofstream f(dir + "/config.json");
+        f << config.dump(2) << "\n";
+        if (!f) throw Error(dir + "/config.json: write failed");
+    }
+    const std::vector<Spec> specs = checkpoint_specs(c);
+    std::vector<SafetensorsWriter::Entry> entries;
+    uint64_t total = 0;
+    for (const auto& s : specs) {
+        entries.push_back({s.name, s.dtype, s.shape});
+        total += entries.back().numel() * dtype_size(s.dtype);
+    }
+    std::map<std::string, const Spec*> by_name;
+    for (const auto& s : specs) by_name[s.name] = &s;
+    uint64_t done = 0;
+    SafetensorsWriter::write(dir + "/model.safetensors", entries,
+                             [&](const SafetensorsWriter::Entry& e, uint64_t offset, uint64_t n, void* out) {
+                                 const Spec& sp = *by_name.at(e.name);
+                                 // one stream per (seed, tensor, chunk): the writer's chunks are fixed-size
+                                 Rng r(seed ^ name_hash(e.name) ^ (offset * 0x9e3779b97f4a7c15ull));
+                                 for (uint64_t i = 0; i < n; ++i) {
+                                     const float v = float(draw(sp, r));
+                                     if (e.dtype == DType::kF32)
+                                         static_cast<float*>(out)[i] = v;
+                                     else
+                                         static_cast<uint16_t*>(out)[i] = f32_to_bf16(v);
+                                 }
+                                 done += n * dtype_size(e.dtype);
+                                 if (progress) progress(done, total);
+                             });
+}
+
+}  // namespace kimi

@@ -1,0 +1,111 @@
+// WeightStore implementation: single-file and sharded (index.json) checkpoints.
+#include "model/weight_store.h"
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace kimi {
+
+namespace {
+bool file_exists(const std::string& p) {
+    struct stat st{};
+    return ::stat(p.c_str(), &st) == 0;
+}
+}  // namespace
+
+WeightStore::WeightStore(const std::string& model_dir) {
+    const std::string index_path = model_dir + "/model.safetensors.index.json";
+    std::map<std::string, std::string> expected_file;   // tensor → shard (sharded checkpoints)
+    if (file_exists(index_path)) {
+        std::ifstream f(index_path);
+        nlohmann::json j;
+        try {
+            j = nlohmann::json::parse(f);
+        } catch (const nlohmann::json::exception& e) {
+            throw Error(index_path + ": invalid JSON: " + e.what());
+        }
+        if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+            throw Error(index_path + ": missing object 'weight_map'");
+        std::set<std::string> shards;
+        for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+            if (!it.value().is_string()) throw Error(index_path + ": weight_map['" + it.key() + "'] must be a file name");
+            const std::string shard = it.value().get<std::string>();
+            if (shard.empty() || shard.find('/') != std::string::npos || shard.find("..") != std::string::npos)
+                throw Error(index_path + ": weight_map['" + it.key() + "'] names an invalid file '" + shard + "'");
+            expected_file[it.key()] = shard;
+            shards.insert(shard);
+        }
+        for (const auto& s : shards) files_.push_back(std::make_unique<SafetensorsFile>(model_dir + "/" + s));
+    } else if (file_exists(model_dir + "/model.safetensors")) {
+        files_.push_back(std::make_unique<SafetensorsFile>(model_dir + "/model.safetensors"));
+    } else {
+        throw Error(model_dir + ": no model.safetensors or model.safetensors.index.json");
+    }
+    for (const auto& f : files_) {
+        for (const auto& [name, t] : f->tensors()) {
+            if (tensors_.count(name)) throw Error(f->path() + ": tensor '" + name + "' also appears in " + tensors_[name].file->path());
+            if (!expected_file.empty()) {
+                auto it = expected_file.find(name);
+                if (it == expected_file.end()) throw Error(f->path() + ": tensor '" + name + "' is not listed in " + index_path);
+                if (model_dir + "/" + it->second != f->path())
+                    throw Error(f->path() + ": tensor '" + name + "' is listed under " + it->second + " in the index");
+            }
+            tensors_[name] = Entry{t, f.get()};
+        }
+    }
+    for (const auto& [name, shard] : expected_file)
+        if (!tensors_.count(name)) throw Error(model_dir + "/" + shard + ": tensor '" + name + "' listed in the index is missing");
+}
+
+Tensor WeightStore::get(const std::string& name, std::initializer_list<int64_t> shape) {
+    auto it = tensors_.find(name);
+    if (it == tensors_.end()) throw Error("missing tensor '" + name + "' (expected shape " + shape_str(Tensor(nullptr, DType::kF32, shape)) + ")");
+    const Tensor& t = it->second.tensor;
+    const std::string where = it->second.file->path() + ": tensor '" + name + "'";
+    if (t.dtype != DType::kF32 && t.dtype != DType::kBF16 && t.dtype != DType::kF16)
+        throw Error(where + ": dtype " + dtype_name(t.dtype) + " is not a float type (F32, BF16, F16)");
+    const Tensor want(nullptr, t.dtype, shape);
+    if (want.rank != t.rank || want.shape != t.shape)
+        throw Error(where + ": shape " + shape_str(t) + ", expected " + shape_str(want));
+    used_.insert(name);
+    return t;
+}
+
+void WeightStore::finish() const {
+    for (const auto& [name, e] : tensors_)
+        if (!used_.count(name)) throw Error(e.file->path() + ": unexpected tensor '" + name + "' (not part of this architecture/config)");
+}
+
+Tensor WeightStore::new_like(DType dt, std::initializer_list<int64_t> shape) {
+    Tensor t(nullptr, dt, shape);
+    owned_.emplace_back(new unsigned char[t.nbytes() + 64]());
+    t.data = owned_.back().get();
+    return t;
+}
+
+Tensor WeightStore::new_f32(std::initializer_list<int64_t> shape) { return new_like(DType::kF32, shape); }
+
+Tensor WeightStore::to_f32(const Tensor& src, std::initializer_list<int64_t> shape) {
+    Tensor t = new_f32(shape);
+    KIMI_CHECK(t.numel() == src.numel(), "to_f32: element count");
+    for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = element_f32(src, i);
+    return t;
+}
+
+uint64_t WeightStore::tensor_bytes() const {
+    uint64_t n = 0;
+    for (const auto& [name, e] : tensors_) n += e.tensor.nbytes();
+    return n;
+}
+
+int64_t WeightStore::n_params() const {
+    int64_t n = 0;
+    for (const auto& [name, e] : tensors_) n += e.tensor.numel();
+    return n;
+}
+
+}  // namespace kimi

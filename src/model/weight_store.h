@@ -1,0 +1,46 @@
+// WeightStore: every tensor of a Hugging Face model directory (one model.safetensors, or
+// the shards listed in model.safetensors.index.json), memory-mapped, by name. It also owns
+// the few buffers made by load-time preparation (f32 copies of small vectors, -exp(A_log),
+// the transposed k part of kv_b_proj), so every prepared tensor lives as long as the model.
+#pragma once
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "model/safetensors.h"
+
+namespace kimi {
+
+class WeightStore {
+public:
+    explicit WeightStore(const std::string& model_dir);   // throws kimi::Error
+
+    // The tensor `name`, checked: present, float class (F32/BF16/F16), exactly `shape`.
+    // Marks it used; finish() then rejects any tensor of the checkpoint never asked for.
+    Tensor get(const std::string& name, std::initializer_list<int64_t> shape);
+    bool contains(const std::string& name) const { return tensors_.count(name) != 0; }
+    void finish() const;   // throws if unused (unexpected) tensors remain
+
+    // Load-time preparation buffers, owned by the store.
+    Tensor new_f32(std::initializer_list<int64_t> shape);
+    Tensor new_like(DType t, std::initializer_list<int64_t> shape);
+    Tensor to_f32(const Tensor& t, std::initializer_list<int64_t> shape);   // exact widening copy
+
+    size_t n_files() const { return files_.size(); }
+    uint64_t tensor_bytes() const;   // bytes of all checkpoint tensors
+    int64_t n_params() const;        // elements of all checkpoint tensors
+
+private:
+    struct Entry {
+        Tensor tensor;
+        const SafetensorsFile* file;
+    };
+    std::vector<std::unique_ptr<SafetensorsFile>> files_;
+    std::map<std::string, Entry> tensors_;
+    std::set<std::string> used_;
+    std::vector<std::unique_ptr<unsigned char[]>> owned_;
+};
+
+}  // namespace kimi

@@ -1,0 +1,106 @@
+// Op contracts: every shape/dtype rule of ops.h is checked here, once, then the CPU kernel
+// runs. A violated contract is a programmer error (KIMI_CHECK aborts with file:line).
+#include "ops/ops.h"
+
+#include "backend/cpu/cpu_ops.h"
+
+namespace kimi::ops {
+
+namespace {
+bool is_float_class(DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; }
+bool same_shape(const Tensor& a, const Tensor& b) { return a.rank == b.rank && a.shape == b.shape; }
+#define CONTRACT(cond) KIMI_CHECK(cond, std::string(__func__) + ": contract violated")
+}  // namespace
+
+void matmul(Exec& ex, const Tensor& x, const Tensor& w, Precision p, Tensor& y) {
+    CONTRACT(x.rank == 2 && w.rank == 2 && y.rank == 2 && is_float_class(w.dtype));
+    CONTRACT(x.dim(1) == w.dim(1) && y.dim(0) == x.dim(0) && y.dim(1) == w.dim(0));
+    cpu::matmul(ex, x, w, p, y);
+}
+
+void matmul_strided(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, const Tensor& w, Precision p, float* y,
+                    int64_t ldy) {
+    CONTRACT(w.rank == 2 && is_float_class(w.dtype) && ldx >= w.dim(1) && ldy >= w.dim(0));
+    cpu::matmul_strided(ex, x, n_rows, ldx, w, p, y, ldy);
+}
+
+void rms_norm(Exec& ex, const Tensor& x, const Tensor& w, float eps, Tensor& y) {
+    CONTRACT(x.rank == 2 && same_shape(x, y) && w.numel() == x.dim(1) && is_float_class(w.dtype));
+    cpu::rms_norm(ex, x, w, eps, y);
+}
+
+void add_inplace(Exec& ex, Tensor& acc, const Tensor& a) {
+    CONTRACT(acc.numel() == a.numel());
+    cpu::add_inplace(ex, acc, a);
+}
+
+void embedding(Exec& ex, const Tensor& table, std::span<const int32_t> ids, Tensor& y) {
+    CONTRACT(table.rank == 2 && y.rank == 2 && y.dim(0) == int64_t(ids.size()) && y.dim(1) == table.dim(1));
+    for (int32_t id : ids) CONTRACT(id >= 0 && id < table.dim(0));
+    cpu::embedding(ex, table, ids, y);
+}
+
+void causal_conv1d_silu(Exec& ex, const Tensor& x, const Tensor& w, SlotState state, const SeqLayout& seqs,
+                        Tensor& y) {
+    CONTRACT(x.rank == 2 && same_shape(x, y) && w.rank == 3 && w.dim(0) == x.dim(1) && w.dim(1) == 1);
+    CONTRACT(w.dtype == DType::kF32 && seqs.seq_starts.size() == seqs.slots.size() + 1);
+    CONTRACT(state.slot_stride >= (w.dim(2) - 1) * x.dim(1));
+    cpu::causal_conv1d_silu(ex, x, w, state, seqs, y);
+}
+
+void l2_norm_heads(Exec& ex, Tensor& x, float eps, float scale) {
+    CONTRACT(x.rank == 3);
+    cpu::l2_norm_heads(ex, x, eps, scale);
+}
+
+void kda_gate(Exec& ex, const Tensor& f, const Tensor& neg_exp_a, const Tensor& dt_bias, Tensor& g) {
+    CONTRACT(f.rank == 2 && same_shape(f, g) && neg_exp_a.dtype == DType::kF32 && dt_bias.dtype == DType::kF32);
+    CONTRACT(dt_bias.numel() == f.dim(1) && neg_exp_a.numel() > 0 && f.dim(1) % neg_exp_a.numel() == 0);
+    cpu::kda_gate(ex, f, neg_exp_a, dt_bias, g);
+}
+
+void sigmoid_inplace(Exec& ex, Tensor& x) { cpu::sigmoid_inplace(ex, x); }
+
+void kda_recurrent(Exec& ex, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                   const Tensor& beta, SlotState state, const SeqLayout& seqs, Tensor& o) {
+    CONTRACT(q.rank == 3 && same_shape(q, k) && same_shape(q, g) && v.rank == 3 && same_shape(v, o));
+    CONTRACT(v.dim(0) == q.dim(0) && v.dim(1) == q.dim(1) && v.dim(2) <= 512);
+    CONTRACT(beta.numel() == q.dim(0) * q.dim(1) && seqs.seq_starts.size() == seqs.slots.size() + 1);
+    CONTRACT(state.slot_stride >= q.dim(1) * q.dim(2) * v.dim(2));
+    cpu::kda_recurrent(ex, q, k, v, g, beta, state, seqs, o);
+}
+
+void gated_rms_norm(Exec& ex, const Tensor& x, const Tensor& w, const Tensor& z, float eps, Tensor& y) {
+    CONTRACT(x.rank == 3 && same_shape(x, z) && same_shape(x, y) && w.numel() == x.dim(2));
+    cpu::gated_rms_norm(ex, x, w, z, eps, y);
+}
+
+void mla_cache_write(Exec& ex, const Tensor& latents, const PagedLatents& cache, std::span<const int32_t> seq_starts,
+                     std::span<const int32_t> n_past) {
+    CONTRACT(latents.rank == 2 && latents.dim(1) == cache.row_width && seq_starts.size() == n_past.size() + 1);
+    cpu::mla_cache_write(ex, latents, cache, seq_starts, n_past);
+}
+
+void mla_attention(Exec& ex, const Tensor& q_abs, const PagedLatents& cache, std::span<const int32_t> seq_starts,
+                   std::span<const int32_t> n_past, float scale, Tensor& o_lat) {
+    CONTRACT(q_abs.rank == 3 && q_abs.dim(2) == cache.row_width && o_lat.rank == 3);
+    CONTRACT(o_lat.dim(0) == q_abs.dim(0) && o_lat.dim(1) == q_abs.dim(1) && o_lat.dim(2) <= cache.row_width);
+    CONTRACT(seq_starts.size() == n_past.size() + 1);
+    cpu::mla_attention(ex, q_abs, cache, seq_starts, n_past, scale, o_lat);
+}
+
+void silu_mul(Exec& ex, const Tensor& gate, const Tensor& up, Tensor& y) {
+    CONTRACT(gate.numel() == up.numel() && gate.numel() == y.numel());
+    cpu::silu_mul(ex, gate, up, y);
+}
+
+void moe_route(Exec& ex, const Tensor& logits, const Tensor& bias, const RouteParams& p, Tensor& ids,
+               Tensor& weights) {
+    CONTRACT(logits.rank == 2 && logits.dim(1) <= 1024 && bias.numel() == logits.dim(1) && bias.dtype == DType::kF32);
+    CONTRACT(p.n_groups >= 1 && logits.dim(1) % p.n_groups == 0 && p.topk_groups >= 1 && p.topk_groups <= p.n_groups);
+    CONTRACT(p.top_k >= 1 && p.top_k <= logits.dim(1) / p.n_groups * p.topk_groups);
+    CONTRACT(ids.dtype == DType::kI32 && ids.dim(0) == logits.dim(0) && ids.dim(1) == p.top_k && same_shape(ids, weights));
+    cpu::moe_route(ex, logits, bias, p, ids, weights);
+}
+
+}  // namespace kimi::ops

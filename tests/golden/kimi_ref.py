@@ -1,0 +1,500 @@
+#!/usr/bin/python3
+"""Independent float64 reference implementation of the Kimi Linear forward pass.
+
+Written from docs/model-spec.md (sections 3-6) only; it shares no code with the C++
+engine.  Everything is computed in float64 numpy on the weights exactly as stored
+(bf16 / f16 / f32 values widened to float64).
+
+CLI:
+    /usr/bin/python3 kimi_ref.py --model DIR --tokens 1,2,3 --out FILE [--dump FILE.npz]
+writes the logits of every position as little-endian float32 [T, vocab_size].
+
+Library:
+    logits = kimi_ref.forward_dir(model_dir, tokens)          # float64 [T, vocab]
+    logits = kimi_ref.forward(cfg, weights, tokens)           # same, in-memory model
+"""
+
+import argparse
+import glob
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+
+# --------------------------------------------------------------------------------------
+# safetensors I/O (no external package)
+# --------------------------------------------------------------------------------------
+
+_ST_DTYPES = {
+    "F64": (np.float64, 8),
+    "F32": (np.float32, 4),
+    "F16": (np.float16, 2),
+    "BF16": (None, 2),
+    "I64": (np.int64, 8),
+    "I32": (np.int32, 4),
+    "I16": (np.int16, 2),
+    "I8": (np.int8, 1),
+    "U8": (np.uint8, 1),
+}
+
+
+def bf16_bits_to_f64(bits):
+    """uint16 bf16 bit patterns -> float64 (exact widening)."""
+    u32 = bits.astype(np.uint32) << np.uint32(16)
+    return u32.view(np.float32).astype(np.float64)
+
+
+def f64_to_bf16_bits(x):
+    """float -> uint16 bf16 bit patterns, round-to-nearest-even (NaN kept as NaN)."""
+    f = np.ascontiguousarray(np.asarray(x, dtype=np.float32))
+    u = f.view(np.uint32).astype(np.uint64)
+    rounding = ((u >> np.uint64(16)) & np.uint64(1)) + np.uint64(0x7FFF)
+    out = ((u + rounding) >> np.uint64(16)).astype(np.uint16)
+    nan = np.isnan(f)
+    if nan.any():
+        out[nan] = np.uint16(0x7FC0)
+    return out
+
+
+def round_bf16(x):
+    """Round float values to the nearest bf16 and widen back to float64."""
+    return bf16_bits_to_f64(f64_to_bf16_bits(x))
+
+
+def read_safetensors(path):
+    """Return ({name: float64 ndarray}, metadata dict or None)."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    if len(data) < 8:
+        raise ValueError(f"{path}: too short for a safetensors file")
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n].decode("utf-8"))
+    base = 8 + n
+    meta = header.pop("__metadata__", None)
+    out = {}
+    for name, info in header.items():
+        dt = info["dtype"]
+        shape = tuple(int(s) for s in info["shape"])
+        begin, end = (int(v) for v in info["data_offsets"])
+        if dt not in _ST_DTYPES:
+            raise ValueError(f"{path}: tensor {name}: unsupported dtype {dt}")
+        npdt, size = _ST_DTYPES[dt]
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        if end - begin != count * size:
+            raise ValueError(f"{path}: tensor {name}: byte size {end - begin} != {count}*{size}")
+        raw = data[base + begin:base + end]
+        if dt == "BF16":
+            arr = bf16_bits_to_f64(np.frombuffer(raw, dtype="<u2"))
+        else:
+            arr = np.frombuffer(raw, dtype=np.dtype(npdt).newbyteorder("<")).astype(np.float64)
+        out[name] = arr.reshape(shape)
+    return out, meta
+
+
+def write_safetensors(path, tensors, metadata=None):
+    """tensors: {name: (dtype_str, ndarray)} with dtype_str in BF16/F16/F32.
+
+    Values are converted to the stored dtype (bf16 with round-to-nearest-even)."""
+    header = {}
+    blobs = []
+    off = 0
+    for name in sorted(tensors):
+        dt, arr = tensors[name]
+        arr = np.asarray(arr)
+        if dt == "BF16":
+            b = f64_to_bf16_bits(arr).astype("<u2").tobytes()
+        elif dt == "F16":
+            b = arr.astype("<f2").tobytes()
+        elif dt == "F32":
+            b = arr.astype("<f4").tobytes()
+        elif dt == "F64":
+            b = arr.astype("<f8").tobytes()
+        else:
+            raise ValueError(dt)
+        header[name] = {"dtype": dt, "shape": list(arr.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    hj = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    hj += b" " * ((8 - len(hj) % 8) % 8)
+    with open(path, "wb") as fh:
+        fh.write(struct.pack("<Q", len(hj)))
+        fh.write(hj)
+        for b in blobs:
+            fh.write(b)
+
+
+def load_model_dir(model_dir):
+    """Read config.json and every *.safetensors file of a model directory."""
+    with open(os.path.join(model_dir, "config.json")) as fh:
+        cfg = json.load(fh)
+    files = sorted(glob.glob(os.path.join(model_dir, "*.safetensors")))
+    if not files:
+        raise FileNotFoundError(f"no *.safetensors in {model_dir}")
+    weights = {}
+    for f in files:
+        w, _ = read_safetensors(f)
+        dup = set(w) & set(weights)
+        if dup:
+            raise ValueError(f"duplicate tensors across shards: {sorted(dup)[:3]}")
+        weights.update(w)
+    return cfg, weights
+
+
+# --------------------------------------------------------------------------------------
+# elementwise helpers (float64)
+# --------------------------------------------------------------------------------------
+
+def sigmoid(x):
+    x = np.asarray(x, dtype=np.float64)
+    return np.exp(-np.logaddexp(0.0, -x))
+
+
+def silu(x):
+    return x * sigmoid(x)
+
+
+def softplus_torch(x):
+    """torch.nn.functional.softplus(beta=1, threshold=20)."""
+    x = np.asarray(x, dtype=np.float64)
+    return np.where(x > 20.0, x, np.log1p(np.exp(np.minimum(x, 20.0))))
+
+
+def rmsnorm(x, w, eps):
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def linear(x, w):
+    """x [..., in] · w[out, in]^T"""
+    return x @ w.T
+
+
+# --------------------------------------------------------------------------------------
+# config helpers
+# --------------------------------------------------------------------------------------
+
+class Cfg:
+    def __init__(self, c):
+        self.raw = c
+        self.hidden = int(c["hidden_size"])
+        self.n_layers = int(c["num_hidden_layers"])
+        self.vocab = int(c["vocab_size"])
+        self.eps = float(c.get("rms_norm_eps", 1e-5))
+        la = c.get("linear_attn_config") or {}
+        self.kda_layers = set(int(v) for v in (la.get("kda_layers") or []))
+        self.full_attn_layers = set(int(v) for v in (la.get("full_attn_layers") or []))
+        self.kda_heads = int(la.get("num_heads", 0) or 0)
+        self.kda_dim = int(la.get("head_dim", 0) or 0)
+        self.conv_w = int(la.get("short_conv_kernel_size", 4) or 4)
+        self.mla_heads = int(c.get("num_attention_heads", 0) or 0)
+        self.nope = int(c.get("qk_nope_head_dim", 0) or 0)
+        self.rope = int(c.get("qk_rope_head_dim", 0) or 0)
+        self.vdim = int(c.get("v_head_dim", 0) or 0)
+        self.kv_lora = int(c.get("kv_lora_rank", 0) or 0)
+        self.q_lora = c.get("q_lora_rank")
+        self.mla_use_nope = bool(c.get("mla_use_nope", True))
+        self.n_experts = int(c.get("num_experts", 0) or 0)
+        self.top_k = int(c.get("num_experts_per_token", 0) or 0)
+        self.n_shared = int(c.get("num_shared_experts", 0) or 0)
+        self.first_dense = int(c.get("first_k_dense_replace", 0) or 0)
+        self.moe_freq = int(c.get("moe_layer_freq", 1) or 1)
+        self.renorm = bool(c.get("moe_renormalize", True))
+        self.scale = float(c.get("routed_scaling_factor", 1.0))
+        self.n_group = int(c.get("num_expert_group", 1) or 1)
+        self.topk_group = int(c.get("topk_group", 1) or 1)
+        self.grouped = bool(c.get("use_grouped_topk", True))
+        self.router_act = c.get("moe_router_activation_func", "sigmoid")
+        self.tie = bool(c.get("tie_word_embeddings", False))
+
+    def is_kda(self, i):
+        return (i + 1) in self.kda_layers
+
+    def is_moe(self, i):
+        return self.n_experts > 0 and i >= self.first_dense and i % self.moe_freq == 0
+
+
+# --------------------------------------------------------------------------------------
+# KDA (model-spec §3)
+# --------------------------------------------------------------------------------------
+
+def causal_conv_silu(raw, w, hist=None):
+    """Depthwise causal conv + SiLU.
+
+    raw [T, C] pre-conv projections, w [C, 1, W] (or [C, W]); tap W-1 = current token.
+    hist [W-1, C] previous raw projections (oldest first), zeros when None.
+    Returns (out [T, C], new_hist [W-1, C])."""
+    w = w.reshape(w.shape[0], -1)
+    C, W = w.shape
+    T = raw.shape[0]
+    if hist is None:
+        hist = np.zeros((W - 1, C))
+    full = np.concatenate([hist, raw], axis=0)  # [W-1+T, C]
+    out = np.zeros((T, C))
+    for i in range(W):
+        out += full[i:i + T] * w[:, i]
+    return silu(out), full[full.shape[0] - (W - 1):].copy()
+
+
+def kda_inputs(x, W, p, cfg, conv_hist=None):
+    """Everything that precedes the recurrence.
+
+    Returns dict with q, k (l2-normed, q scaled) [T,H,K], v [T,H,K], g [T,H,K] (log decay),
+    beta [T,H], z [T,H*K] and the new conv histories."""
+    H, K = cfg.kda_heads, cfg.kda_dim
+    T = x.shape[0]
+    hist = conv_hist or {}
+    res = {"conv": {}}
+    qkv = {}
+    for n in ("q", "k", "v"):
+        raw = linear(x, W[p + f"{n}_proj.weight"])
+        out, nh = causal_conv_silu(raw, W[p + f"{n}_conv1d.weight"], hist.get(n))
+        qkv[n] = out.reshape(T, H, K)
+        res["conv"][n] = nh
+    q, k, v = qkv["q"], qkv["k"], qkv["v"]
+    q = q / np.sqrt(np.sum(q * q, axis=-1, keepdims=True) + 1e-6) * (K ** -0.5)
+    k = k / np.sqrt(np.sum(k * k, axis=-1, keepdims=True) + 1e-6)
+    f = linear(linear(x, W[p + "f_a_proj.weight"]), W[p + "f_b_proj.weight"])  # [T, H*K]
+    A_log = W[p + "A_log"].reshape(-1)
+    if A_log.shape[0] != H:
+        raise ValueError(f"{p}A_log has {A_log.shape[0]} values, expected {H}")
+    dt_bias = W[p + "dt_bias"].reshape(-1)
+    g = -np.exp(A_log)[None, :, None] * softplus_torch((f + dt_bias).reshape(T, H, K))
+    beta = sigmoid(linear(x, W[p + "b_proj.weight"]))  # [T, H]
+    z = linear(linear(x, W[p + "g_a_proj.weight"]), W[p + "g_b_proj.weight"])  # [T, H*K]
+    res.update(q=q, k=k, v=v, g=g, beta=beta, z=z)
+    return res
+
+
+def kda_recurrent(q, k, v, g, beta, S0=None):
+    """Token-by-token KDA recurrence (§3.3).  q,k,g [T,H,K], v [T,H,V], beta [T,H].
+
+    S0 [H,K,V] (zeros when None).  Returns (o [T,H,V], S [H,K,V])."""
+    T, H, K = q.shape
+    V = v.shape[-1]
+    S = np.zeros((H, K, V)) if S0 is None else S0.copy()
+    o = np.zeros((T, H, V))
+    for t in range(T):
+        S = S * np.exp(g[t])[:, :, None]                       # decay rows
+        pred = np.einsum("hk,hkv->hv", k[t], S)                # S^T k
+        u = beta[t][:, None] * (v[t] - pred)                   # delta
+        S = S + k[t][:, :, None] * u[:, None, :]               # write
+        o[t] = np.einsum("hk,hkv->hv", q[t], S)                # read after write
+    return o, S
+
+
+def kda_output(o, z, W, p, cfg):
+    """Gated RMSNorm (sigmoid gate) per head + o_proj (§3.4)."""
+    T, H, V = o.shape
+    y = rmsnorm(o, W[p + "o_norm.weight"], cfg.eps) * sigmoid(z.reshape(T, H, V))
+    return linear(y.reshape(T, H * V), W[p + "o_proj.weight"])
+
+
+def kda_layer(x, W, p, cfg, state=None):
+    """state: None or dict(conv={q,k,v: hist}, S=[H,K,V]).  Returns (out, new_state)."""
+    st = state or {}
+    inp = kda_inputs(x, W, p, cfg, st.get("conv"))
+    o, S = kda_recurrent(inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], st.get("S"))
+    return kda_output(o, inp["z"], W, p, cfg), {"conv": inp["conv"], "S": S}
+
+
+# --------------------------------------------------------------------------------------
+# MLA (model-spec §4), expanded NoPE form
+# --------------------------------------------------------------------------------------
+
+def mla_project(x, W, p, cfg):
+    """Returns q [T,H,nope+rope], c_hat [T,R], k_r [T,rope]."""
+    H, nope, rope = cfg.mla_heads, cfg.nope, cfg.rope
+    T = x.shape[0]
+    if cfg.q_lora:
+        qa = rmsnorm(linear(x, W[p + "q_a_proj.weight"]), W[p + "q_a_layernorm.weight"], 1e-6)
+        q = linear(qa, W[p + "q_b_proj.weight"])
+    else:
+        q = linear(x, W[p + "q_proj.weight"])
+    q = q.reshape(T, H, nope + rope)
+    ckv = linear(x, W[p + "kv_a_proj_with_mqa.weight"])
+    c = ckv[:, :cfg.kv_lora]
+    k_r = ckv[:, cfg.kv_lora:cfg.kv_lora + rope]
+    c_hat = rmsnorm(c, W[p + "kv_a_layernorm.weight"], 1e-6)
+    return q, c_hat, k_r
+
+
+def mla_attend_expanded(q, c_hat, k_r, W, p, cfg):
+    """Causal softmax attention, keys/values materialised per head.  Returns [T, H*vdim]
+    (before o_proj)."""
+    H, nope, rope, vd = cfg.mla_heads, cfg.nope, cfg.rope, cfg.vdim
+    T = q.shape[0]
+    Tk = c_hat.shape[0]
+    kv = linear(c_hat, W[p + "kv_b_proj.weight"]).reshape(Tk, H, nope + vd)
+    k_nope, v = kv[:, :, :nope], kv[:, :, nope:]
+    key = np.concatenate([k_nope, np.broadcast_to(k_r[:, None, :], (Tk, H, rope))], axis=-1)
+    scale = (nope + rope) ** -0.5
+    s = np.einsum("thd,uhd->htu", q, key) * scale  # [H, T, Tk]
+    # query t sits at absolute position Tk - T + t
+    pos_q = np.arange(T)[:, None] + (Tk - T)
+    mask = np.arange(Tk)[None, :] <= pos_q
+    s = np.where(mask[None], s, -np.inf)
+    s = s - s.max(axis=-1, keepdims=True)
+    e = np.exp(s)
+    a = e / e.sum(axis=-1, keepdims=True)
+    o = np.einsum("htu,uhd->thd", a, v)
+    return o.reshape(T, H * vd)
+
+
+def mla_layer(x, W, p, cfg, cache=None):
+    """cache: None or dict(c=[Tp,R], kr=[Tp,rope]).  Returns (out, new_cache)."""
+    if not cfg.mla_use_nope:
+        raise NotImplementedError("mla_use_nope=false (RoPE MLA) is not part of Kimi Linear")
+    q, c_hat, k_r = mla_project(x, W, p, cfg)
+    if cache is not None:
+        c_hat = np.concatenate([cache["c"], c_hat], axis=0)
+        k_r = np.concatenate([cache["kr"], k_r], axis=0)
+    o = mla_attend_expanded(q, c_hat, k_r, W, p, cfg)
+    return linear(o, W[p + "o_proj.weight"]), {"c": c_hat, "kr": k_r}
+
+
+# --------------------------------------------------------------------------------------
+# MoE (model-spec §5)
+# --------------------------------------------------------------------------------------
+
+def _topk_indices(vals, k):
+    """Indices of the k largest values, ties broken by lower index."""
+    order = np.argsort(-vals, kind="stable")
+    return order[:k]
+
+
+def route(logits, bias, cfg):
+    """Router for one token.  logits [E] (fp64), bias [E] or None.
+
+    Returns (expert indices [k], weights [k]) — weights are the UNBIASED scores,
+    renormalised if configured, then scaled by routed_scaling_factor."""
+    E = logits.shape[0]
+    if cfg.router_act == "sigmoid":
+        s = sigmoid(logits)
+    elif cfg.router_act == "softmax":
+        e = np.exp(logits - logits.max())
+        s = e / e.sum()
+    else:
+        raise ValueError(f"router activation {cfg.router_act}")
+    sel = s + (bias if bias is not None else 0.0)
+    if cfg.grouped and cfg.n_group > 1:
+        G = cfg.n_group
+        if E % G:
+            raise ValueError("num_experts not divisible by num_expert_group")
+        gs = E // G
+        grp = sel.reshape(G, gs)
+        top2 = np.sort(grp, axis=1)[:, ::-1][:, :min(2, gs)]
+        gscore = top2.sum(axis=1)
+        keep = _topk_indices(gscore, cfg.topk_group)
+        allowed = np.zeros(E, dtype=bool)
+        for gi in keep:
+            allowed[gi * gs:(gi + 1) * gs] = True
+        sel = np.where(allowed, sel, -np.inf)
+    idx = _topk_indices(sel, cfg.top_k)
+    w = s[idx].copy()
+    if cfg.renorm:
+        w = w / w.sum()
+    w = w * cfg.scale
+    return idx, w
+
+
+def swiglu(x, wg, wu, wd):
+    return linear(silu(linear(x, wg)) * linear(x, wu), wd)
+
+
+def moe_layer(x, W, p, cfg, record=None):
+    logits = linear(x, W[p + "gate.weight"])  # [T, E]
+    bias = W.get(p + "gate.e_score_correction_bias")
+    T = x.shape[0]
+    out = np.zeros_like(x)
+    for t in range(T):
+        idx, w = route(logits[t], bias, cfg)
+        if record is not None:
+            record.append((idx.tolist(), w.tolist()))
+        for e, we in zip(idx, w):
+            q = p + f"experts.{int(e)}."
+            out[t] += we * swiglu(x[t], W[q + "w1.weight"], W[q + "w3.weight"], W[q + "w2.weight"])
+    if cfg.n_shared > 0:
+        q = p + "shared_experts."
+        out += swiglu(x, W[q + "gate_proj.weight"], W[q + "up_proj.weight"], W[q + "down_proj.weight"])
+    return out
+
+
+def dense_mlp(x, W, p):
+    return swiglu(x, W[p + "gate_proj.weight"], W[p + "up_proj.weight"], W[p + "down_proj.weight"])
+
+
+# --------------------------------------------------------------------------------------
+# decoder (model-spec §6)
+# --------------------------------------------------------------------------------------
+
+def forward(cfg_dict, W, tokens, dump=None, states=None):
+    """Float64 logits [T, vocab].
+
+    dump: optional dict that receives intermediate arrays (per-layer hidden states).
+    states: optional list (one entry per layer) of caches from a previous call; updated
+            in place so that forward(prefix) + forward(rest, states) == forward(all)."""
+    cfg = cfg_dict if isinstance(cfg_dict, Cfg) else Cfg(cfg_dict)
+    tokens = np.asarray(tokens, dtype=np.int64)
+    if tokens.size and (tokens.min() < 0 or tokens.max() >= cfg.vocab):
+        raise ValueError("token id out of range")
+    emb = W["model.embed_tokens.weight"]
+    x = emb[tokens]
+    if dump is not None:
+        dump["embed"] = x.copy()
+    if states is None:
+        states = [None] * cfg.n_layers
+    for i in range(cfg.n_layers):
+        p = f"model.layers.{i}."
+        xn = rmsnorm(x, W[p + "input_layernorm.weight"], cfg.eps)
+        if cfg.is_kda(i):
+            a, states[i] = kda_layer(xn, W, p + "self_attn.", cfg, states[i])
+        else:
+            a, states[i] = mla_layer(xn, W, p + "self_attn.", cfg, states[i])
+        h = x + a
+        hn = rmsnorm(h, W[p + "post_attention_layernorm.weight"], cfg.eps)
+        if cfg.is_moe(i):
+            f = moe_layer(hn, W, p + "block_sparse_moe.", cfg)
+        else:
+            f = dense_mlp(hn, W, p + "mlp.")
+        x = h + f
+        if dump is not None:
+            dump[f"layer{i}.attn_in"] = xn
+            dump[f"layer{i}.attn_out"] = a
+            dump[f"layer{i}.ffn_in"] = hn
+            dump[f"layer{i}.ffn_out"] = f
+            dump[f"layer{i}.out"] = x.copy()
+    xn = rmsnorm(x, W["model.norm.weight"], cfg.eps)
+    head = emb if cfg.tie else W["lm_head.weight"]
+    logits = linear(xn, head)
+    if dump is not None:
+        dump["final_norm"] = xn
+        dump["logits"] = logits
+    return logits
+
+
+def forward_dir(model_dir, tokens, dump=None):
+    cfg, W = load_model_dir(model_dir)
+    return forward(cfg, W, tokens, dump=dump)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", required=True, help="model directory (config.json + *.safetensors)")
+    ap.add_argument("--tokens", required=True, help="comma-separated token ids")
+    ap.add_argument("--out", required=True, help="output file: little-endian float32 [T, vocab]")
+    ap.add_argument("--dump", help="optional .npz with per-layer hidden states (float64)")
+    a = ap.parse_args(argv)
+    tokens = [int(t) for t in a.tokens.split(",") if t.strip() != ""]
+    dump = {} if a.dump else None
+    logits = forward_dir(a.model, tokens, dump=dump)
+    logits.astype("<f4").tofile(a.out)
+    if a.dump:
+        np.savez(a.dump, **dump)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+// Helpers for tests that need a model: random checkpoints in a temp dir, a ready Exec.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/arena.h"
+#include "core/thread_pool.h"
+#include "model/kimi_linear.h"
+
+namespace kimi::test {
+
+// A fresh temporary directory (removed at process exit is not attempted: ctest's tmp).
+std::string temp_dir(const std::string& tag);
+
+// Writes a random checkpoint from `preset` with `sets` overrides; returns its directory.
+std::string make_model(const std::string& preset, const std::vector<std::string>& sets, uint64_t seed);
+
+struct Runner {
+    explicit Runner(int threads, Precision p = Precision::kF32, AttnOutputMode m = AttnOutputMode::kDirect)
+        : pool(threads), arena() {
+        ex.pool = &pool;
+        ex.arena = &arena;
+        ex.precision = p;
+        ex.attn_output = m;
+    }
+    ThreadPool pool;
+    Arena arena;
+    Exec ex;
+};
+
+std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed);
+
+}  // namespace kimi::test

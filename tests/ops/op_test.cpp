@@ -1,0 +1,196 @@
+// Every op's CPU kernel against its scalar reference (backend/ref), on odd shapes, with 1
+// and 2 threads; plus the row-invariance the model relies on (a row's result does not
+// depend on the other rows or on the thread count).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backend/ref/ref_ops.h"
+#include "core/rng.h"
+#include "ops/ops.h"
+#include "test_models.h"
+
+namespace kimi {
+namespace {
+
+struct Buf {
+    std::vector<unsigned char> bytes;
+    Tensor t;
+    Buf(DType dt, std::initializer_list<int64_t> shape, Rng* r = nullptr, double scale = 1.0) {
+        t = Tensor(nullptr, dt, shape);
+        bytes.assign(t.nbytes() + 64, 0);
+        t.data = bytes.data();
+        if (!r) return;
+        for (int64_t i = 0; i < t.numel(); ++i) {
+            const float v = float(r->normal() * scale);
+            if (dt == DType::kF32) t.f32()[i] = v;
+            else if (dt == DType::kBF16) static_cast<uint16_t*>(t.data)[i] = f32_to_bf16(v);
+            else if (dt == DType::kF16) static_cast<uint16_t*>(t.data)[i] = f32_to_f16(v);
+        }
+    }
+    float* f() { return t.f32(); }
+};
+
+// max |a - b| / max(|b|, floor)
+double rel_err(const Tensor& a, const Tensor& b, double floor = 1e-6) {
+    double m = 0, d = 0;
+    for (int64_t i = 0; i < a.numel(); ++i) {
+        m = std::max(m, double(std::fabs(b.f32()[i])));
+        d = std::max(d, double(std::fabs(a.f32()[i] - b.f32()[i])));
+    }
+    return d / std::max(m, floor);
+}
+
+class Ops : public ::testing::TestWithParam<int> {
+protected:
+    test::Runner r{GetParam()};
+};
+
+TEST_P(Ops, Matmul) {
+    Rng rng(1);
+    for (DType wt : {DType::kBF16, DType::kF16, DType::kF32})
+        for (auto [t, in, out] : {std::tuple{1, 1, 1}, {1, 7, 3}, {3, 8, 5}, {5, 33, 17}, {2, 64, 64}, {7, 130, 37}, {16, 256, 19}})
+            for (Precision p : {Precision::kF32, Precision::kBF16}) {
+                Buf x(DType::kF32, {t, in}, &rng), w(wt, {out, in}, &rng, 0.1), y(DType::kF32, {t, out}), yr(DType::kF32, {t, out});
+                ops::matmul(r.ex, x.t, w.t, p, y.t);
+                ref::matmul(x.t, w.t, p, yr.t);
+                EXPECT_LT(rel_err(y.t, yr.t), 2e-6) << "T=" << t << " I=" << in << " O=" << out << " w=" << dtype_name(wt);
+            }
+}
+
+TEST_P(Ops, MatmulRowsIndependentOfBatch) {
+    Rng rng(2);
+    const int64_t in = 77, out = 45;
+    Buf x(DType::kF32, {9, in}, &rng), w(DType::kBF16, {out, in}, &rng), y(DType::kF32, {9, out});
+    ops::matmul(r.ex, x.t, w.t, Precision::kBF16, y.t);
+    for (int64_t t = 0; t < 9; ++t) {
+        Tensor xr = x.t.rows(t, t + 1);
+        Buf y1(DType::kF32, {1, out});
+        ops::matmul(r.ex, xr, w.t, Precision::kBF16, y1.t);
+        EXPECT_EQ(0, std::memcmp(y1.f(), y.f() + t * out, size_t(out) * 4)) << "row " << t;
+    }
+}
+
+TEST_P(Ops, Norms) {
+    Rng rng(3);
+    for (auto [t, d] : {std::pair{1, 1}, {3, 7}, {4, 64}, {2, 129}}) {
+        Buf x(DType::kF32, {t, d}, &rng), w(DType::kBF16, {d}, &rng), y(DType::kF32, {t, d}), yr(DType::kF32, {t, d});
+        ops::rms_norm(r.ex, x.t, w.t, 1e-5f, y.t);
+        ref::rms_norm(x.t, w.t, 1e-5f, yr.t);
+        EXPECT_LT(rel_err(y.t, yr.t), 1e-6);
+        Buf a(DType::kF32, {t, 3, d}, &rng), b(DType::kF32, {t, 3, d});
+        std::memcpy(b.f(), a.f(), a.t.nbytes());
+        ops::l2_norm_heads(r.ex, a.t, 1e-6f, 0.25f);
+        ref::l2_norm_heads(b.t, 1e-6f, 0.25f);
+        EXPECT_LT(rel_err(a.t, b.t), 1e-6);
+        Buf o(DType::kF32, {t, 3, d}, &rng), z(DType::kF32, {t, 3, d}, &rng), g(DType::kF32, {d}, &rng);
+        Buf go(DType::kF32, {t, 3, d}), gr(DType::kF32, {t, 3, d});
+        ops::gated_rms_norm(r.ex, o.t, g.t, z.t, 1e-5f, go.t);
+        ref::gated_rms_norm(o.t, g.t, z.t, 1e-5f, gr.t);
+        EXPECT_LT(rel_err(go.t, gr.t), 1e-6);
+    }
+}
+
+TEST_P(Ops, ElementwiseAndGate) {
+    Rng rng(4);
+    const int64_t t = 5, h = 3, k = 6;
+    Buf f(DType::kF32, {t, h * k}, &rng, 8.0), a(DType::kF32, {h}), bias(DType::kF32, {h * k}, &rng);
+    for (int i = 0; i < h; ++i) a.f()[i] = -float(i + 1);
+    Buf g(DType::kF32, {t, h * k}), gr(DType::kF32, {t, h * k});
+    ops::kda_gate(r.ex, f.t, a.t, bias.t, g.t);
+    ref::kda_gate(f.t, a.t, bias.t, gr.t);
+    EXPECT_LT(rel_err(g.t, gr.t), 1e-6);
+    Buf u(DType::kF32, {t, 9}, &rng), v(DType::kF32, {t, 9}, &rng), s(DType::kF32, {t, 9}), sr(DType::kF32, {t, 9});
+    ops::silu_mul(r.ex, u.t, v.t, s.t);
+    ref::silu_mul(u.t, v.t, sr.t);
+    EXPECT_LT(rel_err(s.t, sr.t), 1e-6);
+    Buf q(DType::kF32, {10001}, &rng, 5.0);
+    std::vector<float> before(q.f(), q.f() + 10001);
+    ops::sigmoid_inplace(r.ex, q.t);
+    for (int i = 0; i < 10001; ++i) EXPECT_NEAR(q.f()[i], 1.0 / (1.0 + std::exp(-double(before[size_t(i)]))), 1e-6);
+}
+
+// Two sequences in one step with given state slots; the conv and the recurrence continue
+// from the stored state.
+TEST_P(Ops, ConvAndRecurrenceVarlen) {
+    Rng rng(5);
+    const int64_t h = 3, k = 5, v = 7, c = h * k, w = 4;
+    const std::vector<int32_t> starts{0, 6, 9}, slots{2, 0};
+    const ops::SeqLayout seqs{starts, slots};
+    const int64_t t = 9, n_slots = 3;
+    Buf x(DType::kF32, {t, c}, &rng), cw(DType::kF32, {c, 1, w}, &rng, 0.5), y(DType::kF32, {t, c}), yr(DType::kF32, {t, c});
+    Buf st(DType::kF32, {n_slots, w - 1, c}, &rng), str(DType::kF32, {n_slots, w - 1, c});
+    std::memcpy(str.f(), st.f(), st.t.nbytes());
+    ops::causal_conv1d_silu(r.ex, x.t, cw.t, {st.f(), (w - 1) * c}, seqs, y.t);
+    ref::causal_conv1d_silu(x.t, cw.t, {str.f(), (w - 1) * c}, seqs, yr.t);
+    EXPECT_LT(rel_err(y.t, yr.t), 1e-6);
+    EXPECT_LT(rel_err(st.t, str.t), 1e-7);
+
+    Buf q(DType::kF32, {t, h, k}, &rng, 0.3), kk(DType::kF32, {t, h, k}, &rng, 0.3), vv(DType::kF32, {t, h, v}, &rng);
+    Buf g(DType::kF32, {t, h, k}, &rng, 0.2), beta(DType::kF32, {t, h});
+    for (int64_t i = 0; i < g.t.numel(); ++i) g.f()[i] = -std::fabs(g.f()[i]);
+    for (int64_t i = 0; i < beta.t.numel(); ++i) beta.f()[i] = float(rng.uniform());
+    Buf s(DType::kF32, {n_slots, h, k, v}, &rng, 0.1), sr(DType::kF32, {n_slots, h, k, v});
+    std::memcpy(sr.f(), s.f(), s.t.nbytes());
+    Buf o(DType::kF32, {t, h, v}), orf(DType::kF32, {t, h, v});
+    ops::kda_recurrent(r.ex, q.t, kk.t, vv.t, g.t, beta.t, {s.f(), h * k * v}, seqs, o.t);
+    ref::kda_recurrent(q.t, kk.t, vv.t, g.t, beta.t, {sr.f(), h * k * v}, seqs, orf.t);
+    EXPECT_LT(rel_err(o.t, orf.t), 1e-5);
+    EXPECT_LT(rel_err(s.t, sr.t), 1e-5);
+}
+
+TEST_P(Ops, MlaAttentionPaged) {
+    Rng rng(6);
+    const int64_t h = 3, rank = 10, rope = 3, width = rank + rope;
+    const int32_t bs = 4, max_blocks = 5;
+    const std::vector<int32_t> starts{0, 5, 6}, past{3, 9};   // seq 0: 5 new after 3; seq 1: 1 new after 9
+    const std::vector<int32_t> tables{7, 2, 9, 0, 0, 4, 1, 8, 3, 0};
+    Buf cache(DType::kF32, {10, bs, width}, &rng);
+    const ops::PagedLatents pl{cache.f(), bs, width, tables, max_blocks};
+    Buf lat(DType::kF32, {6, width}, &rng);
+    ops::mla_cache_write(r.ex, lat.t, pl, starts, past);
+    Buf q(DType::kF32, {6, h, width}, &rng), o(DType::kF32, {6, h, rank}), orf(DType::kF32, {6, h, rank});
+    ops::mla_attention(r.ex, q.t, pl, starts, past, 0.3f, o.t);
+    ref::mla_attention(q.t, pl, starts, past, 0.3f, orf.t);
+    EXPECT_LT(rel_err(o.t, orf.t), 1e-5);
+    // the new latents landed where the block table says
+    const int64_t pos = 3;   // seq 0, first new token → block tables[0 + 3/4] = 7, row 3
+    EXPECT_EQ(0, std::memcmp(cache.f() + (7 * bs + pos % bs) * width, lat.f(), size_t(width) * 4));
+}
+
+TEST_P(Ops, MoeRoute) {
+    Rng rng(7);
+    for (auto [e, k, groups, keep, renorm] :
+         {std::tuple{8, 2, 1, 1, true}, {8, 8, 1, 1, true}, {12, 3, 4, 2, false}, {16, 4, 2, 1, true}}) {
+        const int64_t t = 6;
+        Buf logits(DType::kF32, {t, e}, &rng, 2.0), bias(DType::kF32, {e}, &rng, 0.3);
+        Buf ids(DType::kI32, {t, k}), w(DType::kF32, {t, k}), idr(DType::kI32, {t, k}), wr(DType::kF32, {t, k});
+        ops::RouteParams p{k, groups, keep, renorm, 2.446f};
+        ops::moe_route(r.ex, logits.t, bias.t, p, ids.t, w.t);
+        ref::moe_route(logits.t, bias.t, p, idr.t, wr.t);
+        EXPECT_EQ(0, std::memcmp(ids.t.data, idr.t.data, ids.t.nbytes())) << "E=" << e << " k=" << k;
+        EXPECT_LT(rel_err(w.t, wr.t), 1e-6);
+    }
+}
+
+TEST(OpsFixed, MoeRouteBiasChoosesWeightsDoNot) {
+    test::Runner r(1);
+    // scores: sigmoid(logit); bias promotes expert 2 over expert 0 for the choice only
+    float lg[4] = {2.0f, 1.0f, 0.0f, -1.0f}, bias[4] = {0.0f, 0.0f, 0.9f, 0.0f};
+    int32_t ids[2];
+    float w[2];
+    Tensor tl(lg, DType::kF32, {1, 4}), tb(bias, DType::kF32, {4}), ti(ids, DType::kI32, {1, 2}), tw(w, DType::kF32, {1, 2});
+    ops::moe_route(r.ex, tl, tb, ops::RouteParams{2, 1, 1, true, 2.0f}, ti, tw);
+    const double s2 = 1 / (1 + std::exp(-0.0)), s0 = 1 / (1 + std::exp(-2.0));   // sel: 2 → 1.4, 0 → 0.88
+    EXPECT_EQ(ids[0], 2);
+    EXPECT_EQ(ids[1], 0);
+    EXPECT_NEAR(w[0], 2.0 * s2 / (s2 + s0), 1e-6);
+    EXPECT_NEAR(w[1], 2.0 * s0 / (s2 + s0), 1e-6);
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, Ops, ::testing::Values(1, 2));
+
+}  // namespace
+}  // namespace kimi

@@ -2,7 +2,7 @@
 // --activation-dtype f32|bf16, --threads N, --attn-output direct|copy.
 #pragma once
 #include "args.h"
-#include "ops/exec.h"
+#include "backend/exec.h"
 
 namespace kimi::app {
 

@@ -9,7 +9,7 @@
 #include "model/config.h"
 #include "model/forward_batch.h"
 #include "model/model_weights.h"
-#include "ops/exec.h"
+#include "backend/exec.h"
 
 namespace kimi {
 

@@ -7,8 +7,9 @@
 #include <cstdint>
 #include <span>
 
+#include "backend/exec.h"
+#include "backend/op_params.h"
 #include "core/tensor.h"
-#include "ops/exec.h"
 
 namespace kimi::ops {
 
@@ -29,18 +30,6 @@ void add_inplace(Exec& ex, Tensor& acc, const Tensor& a);
 
 // y[t] = table[ids[t]].   table: [V, D] · y: [T, D]; ids already range-checked by the caller.
 void embedding(Exec& ex, const Tensor& table, std::span<const int32_t> ids, Tensor& y);
-
-// Per-sequence recurrent state addressed by slot: slot s lives at base + s * slot_stride.
-struct SlotState {
-    float* base = nullptr;
-    int64_t slot_stride = 0;   // floats
-};
-
-// Token spans of the sequences in a step: tokens of sequence b are [seq_starts[b], seq_starts[b+1]).
-struct SeqLayout {
-    std::span<const int32_t> seq_starts;   // [B+1]
-    std::span<const int32_t> slots;        // [B] recurrent-state slot of each sequence
-};
 
 // Depthwise causal conv (kernel W, tap W-1 = current token) followed by SiLU, continuing
 // each sequence from its W-1 previous raw inputs in `state` ([W-1, C] per slot, oldest
@@ -67,16 +56,6 @@ void kda_recurrent(Exec& ex, const Tensor& q, const Tensor& k, const Tensor& v, 
 // y = x / sqrt(mean_V(x²) + eps) * w * sigmoid(z), per head.   x, z, y: [T, H, V] · w: [V]
 void gated_rms_norm(Exec& ex, const Tensor& x, const Tensor& w, const Tensor& z, float eps, Tensor& y);
 
-// Paged latent cache of one MLA layer: token p of a sequence sits in block
-// block_table[p / block_size], row p % block_size; each row holds [c (R) ; k_rope (P)].
-struct PagedLatents {
-    float* base = nullptr;              // [n_blocks, block_size, R + P]
-    int32_t block_size = 0;
-    int64_t row_width = 0;              // R + P
-    std::span<const int32_t> block_tables;   // [B, max_blocks]
-    int32_t max_blocks = 0;
-};
-
 // Writes latents[t] of every token into the cache at its position.
 //   latents: [T, R+P] · n_past: [B] tokens already cached per sequence
 void mla_cache_write(Exec& ex, const Tensor& latents, const PagedLatents& cache, std::span<const int32_t> seq_starts,
@@ -97,11 +76,6 @@ void silu_mul(Exec& ex, const Tensor& gate, const Tensor& up, Tensor& y);
 // keep topk_groups groups); weights are the unbiased s of the selected experts,
 // renormalized to sum 1 if `renormalize`, times `scale`. Ties go to the lower index.
 //   logits: [T, E] F32 · bias: [E] · ids: [T, A] I32 · weights: [T, A] F32
-struct RouteParams {
-    int32_t top_k = 1, n_groups = 1, topk_groups = 1;
-    bool renormalize = true;
-    float scale = 1.0f;
-};
 void moe_route(Exec& ex, const Tensor& logits, const Tensor& bias, const RouteParams& p, Tensor& ids,
                Tensor& weights);
 

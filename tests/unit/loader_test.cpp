@@ -11,6 +11,7 @@
 #include "model/kimi_linear.h"
 #include "model/random_checkpoint.h"
 #include "model/safetensors.h"
+#include "model/sequence_driver.h"
 #include "test_models.h"
 
 namespace kimi {
@@ -110,7 +111,20 @@ protected:
     std::string dir;
 };
 
-TEST_F(Checkpoint, LoadsIntact) { EXPECT_NO_THROW(KimiLinearModel::load(dir)); }
+TEST_F(Checkpoint, LoadsIntactAndRuns) {
+    // Also a forward pass with fillers and decode steps, so the sanitizer build sees the kernels.
+    auto m = KimiLinearModel::load(dir);
+    test::Runner r(2, Precision::kBF16);
+    const auto logits = score_sequence(*m, r.ex, test::random_tokens(20, m->config().vocab_size, 1), {3, 12, 2, 5});
+    EXPECT_EQ(logits.size(), size_t(20 * m->config().vocab_size));
+}
+
+TEST_F(Checkpoint, OutOfRangeTokenIsAnError) {
+    auto m = KimiLinearModel::load(dir);
+    test::Runner r(1);
+    EXPECT_THROW(score_sequence(*m, r.ex, {1, 2, int32_t(m->config().vocab_size)}, {}), Error);
+    EXPECT_THROW(score_sequence(*m, r.ex, {-1}, {}), Error);
+}
 
 TEST_F(Checkpoint, ConfigErrorsNameTheKey) {
     rewrite_config([](nlohmann::json& j) { j.erase("hidden_size"); });

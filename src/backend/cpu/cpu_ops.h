@@ -1,7 +1,9 @@
 // CPU kernels, one per op of ops/ops.h (same names and contracts; contracts are checked in
 // ops.cpp before these run).
 #pragma once
-#include "ops/ops.h"
+#include "backend/exec.h"
+#include "backend/op_params.h"
+#include "core/tensor.h"
 
 namespace kimi::cpu {
 

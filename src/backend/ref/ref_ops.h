@@ -1,7 +1,9 @@
 // Scalar reference of every op in ops/ops.h: plain loops, double accumulation, no threads,
 // no blocking — obviously correct, and the oracle the op tests compare the kernels against.
 #pragma once
-#include "ops/ops.h"
+#include "backend/exec.h"
+#include "backend/op_params.h"
+#include "core/tensor.h"
 
 namespace kimi::ref {
 

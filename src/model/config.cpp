@@ -104,8 +104,7 @@ ModelConfig parse_model_config(const json& j, const std::string& source) {
 
     // MLA
     c.mla_heads = r.integer("num_attention_heads", 1, 4096);
-    if (r.integer_or("num_key_value_heads", c.mla_heads, 1, 4096) != c.mla_heads)
-        r.fail("num_key_value_heads", "must equal num_attention_heads (MLA has no GQA)");
+    // note: num_key_value_heads is not used — MLA shares one latent across all heads.
     if (auto it = j.find("q_lora_rank"); it != j.end() && !it->is_null())
         r.fail("q_lora_rank", "must be null: Kimi Linear MLA uses a plain q_proj (q-LoRA is Kimi-K3)");
     c.kv_lora_rank = r.integer("kv_lora_rank", 1, kMaxDim);

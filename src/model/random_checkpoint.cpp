@@ -6,12 +6,14 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "core/thread_pool.h"
 #include "model/config.h"
 #include "model/safetensors_writer.h"
 
@@ -246,7 +248,9 @@ void apply_config_override(ordered_json& config, const std::string& assignment) 
         if (!node->is_object()) throw Error("--set: '" + key + "' descends into a non-object");
         if (dot == std::string::npos) {
             (*node)[part] = value;
-            if (part == "vocab_size" && node == &config && value.is_number_integer()) set_vocab(config, value.get<int64_t>());
+            // keep the dependent keys of a published config consistent
+            if (node == &config && part == "vocab_size" && value.is_number_integer()) set_vocab(config, value.get<int64_t>());
+            if (node == &config && part == "num_attention_heads") config["num_key_value_heads"] = value;
             return;
         }
         node = &(*node)[part];
@@ -273,18 +277,25 @@ void write_random_checkpoint(const std::string& dir, const ordered_json& config,
     std::map<std::string, const Spec*> by_name;
     for (const auto& s : specs) by_name[s.name] = &s;
     uint64_t done = 0;
+    ThreadPool pool(ThreadPool::default_threads());
+    constexpr uint64_t kStream = uint64_t(1) << 16;   // elements per random stream
     SafetensorsWriter::write(dir + "/model.safetensors", entries,
                              [&](const SafetensorsWriter::Entry& e, uint64_t offset, uint64_t n, void* out) {
                                  const Spec& sp = *by_name.at(e.name);
-                                 // one stream per (seed, tensor, chunk): the writer's chunks are fixed-size
-                                 Rng r(seed ^ name_hash(e.name) ^ (offset * 0x9e3779b97f4a7c15ull));
-                                 for (uint64_t i = 0; i < n; ++i) {
-                                     const float v = float(draw(sp, r));
-                                     if (e.dtype == DType::kF32)
-                                         static_cast<float*>(out)[i] = v;
-                                     else
-                                         static_cast<uint16_t*>(out)[i] = f32_to_bf16(v);
-                                 }
+                                 // one stream per (seed, tensor, 64K-element block): independent of
+                                 // the writer's chunking and of the thread count
+                                 KIMI_CHECK(offset % kStream == 0, "writer chunks must align to streams");
+                                 pool.parallel_for(int64_t((n + kStream - 1) / kStream), [&](int64_t blk) {
+                                     const uint64_t b0 = uint64_t(blk) * kStream, b1 = std::min(n, b0 + kStream);
+                                     Rng r(seed ^ name_hash(e.name) ^ ((offset + b0) / kStream * 0x9e3779b97f4a7c15ull));
+                                     for (uint64_t i = b0; i < b1; ++i) {
+                                         const float v = float(draw(sp, r));
+                                         if (e.dtype == DType::kF32)
+                                             static_cast<float*>(out)[i] = v;
+                                         else
+                                             static_cast<uint16_t*>(out)[i] = f32_to_bf16(v);
+                                     }
+                                 });
                                  done += n * dtype_size(e.dtype);
                                  if (progress) progress(done, total);
                              });

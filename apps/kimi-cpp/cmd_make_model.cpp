@@ -7,10 +7,7 @@
 #include "core/error.h"
 #include "model/random_checkpoint.h"
 #include "progress.h"
-#if __has_include("tokenizer/synthetic.h")
 #include "tokenizer/synthetic.h"
-#define KIMI_HAVE_SYNTH 1
-#endif
 
 namespace kimi::app {
 
@@ -32,9 +29,7 @@ int cmd_make_model(int argc, char** argv) {
     bar.finish();
     const int64_t vocab = config["vocab_size"].get<int64_t>();
     if (vocab >= 512) {
-#ifdef KIMI_HAVE_SYNTH
         tok::write_synthetic_tokenizer(out, int32_t(vocab - 256), uint64_t(seed));
-#endif
     } else {
         std::fprintf(stderr, "make-model: vocab_size %lld < 512: no tokenizer written (needs 256 byte tokens + 256 specials)\n",
                      (long long)vocab);

@@ -3,15 +3,34 @@
 
 #include <stdlib.h>
 
+#include <filesystem>
+#include <mutex>
+#include <vector>
+
 #include "core/rng.h"
 #include "model/random_checkpoint.h"
 
 namespace kimi::test {
 
+namespace {
+std::mutex g_dirs_mu;
+std::vector<std::string>& made_dirs() {
+    static std::vector<std::string> dirs;
+    return dirs;
+}
+void remove_made_dirs() {
+    std::error_code ec;
+    for (const auto& d : made_dirs()) std::filesystem::remove_all(d, ec);
+}
+}  // namespace
+
 std::string temp_dir(const std::string& tag) {
     const char* base = std::getenv("TMPDIR");
     std::string templ = std::string(base && *base ? base : "/tmp") + "/kimi-" + tag + "-XXXXXX";
     if (!mkdtemp(templ.data())) throw Error("mkdtemp failed");
+    std::lock_guard<std::mutex> lk(g_dirs_mu);
+    if (made_dirs().empty()) std::atexit(remove_made_dirs);
+    made_dirs().push_back(templ);
     return templ;
 }
 

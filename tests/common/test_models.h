@@ -10,7 +10,7 @@
 
 namespace kimi::test {
 
-// A fresh temporary directory (removed at process exit is not attempted: ctest's tmp).
+// A fresh temporary directory, removed (with its contents) when the test process exits.
 std::string temp_dir(const std::string& tag);
 
 // Writes a random checkpoint from `preset` with `sets` overrides; returns its directory.

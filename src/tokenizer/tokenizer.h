@@ -1,0 +1,130 @@
+// kimi::tok::Tokenizer — the public tokenizer API: load a Kimi tokenizer directory
+// (tiktoken.model + tokenizer_config.json), encode/decode exactly like Kimi's
+// TikTokenTokenizer (tiktoken core + Kimi pat_str + Kimi specials), stream-decode at UTF-8
+// boundaries, render the Kimi Linear chat format natively and parse tool calls back.
+// Reference: moonshotai tokenization_kimi.py, openai/tiktoken (src/lib.rs, tiktoken/core.py).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tokenizer/pretokenize.h"
+
+namespace kimi::tok {
+
+// Special-token slots after the base ranks (tokenization_kimi.py: num_reserved_special_tokens
+// + 2), so n_vocab() == n_base() + kSpecialSlots. The model's vocab_size is n_base + 256.
+constexpr int32_t kSpecialSlots = 258;
+constexpr int32_t kModelVocabExtra = 256;
+
+struct LoadOptions {
+    Pattern pattern = Pattern::kimi;   // o200k only for testing the BPE against o200k_base
+};
+
+struct ToolCall {
+    std::string id;          // e.g. "functions.get_weather:0"
+    std::string name;        // function name
+    std::string arguments;   // JSON text, as the model wrote it / as the client sent it
+};
+
+struct ContentPart {
+    bool is_image = false;   // rendered as the media placeholder
+    std::string text;
+};
+
+struct ChatMessage {
+    std::string role;                                // system | user | assistant | tool | ...
+    std::optional<std::string> name;                 // replaces the role in the header if non-empty
+    std::optional<std::string> content;              // string content; nullopt = none
+    std::optional<std::vector<ContentPart>> parts;   // list content (used instead of content if set)
+    std::vector<ToolCall> tool_calls;                // assistant
+    std::string tool_call_id;                        // tool
+};
+
+struct ChatOptions {
+    bool add_generation_prompt = false;
+    // false (server default): text inside messages is plain text even if it spells a special
+    // token. true: like HF apply_chat_template(tokenize=True) — such text becomes the control token.
+    bool allow_special_in_content = false;
+};
+
+struct ChatPrompt {
+    std::string text;
+    std::vector<int32_t> ids;
+};
+
+struct ParsedToolCalls {
+    std::string content;          // text before the tool-call section (all of it if none)
+    std::vector<ToolCall> calls;  // complete calls, in order
+    bool has_section = false;     // a <|tool_calls_section_begin|> was seen
+};
+
+// OpenAI-style messages / tools JSON -> ChatMessage (throws kimi::Error on a malformed message).
+// Non-string tool-call arguments are serialized like Python json.dumps (insertion order).
+std::vector<ChatMessage> chat_messages_from_json(const nlohmann::ordered_json& messages);
+
+// Text-level parser (markers as text), the rule vLLM's kimi_k2 tool parser uses.
+ParsedToolCalls parse_tool_calls_text(std::string_view text);
+
+class Tokenizer {
+public:
+    struct Impl;
+
+    // Throws kimi::Error naming the file and line for anything malformed.
+    static Tokenizer load(const std::string& dir, const LoadOptions& opts = {});
+
+    // allow_special: literal special-token text becomes the control token (Kimi's default,
+    // `--special all`); false: it is encoded as plain text (`--special none`).
+    std::vector<int32_t> encode(std::string_view text, bool allow_special = true) const;
+    void encode_append(std::string_view text, bool allow_special, std::vector<int32_t>& out) const;
+
+    std::string decode(std::span<const int32_t> ids) const;         // exact bytes
+    std::string decode_lossy(std::span<const int32_t> ids) const;   // invalid UTF-8 -> U+FFFD
+    std::string_view token_bytes(int32_t id) const;                 // throws if out of range
+
+    int32_t n_vocab() const;   // n_base + kSpecialSlots (tiktoken's n_vocab)
+    int32_t n_base() const;    // number of ranks in tiktoken.model
+    Pattern pattern() const;
+
+    std::optional<int32_t> special_id(std::string_view text) const;
+    bool is_special(int32_t id) const;
+    int32_t bos_id() const;    // -1 if the config names none
+    int32_t eos_id() const;
+    int32_t pad_id() const;
+    int32_t unk_id() const;
+    std::vector<int32_t> stop_ids() const;    // <|im_end|> then [EOS], those present
+    const std::string& chat_template() const; // the Jinja text shipped in the config (may be empty)
+
+    // The Kimi Linear chat format; specials are emitted as ids. tools: a JSON array (or null);
+    // it is key-sorted recursively and written as compact JSON, like tokenization_kimi.py.
+    ChatPrompt render_chat(const std::vector<ChatMessage>& messages, const nlohmann::ordered_json& tools,
+                           const ChatOptions& opts = {}) const;
+
+    // Token-level parser: the markers are recognized only as their special ids.
+    ParsedToolCalls parse_tool_calls(std::span<const int32_t> ids) const;
+
+    // Emits text only at UTF-8 boundaries: never splits a multi-byte character across pieces;
+    // U+FFFD only for bytes that cannot become valid. concat(push...) + flush() == decode_lossy.
+    class StreamDecoder {
+    public:
+        explicit StreamDecoder(const Tokenizer& tok);
+        std::string push(int32_t id);
+        std::string flush();
+
+    private:
+        std::shared_ptr<const Impl> impl_;
+        std::string pending_;
+    };
+
+private:
+    explicit Tokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+    std::shared_ptr<const Impl> impl_;
+};
+
+}  // namespace kimi::tok

@@ -1,0 +1,31 @@
+// ModelRunner: turns a ScheduleOutput into a ForwardBatch (token ids, spans, cached
+// lengths, state slots, block tables, logit rows), runs the model and hands back the
+// logits of every request whose known tokens are all computed after this step (those
+// sample a token). Fresh requests get their state slot zeroed first. The buffers are
+// reused from step to step (no allocation in steady state).
+#pragma once
+#include <vector>
+
+#include "cache/cache_manager.h"
+#include "cache/cache_storage.h"
+#include "model/kimi_linear.h"
+#include "runtime/scheduler.h"
+
+namespace kimi {
+
+class ModelRunner {
+public:
+    ModelRunner(const KimiLinearModel& model, CacheStorage& storage, const CacheManager& cache);
+
+    // Returns logits [R, vocab] (arena-owned, valid until the next step); `sample_reqs[i]`
+    // owns row i.
+    Tensor execute(Exec& ex, const ScheduleOutput& plan, std::vector<Request*>& sample_reqs);
+
+private:
+    const KimiLinearModel& model_;
+    CacheStorage& storage_;
+    const CacheManager& cache_;
+    std::vector<int32_t> ids_, starts_, past_, slots_, tables_, rows_;
+};
+
+}  // namespace kimi

@@ -1,0 +1,239 @@
+// Sampler: one logits row → one token, following the vLLM v1 sampler with OpenAI semantics:
+// raw logprobs (before any processing) → logit_bias → repetition penalty (vLLM/HF, prompt +
+// output) → frequency/presence penalties (OpenAI, output only) → greedy argmax, or
+// temperature → softmax → top-k → top-p → min-p → renormalise → one seeded uniform draw.
+// Allocation-free: the member scratch is sized at construction and only the entries touched
+// for the penalties are reset after use. The full vocabulary is sorted only for top-p without
+// top-k, and even then only the tokens that can lie in the nucleus (an exponent histogram
+// bounds it). Logits are assumed finite or −inf (NaN is ordered as −inf, never selected).
+#include "runtime/sampler.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "core/rng.h"
+
+namespace kimi {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Sort key: NaN behaves as −inf so every comparator stays a strict weak ordering.
+inline float key(float v) { return v == v ? v : kNegInf; }
+
+// Index of the largest value, ties (and all-NaN / all −inf) → the lowest id.
+int64_t argmax(std::span<const float> v) {
+    int64_t best = 0;
+    float best_v = key(v[0]);
+    for (int64_t i = 1; i < int64_t(v.size()); ++i)
+        if (v[size_t(i)] > best_v) { best_v = v[size_t(i)]; best = i; }
+    return best;
+}
+
+// log Σ exp(v): max-subtracted, accumulated in double.
+double log_sum_exp(std::span<const float> v) {
+    float m = kNegInf;
+    for (const float x : v) m = std::max(m, key(x));
+    if (!std::isfinite(m)) return double(m);
+    double s = 0.0;
+    for (const float x : v) s += double(std::exp(x - m));
+    return double(m) + std::log(s);
+}
+
+// Fills order[0, n) with the ids of the n largest values, best first (ties → lower id).
+// Uses order in full as scratch (order.size() == v.size()).
+void select_top(std::span<const float> v, std::span<int32_t> order, int64_t n) {
+    const auto better = [v](int32_t a, int32_t b) {
+        const float ka = key(v[size_t(a)]), kb = key(v[size_t(b)]);
+        return ka > kb || (ka == kb && a < b);
+    };
+    std::iota(order.begin(), order.end(), 0);
+    const auto mid = order.begin() + n;
+    if (n >= int64_t(order.size())) {
+        std::sort(order.begin(), order.end(), better);
+    } else if (n <= 1024) {
+        std::partial_sort(order.begin(), mid, order.end(), better);   // heap of n: ~1 comparison per id
+    } else {
+        std::nth_element(order.begin(), mid, order.end(), better);
+        std::sort(order.begin(), mid, better);
+    }
+}
+
+// Index of the (unbiased) exponent bucket of a non-negative float: 0 for zero / denormals.
+inline uint32_t exponent_bucket(float p) { return (std::bit_cast<uint32_t>(p) >> 23) & 0xffu; }
+
+}  // namespace
+
+Sampler::Sampler(int64_t vocab_size)
+    : vocab_(vocab_size),
+      work_(size_t(vocab_size)),
+      order_(size_t(vocab_size)),
+      counts_(size_t(vocab_size), 0),
+      in_prompt_(size_t(vocab_size), 0) {}
+
+void Sampler::sample(std::span<const float> logits, const SamplingParams& params, std::span<const int32_t> prompt,
+                     std::span<const int32_t> output, uint64_t seed, uint64_t step, SampledToken& out) {
+    const int64_t vocab = std::min<int64_t>(vocab_, int64_t(logits.size()));
+    const std::span<const float> raw = logits.first(size_t(vocab));
+    const std::span<float> work(work_.data(), size_t(vocab));
+    const std::span<int32_t> order(order_.data(), size_t(vocab));
+    const auto in_vocab = [vocab](int32_t t) { return t >= 0 && t < vocab; };
+
+    // --- 2–4: processed logits (a copy only when something changes them) ---
+    const float r = params.repetition_penalty;
+    const bool rep = r != 1.0f && r > 0.0f;
+    const bool freq_pres = (params.frequency_penalty != 0.0f || params.presence_penalty != 0.0f) && !output.empty();
+    const bool processed = !params.logit_bias.empty() || (rep && (!prompt.empty() || !output.empty())) || freq_pres;
+    if (processed) {
+        std::copy(raw.begin(), raw.end(), work.begin());
+        for (const auto& [t, b] : params.logit_bias)
+            if (in_vocab(t)) work[size_t(t)] += b;
+        const auto penalise = [r](float& x) { x = x > 0.0f ? x / r : x * r; };
+        if (rep)
+            for (const int32_t t : prompt) if (in_vocab(t)) in_prompt_[size_t(t)] = 1;
+        if (rep || freq_pres)
+            for (const int32_t t : output) if (in_vocab(t)) ++counts_[size_t(t)];
+        if (rep)   // prompt tokens, each once (1 → 2 marks it done; reset below)
+            for (const int32_t t : prompt)
+                if (in_vocab(t) && in_prompt_[size_t(t)] == 1) { penalise(work[size_t(t)]); in_prompt_[size_t(t)] = 2; }
+        for (const int32_t t : output) {   // output tokens, each once (counts_ zeroed on the first visit)
+            if (!in_vocab(t) || counts_[size_t(t)] == 0) continue;
+            const int32_t c = counts_[size_t(t)];
+            counts_[size_t(t)] = 0;
+            float& x = work[size_t(t)];
+            if (rep && in_prompt_[size_t(t)] == 0) penalise(x);
+            x -= params.frequency_penalty * float(c) + params.presence_penalty;
+        }
+        if (rep)
+            for (const int32_t t : prompt) if (in_vocab(t)) in_prompt_[size_t(t)] = 0;
+    }
+    const std::span<const float> proc = processed ? std::span<const float>(work) : raw;
+
+    // --- 5–6: choose the token ---
+    int64_t chosen = 0;
+    double raw_lse = 0.0;
+    bool have_raw_lse = false;
+    if (vocab <= 0) {
+        chosen = -1;
+    } else if (params.greedy()) {
+        chosen = argmax(proc);
+    } else {
+        const float t = params.temperature;
+        const bool top_k_on = params.top_k > 0 && params.top_k < vocab;
+        const bool top_p_on = params.top_p < 1.0f;
+        const bool min_p_on = params.min_p > 0.0f;
+        Rng rng(seed * 0x9E3779B97F4A7C15ull ^ (step + 1) * 0xBF58476D1CE4E5B9ull);
+        const double u = rng.uniform();
+
+        // Probabilities (unnormalised, max-subtracted: the best token has p = 1) go in work[id].
+        int64_t n = vocab;     // candidates in order[0, n), best first (unless no filter)
+        double total = 0.0;    // Σ p over the candidates (the distribution top-p sees)
+        float m = 0.0f;
+        if (top_k_on) {
+            n = params.top_k;
+            select_top(proc, order, n);   // by processed logit = by probability
+            m = key(proc[size_t(order[0])]);
+            for (int64_t j = 0; j < n; ++j) {
+                const size_t id = size_t(order[size_t(j)]);
+                total += double(work[id] = std::exp((proc[id] - m) / t));
+            }
+        } else {
+            m = key(proc[size_t(argmax(proc))]);
+            for (int64_t i = 0; i < vocab; ++i) total += double(work[size_t(i)] = std::exp((proc[size_t(i)] - m) / t));
+            if (processed == false && t == 1.0f && std::isfinite(m)) {   // same sum as the raw log-softmax
+                raw_lse = double(m) + std::log(total);
+                have_raw_lse = true;
+            }
+        }
+        if (!std::isfinite(m) || !(total > 0.0)) {   // degenerate row (all −inf / +inf): greedy
+            chosen = argmax(proc);
+        } else if (!top_k_on && !top_p_on && !min_p_on) {   // no filter: draw in id order, no sort
+            const double target = u * total;
+            double cum = 0.0;
+            chosen = -1;
+            for (int64_t i = 0; i < vocab; ++i) {
+                const float p = work[size_t(i)];
+                if (p > 0.0f) chosen = i;
+                cum += double(p);
+                if (cum > target) break;
+            }
+        } else {
+            const float min_p_thr = min_p_on ? params.min_p : 0.0f;   // · p_max, and p_max = 1
+            if (!top_k_on) {
+                // Candidates: the tokens that can survive top-p and min-p — a prefix of the
+                // (p desc, id asc) order, so sorting just them gives the same result as sorting all.
+                float lo = min_p_thr;
+                if (top_p_on) {
+                    // Σ p per exponent bucket, best bucket first, until the nucleus mass is reached;
+                    // one bucket more for rounding. Every kept token lies at or above that bucket.
+                    std::array<double, 256> mass{};
+                    for (int64_t i = 0; i < vocab; ++i) mass[exponent_bucket(work[size_t(i)])] += double(work[size_t(i)]);
+                    const double need = double(params.top_p) * total;
+                    double cum = 0.0;
+                    uint32_t b = 255;
+                    while (b > 0) {
+                        cum += mass[b];
+                        if (cum >= need) break;
+                        --b;
+                    }
+                    if (b > 0) --b;
+                    lo = std::max(lo, std::bit_cast<float>(b << 23));   // 2^(b−127); b = 0 → 0: everything
+                }
+                n = 0;
+                for (int64_t i = 0; i < vocab; ++i)
+                    if (work[size_t(i)] >= lo) order[size_t(n++)] = int32_t(i);
+                const auto by_p = [work](int32_t a, int32_t b) {
+                    const float pa = key(work[size_t(a)]), pb = key(work[size_t(b)]);
+                    return pa > pb || (pa == pb && a < b);
+                };
+                std::sort(order.begin(), order.begin() + n, by_p);
+            }
+            // top-p: the smallest prefix with Σ ≥ top_p · total; min-p: stop below min_p · p_max.
+            const double need = double(params.top_p) * total;
+            int64_t keep = n;
+            double kept = 0.0;
+            for (int64_t j = 0; j < n; ++j) {
+                const float p = work[size_t(order[size_t(j)])];
+                if (j > 0 && p < min_p_thr) { keep = j; break; }
+                kept += double(p);
+                if (top_p_on && kept >= need) { keep = j + 1; break; }
+            }
+            const double target = u * kept;
+            double cum = 0.0;
+            chosen = order[size_t(keep - 1)];   // rounding fallback: the last kept token
+            for (int64_t j = 0; j < keep; ++j) {
+                cum += double(work[size_t(order[size_t(j)])]);
+                if (cum > target) { chosen = order[size_t(j)]; break; }
+            }
+        }
+        if (chosen < 0) chosen = argmax(proc);
+    }
+
+    // --- 1: raw logprobs (the model distribution before any processing) ---
+    out.token = int32_t(chosen);
+    if (vocab <= 0) {
+        out.logprob = 0.0f;
+        out.top.clear();
+        return;
+    }
+    if (!have_raw_lse) raw_lse = log_sum_exp(raw);
+    out.logprob = float(double(raw[size_t(chosen)]) - raw_lse);
+    if (params.logprobs < 0) {
+        out.top.clear();
+        return;
+    }
+    const int64_t n_top = std::min<int64_t>(params.logprobs, vocab);
+    out.top.resize(size_t(n_top));
+    if (n_top == 0) return;
+    select_top(raw, order, n_top);
+    for (int64_t j = 0; j < n_top; ++j) {
+        const int32_t id = order[size_t(j)];
+        out.top[size_t(j)] = {id, float(double(raw[size_t(id)]) - raw_lse)};
+    }
+}
+
+}  // namespace kimi

@@ -1,0 +1,40 @@
+// Sampler: turns one row of logits into the next token of one request — logit bias,
+// penalties, temperature, top-k / top-p / min-p, seeded draw — and reports logprobs.
+// A draw depends only on (the request's seed, the index of the output token), never on
+// other requests, so a request's tokens are the same alone, batched, or after preemption.
+// No heap allocation per call (scratch sized at construction).
+#pragma once
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "runtime/sampling_params.h"
+
+namespace kimi {
+
+struct SampledToken {
+    int32_t token = -1;
+    float logprob = 0.0f;                            // log-softmax of the raw logits (before any processing)
+    std::vector<std::pair<int32_t, float>> top;      // top-N (token, raw logprob), best first; N = params.logprobs
+};
+
+class Sampler {
+public:
+    explicit Sampler(int64_t vocab_size);
+
+    // logits: the raw row [vocab] (left unmodified). prompt/output: the request's tokens so far
+    // (for the penalties). seed: the request's seed; step: index of the token being drawn.
+    // `out.top` is resized to params.logprobs (reserve it at admission to stay allocation-free).
+    void sample(std::span<const float> logits, const SamplingParams& params, std::span<const int32_t> prompt,
+                std::span<const int32_t> output, uint64_t seed, uint64_t step, SampledToken& out);
+
+private:
+    int64_t vocab_;
+    std::vector<float> work_;       // processed logits / probabilities
+    std::vector<int32_t> order_;    // candidate ids (sorted when top-k/top-p/min-p need it)
+    std::vector<int32_t> counts_;   // per-token occurrences in the output (penalties)
+    std::vector<uint8_t> in_prompt_;
+};
+
+}  // namespace kimi

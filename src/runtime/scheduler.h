@@ -1,0 +1,64 @@
+// Scheduler: token-budget continuous batching with chunked prefill and preemption by
+// recompute (vLLM v1 semantics, nano-vllm size). Each step: running requests first, oldest
+// first (decodes and unfinished prefill chunks), then waiting ones in arrival order while
+// the token budget and max_num_seqs allow; a long prompt is chunked by the budget. When the
+// cache runs out, the newest running request is preempted (its blocks and slot freed, its
+// n_computed reset; it resumes from the waiting queue's front, recomputing what it had).
+// Integers only — no tensors.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "cache/cache_manager.h"
+#include "runtime/request.h"
+
+namespace kimi {
+
+struct SchedulerConfig {
+    int32_t max_num_seqs = 16;
+    int32_t max_num_batched_tokens = 512;
+};
+
+struct ScheduledRequest {
+    Request* req = nullptr;
+    int32_t n_tokens = 0;       // tokens [n_computed, n_computed + n_tokens) run this step
+    bool fresh = false;         // first step since (re)admission: its state slot must be reset
+};
+
+struct ScheduleOutput {
+    std::vector<ScheduledRequest> scheduled;
+    std::vector<Request*> preempted;
+    int32_t total_tokens = 0;
+    void clear() { scheduled.clear(); preempted.clear(); total_tokens = 0; }
+};
+
+class Scheduler {
+public:
+    Scheduler(const SchedulerConfig& cfg, CacheManager& cache);
+
+    void add(Request* r);                        // → waiting (back)
+    // Plans one step into `out` (cleared first). Aborted requests are finished first.
+    void schedule(ScheduleOutput& out);
+    // After the step ran: advances n_computed of every scheduled request.
+    void step_done(const ScheduleOutput& plan);
+    // Ends a running or waiting request: frees its cache, removes it from the queues.
+    void finish(Request* r, FinishReason why);
+
+    bool has_work() const { return !running_.empty() || !waiting_.empty(); }
+    int32_t n_running() const { return int32_t(running_.size()); }
+    int32_t n_waiting() const { return int32_t(waiting_.size()); }
+    // Finished requests since the last call (aborts found by schedule(), preempted ones excluded).
+    std::vector<Request*>& finished() { return finished_; }
+
+private:
+    void preempt(Request* r, ScheduleOutput& out);
+
+    SchedulerConfig cfg_;
+    CacheManager& cache_;
+    std::vector<Request*> running_;   // admission order (oldest first)
+    std::deque<Request*> waiting_;
+    std::vector<Request*> finished_;
+};
+
+}  // namespace kimi

@@ -1,0 +1,217 @@
+// Scheduler and cache pools with a fake model runner (no model, no tensors): budgets,
+// max_num_seqs, chunked prefill, FCFS fairness, preemption order and identical output
+// after recompute, aborts mid-prefill, and pools back to full after every mix.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+
+#include "cache/cache_manager.h"
+#include "core/rng.h"
+#include "runtime/scheduler.h"
+
+namespace kimi {
+namespace {
+
+// The fake model: the next token is a hash of every known token, so a request's output
+// depends only on its own tokens — recompute after preemption must reproduce it.
+int32_t fake_next(const Request& r) {
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t i = 0; i < r.num_tokens(); ++i) h = (h ^ uint64_t(r.token_at(i))) * 1099511628211ull;
+    return int32_t(h % 1000);
+}
+
+struct Harness {
+    Harness(int32_t n_blocks, int32_t n_slots, SchedulerConfig cfg)
+        : cache(n_blocks, 4, n_slots, 64), sched(cfg, cache), cfg(cfg) {}
+
+    Request* add(int32_t prompt_len, int32_t max_tokens) {
+        auto r = std::make_unique<Request>();
+        r->id = next_id++;
+        r->arrival_seq = int64_t(r->id);
+        for (int32_t i = 0; i < prompt_len; ++i) r->prompt.push_back(int32_t((r->id * 31 + uint64_t(i)) % 1000));
+        r->params.max_tokens = max_tokens;
+        sched.add(r.get());
+        reqs.push_back(std::move(r));
+        return reqs.back().get();
+    }
+
+    // One step; returns the plan. Checks the invariants every step.
+    const ScheduleOutput& step() {
+        sched.schedule(plan);
+        EXPECT_LE(plan.total_tokens, cfg.max_num_batched_tokens);
+        EXPECT_LE(sched.n_running(), cfg.max_num_seqs);
+        int32_t sum = 0;
+        for (const auto& s : plan.scheduled) {
+            EXPECT_GT(s.n_tokens, 0);
+            EXPECT_LE(s.req->n_computed + s.n_tokens, s.req->num_tokens());
+            sum += s.n_tokens;
+            max_chunk[s.req->id] = std::max(max_chunk[s.req->id], s.n_tokens);
+        }
+        EXPECT_EQ(sum, plan.total_tokens);
+        for (Request* p : plan.preempted) preempted_order.push_back(p->id);
+        sched.step_done(plan);
+        for (const auto& s : plan.scheduled) {
+            Request& r = *s.req;
+            if (r.n_computed != r.num_tokens()) continue;
+            r.output.push_back(fake_next(r));
+            if (int32_t(r.output.size()) >= r.params.max_tokens) sched.finish(&r, FinishReason::kLength);
+        }
+        ++n_steps;
+        return plan;
+    }
+
+    void run_to_completion(int max_steps = 10000) {
+        while (sched.has_work() && n_steps < max_steps) step();
+        EXPECT_FALSE(sched.has_work());
+    }
+
+    void expect_pools_full() const {
+        EXPECT_EQ(cache.blocks().n_free(), cache.blocks().n_total());
+        EXPECT_EQ(cache.slots().n_free(), cache.slots().n_total());
+    }
+
+    CacheManager cache;
+    Scheduler sched;
+    SchedulerConfig cfg;
+    ScheduleOutput plan;
+    std::vector<std::unique_ptr<Request>> reqs;
+    std::map<uint64_t, int32_t> max_chunk;
+    std::vector<uint64_t> preempted_order;
+    uint64_t next_id = 1;
+    int n_steps = 0;
+};
+
+TEST(Pools, BlockAndStatePools) {
+    BlockPool b(3);
+    auto x = b.allocate(), y = b.allocate(), z = b.allocate();
+    ASSERT_TRUE(x && y && z);
+    EXPECT_FALSE(b.allocate());
+    b.retain(*y);
+    b.release(*y);
+    EXPECT_EQ(b.n_free(), 0);
+    b.release(*y);
+    EXPECT_EQ(b.n_free(), 1);
+    EXPECT_EQ(*b.allocate(), *y);
+    StatePool s(2);
+    auto a = s.acquire(), c = s.acquire();
+    ASSERT_TRUE(a && c);
+    EXPECT_FALSE(s.acquire());
+    s.release(*a);
+    EXPECT_EQ(s.n_free(), 1);
+}
+
+TEST(Pools, CacheManagerGrowsAndFrees) {
+    CacheManager m(10, 4, 2, 5);
+    EXPECT_TRUE(m.allocate(1, 5));   // 2 blocks + slot
+    EXPECT_EQ(m.block_table(1).size(), 2u);
+    EXPECT_TRUE(m.allocate(1, 8));   // still 2 blocks
+    EXPECT_EQ(m.block_table(1).size(), 2u);
+    EXPECT_FALSE(m.allocate(2, 21));   // 6 blocks > max per sequence
+    EXPECT_TRUE(m.allocate(2, 20));
+    EXPECT_FALSE(m.can_allocate(3, 1));   // no slot left
+    EXPECT_TRUE(m.allocate(1, 17));       // 5 blocks: takes the last 3 free ones
+    EXPECT_FALSE(m.allocate(2, 21));      // 6 blocks > max per sequence
+    m.free(2);
+    m.free(1);
+    EXPECT_EQ(m.blocks().n_free(), 10);
+    EXPECT_EQ(m.slots().n_free(), 2);
+}
+
+TEST(Scheduler, BudgetChunksLongPrompts) {
+    Harness h(256, 8, {4, 16});
+    Request* big = h.add(100, 3);
+    Request* small = h.add(5, 3);
+    h.run_to_completion();
+    EXPECT_EQ(h.max_chunk[big->id], 16);
+    EXPECT_EQ(big->output.size(), 3u);
+    EXPECT_EQ(small->output.size(), 3u);
+    h.expect_pools_full();
+}
+
+TEST(Scheduler, NewRequestsJoinWhileOthersDecode) {
+    Harness h(256, 8, {8, 64});
+    Request* a = h.add(10, 20);
+    h.step();
+    h.step();
+    Request* b = h.add(10, 5);
+    const ScheduleOutput& p = h.step();
+    bool a_in = false, b_in = false;
+    for (const auto& s : p.scheduled) {
+        a_in |= s.req == a;
+        b_in |= s.req == b;
+    }
+    EXPECT_TRUE(a_in && b_in);
+    h.run_to_completion();
+    h.expect_pools_full();
+}
+
+TEST(Scheduler, NoStarvationUnderTinyBudget) {
+    Harness h(512, 16, {6, 3});
+    std::vector<Request*> all;
+    for (int i = 0; i < 12; ++i) all.push_back(h.add(3 + i * 2, 4));
+    h.run_to_completion();
+    for (Request* r : all) {
+        EXPECT_EQ(r->status, RequestStatus::kFinished);
+        EXPECT_EQ(r->output.size(), 4u);
+    }
+    h.expect_pools_full();
+}
+
+TEST(Scheduler, PreemptsNewestFirstAndRecomputesIdentically) {
+    // Reference run with a roomy cache.
+    std::vector<std::vector<int32_t>> expected;
+    {
+        Harness ref(1024, 8, {8, 64});
+        for (int i = 0; i < 6; ++i) ref.add(6 + i, 24);
+        ref.run_to_completion();
+        for (auto& r : ref.reqs) expected.push_back(r->output);
+        EXPECT_TRUE(ref.preempted_order.empty());
+    }
+    Harness h(24, 8, {8, 64});   // 24 blocks of 4 tokens: not enough for 6 × (≈9 + 24)
+    for (int i = 0; i < 6; ++i) h.add(6 + i, 24);
+    h.run_to_completion();
+    ASSERT_FALSE(h.preempted_order.empty());
+    // The first victim is the newest running request.
+    EXPECT_EQ(h.preempted_order.front(), 6u);
+    for (size_t i = 0; i < h.reqs.size(); ++i) EXPECT_EQ(h.reqs[i]->output, expected[i]) << "request " << i + 1;
+    h.expect_pools_full();
+}
+
+TEST(Scheduler, AbortMidPrefillFreesEverything) {
+    Harness h(256, 4, {4, 8});
+    Request* a = h.add(40, 5);
+    Request* b = h.add(4, 5);
+    h.step();   // a is mid-prefill
+    EXPECT_GT(a->n_computed, 0);
+    EXPECT_LT(a->n_computed, 40);
+    a->abort_requested = true;
+    h.step();
+    EXPECT_EQ(a->status, RequestStatus::kFinished);
+    EXPECT_EQ(a->finish, FinishReason::kAbort);
+    EXPECT_FALSE(h.cache.has(a->id));
+    ASSERT_EQ(h.sched.finished().size(), 1u);
+    Request* c = h.add(4, 3);
+    c->abort_requested = true;   // aborted while waiting
+    h.run_to_completion();
+    EXPECT_EQ(b->output.size(), 5u);
+    EXPECT_EQ(c->finish, FinishReason::kAbort);
+    h.expect_pools_full();
+}
+
+TEST(Scheduler, RandomMixLeavesPoolsFull) {
+    Rng rng(3);
+    for (int trial = 0; trial < 20; ++trial) {
+        Harness h(int32_t(20 + rng.below(60)), 6, {int32_t(1 + rng.below(6)), int32_t(1 + rng.below(40))});
+        for (int i = 0; i < 10; ++i) h.add(int32_t(1 + rng.below(30)), int32_t(1 + rng.below(12)));
+        for (int s = 0; s < 2000 && h.sched.has_work(); ++s) {
+            if (rng.below(10) == 0) h.reqs[rng.below(h.reqs.size())]->abort_requested = true;
+            h.step();
+        }
+        EXPECT_FALSE(h.sched.has_work());
+        h.expect_pools_full();
+    }
+}
+
+}  // namespace
+}  // namespace kimi

@@ -11,7 +11,10 @@ MODEL_DIR  ?= models/tiny
 # Debian packages: compiler + build, libraries, test tooling (see README "Dependencies").
 DEB_PKGS := g++ cmake ninja-build pkg-config git \
             nlohmann-json3-dev libpcre2-dev libcpp-httplib-dev libgtest-dev \
-            python3 python3-numpy python3-torch python3-jinja2 nodejs npm
+            python3 python3-numpy python3-torch python3-jinja2
+# node + npm: any install on PATH will do (a machine may carry a non-Debian Node.js whose
+# bundled npm conflicts with Debian's npm package); otherwise Debian's packages.
+NODE_PKGS := nodejs npm
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -23,6 +26,7 @@ deps:
 	@missing=""; for p in $(DEB_PKGS); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
+	if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then missing="$$missing $(NODE_PKGS)"; fi; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \

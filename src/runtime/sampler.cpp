@@ -5,7 +5,8 @@
 // Allocation-free: the member scratch is sized at construction and only the entries touched
 // for the penalties are reset after use. The full vocabulary is sorted only for top-p without
 // top-k, and even then only the tokens that can lie in the nucleus (an exponent histogram
-// bounds it). Logits are assumed finite or −inf (NaN is ordered as −inf, never selected).
+// bounds it). exp is a portable polynomial (vectorised), sums are in double. Logits are
+// assumed finite or −inf (NaN is ordered as −inf and gets probability 0).
 #include "runtime/sampler.h"
 
 #include <algorithm>
@@ -34,14 +35,64 @@ int64_t argmax(std::span<const float> v) {
     return best;
 }
 
-// log Σ exp(v): max-subtracted, accumulated in double.
-double log_sum_exp(std::span<const float> v) {
-    float m = kNegInf;
-    for (const float x : v) m = std::max(m, key(x));
-    if (!std::isfinite(m)) return double(m);
+// exp(x) for x ≤ 0 as 2^k · e^r, |r| ≤ ln2/2, with the Cephes expf polynomial: relative error
+// < 1e-7 down to −87, exactly 1 at 0, and 0 at −88 and below (−inf and NaN → 0). Branch-free
+// float/int arithmetic (a float compare would block if-conversion under -ftrapping-math), so
+// loops over it vectorise with SSE2, and the results do not depend on the platform's libm.
+inline float exp_nonpos(float x) {
+    uint32_t mag = std::bit_cast<uint32_t>(x) & 0x7fffffffu;
+    mag = mag < 0x42b00000u ? mag : 0x42b00000u;   // |x| ≤ 88 (NaN → 88)
+    x = std::bit_cast<float>(mag | 0x80000000u);    // −|x|
+    const float kf = (x * 1.44269504f - 12582912.0f) + 12582912.0f;   // round(x / ln2) ∈ [−127, 0]
+    const float r = (x - kf * 0.693359375f) + kf * 2.12194440e-4f;      // x − k·ln2 (two-part ln2)
+    float y = 1.9875691500e-4f;
+    y = y * r + 1.3981999507e-3f;
+    y = y * r + 8.3334519073e-3f;
+    y = y * r + 4.1665795894e-2f;
+    y = y * r + 1.6666665459e-1f;
+    y = y * r + 5.0000001201e-1f;
+    y = (y * r) * r + r + 1.0f;
+    const int32_t k = int32_t(kf);   // −127 → a zero scale
+    return y * std::bit_cast<float>(uint32_t(k + 127) << 23);
+}
+
+// out[i] = exp((in[i] − m) / t) (t = 1 when !kScale); returns Σ out in double, in id order.
+// Blocks of 16 through a local buffer so the exp vectorises even when in == out.
+template <bool kScale>
+double exp_shifted(const float* in, float* out, int64_t n, float m, float t) {
+    constexpr int64_t kBlock = 16;
     double s = 0.0;
-    for (const float x : v) s += double(std::exp(x - m));
-    return double(m) + std::log(s);
+    float buf[kBlock];
+    int64_t i = 0;
+    for (; i + kBlock <= n; i += kBlock) {
+        for (int64_t j = 0; j < kBlock; ++j) {
+            float x = in[i + j] - m;
+            if constexpr (kScale) x = x / t;
+            buf[j] = exp_nonpos(x);
+        }
+        for (int64_t j = 0; j < kBlock; ++j) {
+            out[i + j] = buf[j];
+            s += double(buf[j]);
+        }
+    }
+    for (; i < n; ++i) {
+        float x = in[i] - m;
+        if constexpr (kScale) x = x / t;
+        s += double(out[i] = exp_nonpos(x));
+    }
+    return s;
+}
+
+float max_value(std::span<const float> v) {
+    float m = kNegInf;
+    for (const float x : v) m = x > m ? x : m;
+    return m;
+}
+
+// log Σ exp(v) given m = max(v): max-subtracted, accumulated in double; scratch: v.size() floats.
+double log_sum_exp(std::span<const float> v, float m, std::span<float> scratch) {
+    if (!std::isfinite(m)) return double(m);
+    return double(m) + std::log(exp_shifted<false>(v.data(), scratch.data(), int64_t(v.size()), m, 1.0f));
 }
 
 // Fills order[0, n) with the ids of the n largest values, best first (ties → lower id).
@@ -117,10 +168,13 @@ void Sampler::sample(std::span<const float> logits, const SamplingParams& params
     int64_t chosen = 0;
     double raw_lse = 0.0;
     bool have_raw_lse = false;
+    float raw_max = kNegInf;
+    bool have_raw_max = false;
     if (vocab <= 0) {
         chosen = -1;
     } else if (params.greedy()) {
         chosen = argmax(proc);
+        if (!processed) { raw_max = key(raw[size_t(chosen)]); have_raw_max = true; }
     } else {
         const float t = params.temperature;
         const bool top_k_on = params.top_k > 0 && params.top_k < vocab;
@@ -137,14 +191,16 @@ void Sampler::sample(std::span<const float> logits, const SamplingParams& params
             n = params.top_k;
             select_top(proc, order, n);   // by processed logit = by probability
             m = key(proc[size_t(order[0])]);
+            if (!processed) { raw_max = m; have_raw_max = true; }
             for (int64_t j = 0; j < n; ++j) {
                 const size_t id = size_t(order[size_t(j)]);
-                total += double(work[id] = std::exp((proc[id] - m) / t));
+                total += double(work[id] = exp_nonpos((proc[id] - m) / t));
             }
         } else {
-            m = key(proc[size_t(argmax(proc))]);
-            for (int64_t i = 0; i < vocab; ++i) total += double(work[size_t(i)] = std::exp((proc[size_t(i)] - m) / t));
-            if (processed == false && t == 1.0f && std::isfinite(m)) {   // same sum as the raw log-softmax
+            m = max_value(proc);
+            total = exp_shifted<true>(proc.data(), work.data(), vocab, m, t);
+            if (!processed) { raw_max = m; have_raw_max = true; }
+            if (!processed && t == 1.0f && std::isfinite(m)) {   // same sum as the raw log-softmax
                 raw_lse = double(m) + std::log(total);
                 have_raw_lse = true;
             }
@@ -220,7 +276,7 @@ void Sampler::sample(std::span<const float> logits, const SamplingParams& params
         out.top.clear();
         return;
     }
-    if (!have_raw_lse) raw_lse = log_sum_exp(raw);
+    if (!have_raw_lse) raw_lse = log_sum_exp(raw, have_raw_max ? raw_max : max_value(raw), work);   // work is free now
     out.logprob = float(double(raw[size_t(chosen)]) - raw_lse);
     if (params.logprobs < 0) {
         out.top.clear();

@@ -1,0 +1,118 @@
+// Engine: owns the cache (storage + bookkeeping), scheduler, runner and sampler of one
+// loaded model. submit() may be called from any thread and returns a stream of token
+// events; step() runs one scheduler step (schedule → forward → sample → stop checks →
+// publish); start() runs steps on a background thread that sleeps when idle.
+// ref: design.md §5.3 (Engine), vLLM v1 EngineCore.step().
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "cache/cache_manager.h"
+#include "cache/cache_storage.h"
+#include "model/kimi_linear.h"
+#include "runtime/model_runner.h"
+#include "runtime/sampler.h"
+#include "runtime/scheduler.h"
+
+namespace kimi {
+
+struct EngineConfig {
+    int threads = 1;
+    Precision precision = Precision::kBF16;
+    AttnOutputMode attn_output = AttnOutputMode::kDirect;
+    int32_t max_num_seqs = 8;
+    int32_t max_num_batched_tokens = 256;
+    int32_t max_model_len = 0;        // 0: min(model_max_length, 4096)
+    int32_t block_size = 16;
+    int32_t n_blocks = 0;             // MLA cache blocks; 0: enough for max_num_seqs full-length sequences
+};
+
+struct TokenEvent {
+    int32_t token = -1;               // -1 on a final event that carries no token (abort)
+    float logprob = 0.0f;
+    std::vector<std::pair<int32_t, float>> top;
+    FinishReason finish = FinishReason::kNone;
+    double time_ms = 0.0;             // since submission
+};
+
+// The consumer side of one request: events in order, the last has finish != kNone.
+class RequestStream {
+public:
+    uint64_t id() const { return id_; }
+    bool next(TokenEvent& out);       // blocks; false once the final event was taken
+private:
+    friend class Engine;
+    void push(TokenEvent&& e);
+    uint64_t id_ = 0;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::vector<TokenEvent> events_;
+    size_t read_ = 0;
+    bool closed_ = false;
+};
+
+struct EngineStepStats {
+    int32_t n_seqs = 0, n_tokens = 0, n_prefill_tokens = 0, n_decode_seqs = 0;
+    double step_ms = 0.0;
+    int64_t attn_output_copies = 0, heap_allocations = 0;   // forward pass, all threads
+};
+
+class Engine {
+public:
+    Engine(const KimiLinearModel& model, const EngineConfig& cfg);
+    ~Engine();
+
+    // Throws kimi::Error if the request can never run (empty, ids out of range, too long).
+    std::shared_ptr<RequestStream> submit(std::vector<int32_t> prompt, const SamplingParams& params);
+    void cancel(uint64_t id);
+
+    bool step();                      // false if there was nothing to do
+    void run_until_idle();
+    void start();                     // background loop
+    void stop();
+
+    const EngineStepStats& last_step() const { return last_; }
+    int32_t max_model_len() const { return max_model_len_; }
+    const CacheManager& cache() const { return cache_; }
+
+private:
+    struct Live {
+        Request req;
+        std::shared_ptr<RequestStream> stream;
+        double t0_ms = 0.0;
+    };
+    void admit_pending();
+    static int32_t n_blocks_for(const EngineConfig& c, int32_t max_len);
+    void publish_finish(Live& l, FinishReason why);
+
+    const KimiLinearModel& model_;
+    EngineConfig cfg_;
+    int32_t max_model_len_;
+    ThreadPool pool_;
+    Arena arena_;
+    Exec ex_;
+    CacheStorage storage_;
+    CacheManager cache_;
+    Scheduler sched_;
+    ModelRunner runner_;
+    Sampler sampler_;
+    ScheduleOutput plan_;
+    std::vector<Request*> sample_reqs_;
+    EngineStepStats last_;
+
+    std::mutex inbox_mu_;
+    std::condition_variable inbox_cv_;
+    std::vector<std::unique_ptr<Live>> inbox_;
+    std::vector<uint64_t> cancels_;
+    uint64_t next_id_ = 1;
+    std::unordered_map<uint64_t, std::unique_ptr<Live>> live_;
+    std::thread loop_;
+    bool stop_ = false;
+};
+
+}  // namespace kimi

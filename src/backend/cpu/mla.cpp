@@ -43,7 +43,7 @@ void mla_attention(Exec& ex, const Tensor& q_abs, const PagedLatents& cache, std
         for (int64_t t = t0; t < t1; ++t) {
             const int64_t b = seq_of(seq_starts, t);
             const int64_t ctx = n_past[size_t(b)] + (t - seq_starts[size_t(b)]) + 1;
-            if (int64_t(scores.size()) < ctx) scores.resize(std::max(size_t(ctx), 2 * scores.size()));
+            if (int64_t(scores.size()) < ctx) scores.resize(std::max({size_t(ctx), 2 * scores.size(), size_t(4096)}));
             for (int64_t h = 0; h < n_heads; ++h) {
                 const float* q = qs + (t * n_heads + h) * width;
                 float* o = os + (t * n_heads + h) * rank;

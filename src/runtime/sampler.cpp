@@ -3,10 +3,12 @@
 // output) → frequency/presence penalties (OpenAI, output only) → greedy argmax, or
 // temperature → softmax → top-k → top-p → min-p → renormalise → one seeded uniform draw.
 // Allocation-free: the member scratch is sized at construction and only the entries touched
-// for the penalties are reset after use. The full vocabulary is sorted only for top-p without
-// top-k, and even then only the tokens that can lie in the nucleus (an exponent histogram
-// bounds it). exp is a portable polynomial (vectorised), sums are in double. Logits are
-// assumed finite or −inf (NaN is ordered as −inf and gets probability 0).
+// for the penalties are reset after use. Nothing is sorted without a filter; top-k selects k
+// (heap / nth_element); top-p and min-p without top-k never sort the vocabulary: a histogram
+// of the probabilities in 1/16-octave buckets (monotone in p) locates the cut and the drawn
+// token, and only the one or two buckets involved are sorted — the same tokens, in the same
+// (p desc, id asc) order, as a full sort would give. exp is a portable branch-free polynomial
+// (vectorised); sums are in double. Logits are assumed finite or −inf (NaN gets p = 0).
 #include "runtime/sampler.h"
 
 #include <algorithm>
@@ -114,8 +116,97 @@ void select_top(std::span<const float> v, std::span<int32_t> order, int64_t n) {
     }
 }
 
-// Index of the (unbiased) exponent bucket of a non-negative float: 0 for zero / denormals.
-inline uint32_t exponent_bucket(float p) { return (std::bit_cast<uint32_t>(p) >> 23) & 0xffu; }
+// Probability buckets: the top bits of a non-negative float (exponent + 4 mantissa bits), so
+// bucket order is value order; p ∈ [0, 1] → [0, kBuckets).
+constexpr uint32_t kBucketShift = 19;
+constexpr uint32_t kBuckets = (0x3f800000u >> kBucketShift) + 1;
+inline uint32_t bucket_of(float p) { return std::bit_cast<uint32_t>(p) >> kBucketShift; }
+
+// by (p desc, id asc)
+struct ByProb {
+    const float* p;
+    bool operator()(int32_t a, int32_t b) const { return p[a] > p[b] || (p[a] == p[b] && a < b); }
+};
+
+// order[0, n) ← the ids in bucket b, sorted by (p desc, id asc); returns n.
+int64_t collect_bucket(std::span<const float> p, uint32_t b, int32_t* order) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < int64_t(p.size()); ++i)
+        if (bucket_of(p[size_t(i)]) == b) order[n++] = int32_t(i);
+    std::sort(order, order + n, ByProb{p.data()});
+    return n;
+}
+
+// Draws from the tokens with p > 0 in p (unnormalised; the max is exactly 1) after top-p and
+// min-p, without top-k: the kept set is every bucket above `cut`, plus the first n_cut tokens
+// (sorted) of bucket `cut`. order: scratch of p.size().
+int32_t draw_bucketed(std::span<const float> p, double top_p, float min_p, double u, std::span<int32_t> order) {
+    std::array<double, kBuckets> mass{};
+    for (const float x : p) mass[bucket_of(x)] += double(x);
+    double total = 0.0;
+    for (uint32_t b = kBuckets; b-- > 0;) total += mass[b];
+
+    // The cut: top-p — the bucket where the running mass reaches top_p · total; min-p — the
+    // bucket of the threshold (p ≥ min_p · p_max, p_max = 1). The higher one wins.
+    uint32_t cut = 0;
+    const double need = top_p * total;
+    if (top_p < 1.0) {
+        double cum = 0.0;
+        for (uint32_t b = kBuckets; b-- > 0;) {
+            if (cum + mass[b] >= need) { cut = b; break; }
+            cum += mass[b];
+        }
+    }
+    const uint32_t min_p_bucket = min_p > 0.0f ? bucket_of(min_p) : 0;
+    cut = std::max(cut, min_p_bucket);
+    double above = 0.0;   // mass of the buckets above the cut
+    for (uint32_t b = kBuckets; b-- > cut + 1;) above += mass[b];
+    int32_t* const cut_ids = order.data();
+    const int64_t n_bucket = collect_bucket(p, cut, cut_ids);
+    int64_t n_cut = 0;    // kept tokens of the cut bucket
+    double kept = above;
+    for (; n_cut < n_bucket; ++n_cut) {
+        const float x = p[size_t(cut_ids[n_cut])];
+        if (n_cut > 0 || above > 0.0) {   // always keep at least one token (the max)
+            if (min_p > 0.0f && x < min_p) break;
+            if (top_p < 1.0 && kept >= need) break;   // the prefix already reaches top_p
+        }
+        kept += double(x);
+    }
+
+    // The draw: the first token, in (p desc, id asc) order, whose running mass exceeds u · kept.
+    const double target = u * kept;
+    double cum = 0.0;
+    double cum_last = 0.0;   // the running mass before the last non-empty bucket passed
+    uint32_t b = kBuckets - 1, last_nonempty = cut;
+    for (; b > cut; --b) {
+        if (mass[b] > 0.0) {
+            if (cum + mass[b] > target) break;
+            last_nonempty = b;
+            cum_last = cum;
+        }
+        cum += mass[b];
+    }
+    if (b == cut && n_cut == 0 && last_nonempty != cut) {   // rounding: the target is at the very end
+        b = last_nonempty;
+        cum = cum_last;
+    }
+    const int32_t* ids = cut_ids;
+    int64_t n = n_cut;
+    if (b > cut) {
+        int32_t* const draw_ids = order.data() + n_bucket;   // buckets are disjoint: room left
+        n = collect_bucket(p, b, draw_ids);
+        ids = draw_ids;
+    }
+    int32_t last = -1;
+    for (int64_t j = 0; j < n; ++j) {
+        const float x = p[size_t(ids[j])];
+        if (x > 0.0f) last = ids[j];
+        cum += double(x);
+        if (cum > target) return ids[j];
+    }
+    return last;   // rounding: the target lies at the very end (−1 if none: the caller falls back)
+}
 
 }  // namespace
 
@@ -218,52 +309,27 @@ void Sampler::sample(std::span<const float> logits, const SamplingParams& params
                 if (cum > target) break;
             }
         } else {
-            const float min_p_thr = min_p_on ? params.min_p : 0.0f;   // · p_max, and p_max = 1
+            const float min_p_thr = min_p_on ? std::min(params.min_p, 1.0f) : 0.0f;   // · p_max = 1
             if (!top_k_on) {
-                // Candidates: the tokens that can survive top-p and min-p — a prefix of the
-                // (p desc, id asc) order, so sorting just them gives the same result as sorting all.
-                float lo = min_p_thr;
-                if (top_p_on) {
-                    // Σ p per exponent bucket, best bucket first, until the nucleus mass is reached;
-                    // one bucket more for rounding. Every kept token lies at or above that bucket.
-                    std::array<double, 256> mass{};
-                    for (int64_t i = 0; i < vocab; ++i) mass[exponent_bucket(work[size_t(i)])] += double(work[size_t(i)]);
-                    const double need = double(params.top_p) * total;
-                    double cum = 0.0;
-                    uint32_t b = 255;
-                    while (b > 0) {
-                        cum += mass[b];
-                        if (cum >= need) break;
-                        --b;
-                    }
-                    if (b > 0) --b;
-                    lo = std::max(lo, std::bit_cast<float>(b << 23));   // 2^(b−127); b = 0 → 0: everything
+                chosen = draw_bucketed(work, top_p_on ? double(params.top_p) : 1.0, min_p_thr, u, order);
+            } else {
+                // top-p: the smallest prefix with Σ ≥ top_p · total; min-p: stop below min_p · p_max.
+                const double need = double(params.top_p) * total;
+                int64_t keep = n;
+                double kept = 0.0;
+                for (int64_t j = 0; j < n; ++j) {
+                    const float p = work[size_t(order[size_t(j)])];
+                    if (j > 0 && p < min_p_thr) { keep = j; break; }
+                    kept += double(p);
+                    if (top_p_on && kept >= need) { keep = j + 1; break; }
                 }
-                n = 0;
-                for (int64_t i = 0; i < vocab; ++i)
-                    if (work[size_t(i)] >= lo) order[size_t(n++)] = int32_t(i);
-                const auto by_p = [work](int32_t a, int32_t b) {
-                    const float pa = key(work[size_t(a)]), pb = key(work[size_t(b)]);
-                    return pa > pb || (pa == pb && a < b);
-                };
-                std::sort(order.begin(), order.begin() + n, by_p);
-            }
-            // top-p: the smallest prefix with Σ ≥ top_p · total; min-p: stop below min_p · p_max.
-            const double need = double(params.top_p) * total;
-            int64_t keep = n;
-            double kept = 0.0;
-            for (int64_t j = 0; j < n; ++j) {
-                const float p = work[size_t(order[size_t(j)])];
-                if (j > 0 && p < min_p_thr) { keep = j; break; }
-                kept += double(p);
-                if (top_p_on && kept >= need) { keep = j + 1; break; }
-            }
-            const double target = u * kept;
-            double cum = 0.0;
-            chosen = order[size_t(keep - 1)];   // rounding fallback: the last kept token
-            for (int64_t j = 0; j < keep; ++j) {
-                cum += double(work[size_t(order[size_t(j)])]);
-                if (cum > target) { chosen = order[size_t(j)]; break; }
+                const double target = u * kept;
+                double cum = 0.0;
+                chosen = order[size_t(keep - 1)];   // rounding fallback: the last kept token
+                for (int64_t j = 0; j < keep; ++j) {
+                    cum += double(work[size_t(order[size_t(j)])]);
+                    if (cum > target) { chosen = order[size_t(j)]; break; }
+                }
             }
         }
         if (chosen < 0) chosen = argmax(proc);

@@ -1,108 +1,164 @@
-// Byte-pair merge (see bpe.h). The short version keeps tiktoken's parts array (start, rank of
-// the pair starting here) and scans it for the minimum; the long version keeps a linked list
-// and a binary heap with lazy invalidation, ordered by (rank, start) so ties go leftmost.
+// Byte-pair merge (see bpe.h). Parts are tracked with their token ids, so the rank of an
+// adjacent pair (= the rank of its concatenated bytes, tiktoken's rule) can come from a
+// two-byte table or a small per-thread cache keyed by the two ids before the byte-string
+// hash lookup. Short pieces keep tiktoken's parts array and scan it for the minimum; long
+// pieces use a linked list and a binary heap of (rank, start) with lazy invalidation, so
+// ties go leftmost in both and the results are the same.
 #include "tokenizer/bpe.h"
 
 #include <algorithm>
-#include <queue>
+#include <functional>
 
 #include "core/error.h"
 
 namespace kimi::tok {
 namespace {
 
-constexpr size_t kLargePiece = 128;   // bytes; tiktoken switches at 100, results are identical
+constexpr size_t kLargePiece = 64;   // bytes; tiktoken switches at 100, results are identical
 
-struct Part {
-    uint32_t start;
-    uint32_t rank;
+// Direct-mapped cache (left id, right id) -> rank of the joined bytes.
+class PairCache {
+public:
+    uint32_t get(const RankTable& t, uint32_t a, uint32_t b, const unsigned char* p, size_t len) {
+        if (gen_ != t.generation()) {
+            entries_.assign(kSize, Entry{kNoRank, kNoRank, kNoRank});
+            gen_ = t.generation();
+        }
+        const uint64_t h = (uint64_t(a) * 0x9E3779B97F4A7C15ull) ^ (uint64_t(b) * 0xC2B2AE3D27D4EB4Full);
+        Entry& e = entries_[size_t(h >> (64 - kBits))];
+        if (e.a == a && e.b == b) return e.r;
+        const uint32_t r = t.find(p, len);
+        e = Entry{a, b, r};
+        return r;
+    }
+
+private:
+    static constexpr int kBits = 15;
+    static constexpr size_t kSize = size_t(1) << kBits;
+    struct Entry {
+        uint32_t a, b, r;
+    };
+    uint64_t gen_ = 0;
+    std::vector<Entry> entries_;
 };
 
-void merge_small(const unsigned char* s, size_t n, const RankTable& ranks, std::vector<int32_t>& out) {
-    Part buf[kLargePiece + 1];
-    Part* parts = buf;
-    size_t m = n + 1;   // parts[m-1] is the end sentinel
-    auto pair_rank = [&](size_t i) -> uint32_t {   // rank of parts[i] .. parts[i+2]
-        if (i + 2 >= m) return kNoRank;
-        return ranks.find(s + parts[i].start, parts[i + 2].start - parts[i].start);
-    };
-    for (size_t i = 0; i < m; ++i) parts[i] = Part{uint32_t(i), kNoRank};
-    for (size_t i = 0; i + 2 < m; ++i) parts[i].rank = pair_rank(i);
-    while (m > 2) {
-        uint32_t best = kNoRank;
-        size_t bi = 0;
-        for (size_t i = 0; i + 2 < m; ++i)
-            if (parts[i].rank < best) {
-                best = parts[i].rank;
-                bi = i;
-            }
-        if (best == kNoRank) break;
-        // Merge parts[bi] and parts[bi+1]: drop parts[bi+1], then refresh the two ranks.
-        std::copy(parts + bi + 2, parts + m, parts + bi + 1);
-        --m;
-        parts[bi].rank = pair_rank(bi);
-        if (bi > 0) parts[bi - 1].rank = pair_rank(bi - 1);
-    }
-    for (size_t i = 0; i + 1 < m; ++i) {
-        const uint32_t r = ranks.find(s + parts[i].start, parts[i + 1].start - parts[i].start);
-        KIMI_CHECK(r != kNoRank, "bpe: part without a rank");
-        out.push_back(int32_t(r));
-    }
+thread_local PairCache t_cache;
+
+// Rank of the pair (a at s[from, mid), b at s[mid, to)). Without kCache (tables still being
+// built, as in the synthetic writer) it always looks the bytes up.
+template <bool kCache>
+inline uint32_t join_rank(const RankTable& t, const unsigned char* s, size_t from, size_t to, uint32_t a, uint32_t b) {
+    if (to - from == 2) return t.pair_rank(s[from], s[from + 1]);
+    if constexpr (kCache) return t_cache.get(t, a, b, s + from, to - from);
+    return t.find(s + from, to - from);
 }
 
-void merge_large(const unsigned char* s, size_t n, const RankTable& ranks, std::vector<int32_t>& out) {
-    // Node i covers s[start[i] .. start[next[i]]); node n is the end sentinel.
-    std::vector<uint32_t> start(n + 1), next(n + 1), prev(n + 1), rank(n + 1, kNoRank);
-    for (size_t i = 0; i <= n; ++i) {
+template <bool kCache>
+void merge_small(const unsigned char* s, size_t n, const RankTable& ranks, std::vector<int32_t>& out) {
+    uint32_t start[kLargePiece + 2], tok[kLargePiece + 1], rank[kLargePiece + 1];
+    size_t m = n;   // parts; start[m] == n
+    for (size_t i = 0; i < n; ++i) {
         start[i] = uint32_t(i);
+        tok[i] = ranks.byte_rank(s[i]);
+        rank[i] = i + 1 < n ? ranks.pair_rank(s[i], s[i + 1]) : kNoRank;
+    }
+    start[n] = uint32_t(n);
+    while (m > 1) {
+        // Lowest (rank, index): branch-free, so ties go to the leftmost pair.
+        uint64_t key = ~uint64_t(0);
+        for (size_t i = 0; i + 1 < m; ++i) {
+            const uint64_t k = (uint64_t(rank[i]) << 32) | i;
+            key = k < key ? k : key;
+        }
+        const auto best = uint32_t(key >> 32);
+        if (best == kNoRank) break;
+        const auto bi = size_t(uint32_t(key));
+        // Join parts bi and bi+1 into token `best`, drop part bi+1, refresh the two pair ranks.
+        tok[bi] = best;
+        for (size_t i = bi + 1; i < m; ++i) {
+            start[i] = start[i + 1];
+            tok[i] = tok[i + 1];
+            rank[i] = rank[i + 1];
+        }
+        start[m] = start[m + 1];
+        --m;
+        rank[bi] = bi + 1 < m ? join_rank<kCache>(ranks, s, start[bi], start[bi + 2], tok[bi], tok[bi + 1]) : kNoRank;
+        if (bi > 0) rank[bi - 1] = join_rank<kCache>(ranks, s, start[bi - 1], start[bi + 1], tok[bi - 1], tok[bi]);
+    }
+    for (size_t i = 0; i < m; ++i) out.push_back(int32_t(tok[i]));
+}
+
+struct LargeScratch {
+    std::vector<uint32_t> next, prev, tok, rank;
+    std::vector<uint64_t> heap;   // (rank << 32 | node): min-heap, ties to the leftmost node
+};
+
+template <bool kCache>
+void merge_large(const unsigned char* s, size_t n, const RankTable& ranks, std::vector<int32_t>& out) {
+    thread_local LargeScratch sc;
+    // Node i covers s[i .. next[i]); node n is the end sentinel; rank[i] is the rank of node i
+    // joined with its successor (kNoRank if that is not a token, kDead once i is merged away).
+    constexpr uint32_t kDead = kNoRank - 1;
+    auto& next = sc.next;
+    auto& prev = sc.prev;
+    auto& tok = sc.tok;
+    auto& rank = sc.rank;
+    auto& heap = sc.heap;
+    next.resize(n + 1);
+    prev.resize(n + 1);
+    tok.resize(n + 1);
+    rank.assign(n + 1, kNoRank);
+    heap.clear();
+    for (size_t i = 0; i <= n; ++i) {
         next[i] = uint32_t(i + 1);
         prev[i] = uint32_t(i == 0 ? 0 : i - 1);
+        tok[i] = i < n ? ranks.byte_rank(s[i]) : kNoRank;
     }
-    // rank[i]: rank of node i merged with next[i] (kNoRank if not a token or no next).
     auto pair_rank = [&](uint32_t i) -> uint32_t {
         const uint32_t j = next[i];
         if (j >= n) return kNoRank;
-        const uint32_t end = next[j] <= n ? start[next[j]] : uint32_t(n);
-        return ranks.find(s + start[i], end - start[i]);
+        return join_rank<kCache>(ranks, s, i, next[j], tok[i], tok[j]);
     };
-    using Entry = std::pair<uint32_t, uint32_t>;   // (rank, node); node index == start byte
-    std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
+    auto push = [&](uint32_t r, uint32_t i) {
+        heap.push_back((uint64_t(r) << 32) | i);
+        std::push_heap(heap.begin(), heap.end(), std::greater<uint64_t>());
+    };
     for (uint32_t i = 0; i + 1 < n; ++i) {
-        rank[i] = pair_rank(i);
-        if (rank[i] != kNoRank) heap.push({rank[i], i});
+        rank[i] = ranks.pair_rank(s[i], s[i + 1]);
+        if (rank[i] != kNoRank) heap.push_back((uint64_t(rank[i]) << 32) | i);
     }
-    std::vector<bool> dead(n + 1, false);
+    std::make_heap(heap.begin(), heap.end(), std::greater<uint64_t>());
     while (!heap.empty()) {
-        const auto [r, i] = heap.top();
-        heap.pop();
-        if (dead[i] || rank[i] != r) continue;   // stale
+        std::pop_heap(heap.begin(), heap.end(), std::greater<uint64_t>());
+        const uint64_t top = heap.back();
+        heap.pop_back();
+        const auto r = uint32_t(top >> 32), i = uint32_t(top);
+        if (rank[i] != r) continue;   // stale entry (node merged away or its pair changed)
         const uint32_t j = next[i];
-        dead[j] = true;
+        tok[i] = r;
+        rank[j] = kDead;
         next[i] = next[j];
         if (next[j] <= n) prev[next[j]] = i;
         rank[i] = pair_rank(i);
-        if (rank[i] != kNoRank) heap.push({rank[i], i});
+        if (rank[i] != kNoRank) push(rank[i], i);
         if (i > 0) {
             const uint32_t p = prev[i];
             rank[p] = pair_rank(p);
-            if (rank[p] != kNoRank) heap.push({rank[p], p});
+            if (rank[p] != kNoRank) push(rank[p], p);
         }
     }
-    for (uint32_t i = 0; i < n; i = next[i]) {
-        const uint32_t r = ranks.find(s + start[i], start[next[i]] - start[i]);
-        KIMI_CHECK(r != kNoRank, "bpe: part without a rank");
-        out.push_back(int32_t(r));
-    }
+    for (uint32_t i = 0; i < n; i = next[i]) out.push_back(int32_t(tok[i]));
 }
 
 }  // namespace
 
 void bpe_merge(std::string_view piece, const RankTable& ranks, std::vector<int32_t>& out) {
     const auto* s = reinterpret_cast<const unsigned char*>(piece.data());
+    for (unsigned char c : piece) KIMI_CHECK(ranks.byte_rank(c) != kNoRank, "bpe: a byte is not a token");
     if (piece.size() <= kLargePiece)
-        merge_small(s, piece.size(), ranks, out);
+        merge_small<false>(s, piece.size(), ranks, out);
     else
-        merge_large(s, piece.size(), ranks, out);
+        merge_large<false>(s, piece.size(), ranks, out);
 }
 
 void bpe_encode_piece(std::string_view piece, const RankTable& ranks, std::vector<int32_t>& out) {
@@ -111,7 +167,11 @@ void bpe_encode_piece(std::string_view piece, const RankTable& ranks, std::vecto
         out.push_back(int32_t(whole));
         return;
     }
-    bpe_merge(piece, ranks, out);
+    const auto* s = reinterpret_cast<const unsigned char*>(piece.data());
+    if (piece.size() <= kLargePiece)
+        merge_small<true>(s, piece.size(), ranks, out);
+    else
+        merge_large<true>(s, piece.size(), ranks, out);
 }
 
 }  // namespace kimi::tok

@@ -296,7 +296,7 @@ TEST(SamplerTest, TopKLargeAndOffValues) {
     SamplingParams p;
     p.top_k = 2000;   // above the partial-sort size: nth_element path
     const std::vector<double> kept = reference_kept(logits, p);
-    const auto c = draw_counts(logits, p, 3000);
+    const auto c = draw_counts(logits, p, 1500);
     for (size_t i = 0; i < c.size(); ++i)
         if (kept[i] == 0.0) { EXPECT_EQ(c[i], 0) << i; }
     // k ≥ vocab and k ≤ 0 are off: the same draws as no top-k.
@@ -396,31 +396,51 @@ void expect_large_vocab_filter(const std::vector<float>& logits, const SamplingP
     EXPECT_NEAR(double(low_draws), double(draws) * low_mass, 5.0 * sigma + 1.0);
 }
 
-TEST(SamplerTest, TopPAndMinPAtFullVocab) {
-    const int64_t vocab = 163840;
+// A few high logits over a wide flat tail in [−2, 0].
+std::vector<float> head_and_tail(int64_t vocab, double head_logit) {
     std::vector<float> logits = random_logits(vocab, 21, -2.0, 0.0);
     Rng rng(5);
-    for (int i = 0; i < 20; ++i) logits[size_t(rng.below(uint64_t(vocab)))] = float(10.0 + rng.uniform());
+    for (int i = 0; i < 20; ++i) logits[size_t(rng.below(uint64_t(vocab)))] = float(head_logit + rng.uniform());
+    return logits;
+}
+
+TEST(SamplerTest, TopPAndMinPAtFullVocab) {
+    const int64_t vocab = 163840;
+    const std::vector<float> logits = head_and_tail(vocab, 10.0);   // the head holds ~0.86 of the mass
     SamplingParams p;
     p.temperature = 1.0f;
-    p.top_p = 0.8f;   // the head holds ~0.86 of the mass: the nucleus is a part of it
-    expect_large_vocab_filter(logits, p, 4000, 5, 20);
+    p.top_p = 0.8f;   // the nucleus is a part of the head
+    expect_large_vocab_filter(logits, p, 1000, 5, 20);
     p.top_p = 0.95f;  // reaches into the flat tail
-    expect_large_vocab_filter(logits, p, 4000, 1000, size_t(vocab));
+    expect_large_vocab_filter(logits, p, 1000, 1000, size_t(vocab));
+}
+
+TEST(SamplerTest, TopPAndMinPWithManyCandidates) {
+    const int64_t vocab = 20000;
+    const std::vector<float> logits = head_and_tail(vocab, 6.0);   // the head holds ~0.6 of the mass
+    SamplingParams p;
+    p.temperature = 1.0f;
+    p.top_p = 0.5f;
+    expect_large_vocab_filter(logits, p, 1000, 5, 20);
+    p.top_p = 0.8f;
+    expect_large_vocab_filter(logits, p, 1000, 1000, size_t(vocab));
     p.top_p = 1.0f;
     p.min_p = 0.3f;
-    expect_large_vocab_filter(logits, p, 4000, 5, 20);
-    p.temperature = 3.0f;
-    p.min_p = 0.02f;
-    expect_large_vocab_filter(logits, p, 4000, 1000, size_t(vocab));
-    p.top_p = 0.7f;
-    p.top_k = 5000;
-    expect_large_vocab_filter(logits, p, 4000, 100, 5000);
-    const std::vector<float> flat = random_logits(20000, 8, -5.0, 5.0);
+    expect_large_vocab_filter(logits, p, 1000, 3, 20);
+    p.temperature = 3.0f;   // the tail at 0.06–0.11 of the max: min_p 0.08 splits it
+    p.min_p = 0.08f;
+    expect_large_vocab_filter(logits, p, 1000, 1000, size_t(vocab) - 1000);
+    p.top_p = 0.7f;         // top-p and min-p together
+    expect_large_vocab_filter(logits, p, 1000, 1000, size_t(vocab) - 1000);
+    p.top_k = 3000;         // all three
+    expect_large_vocab_filter(logits, p, 1000, 100, 3000);
+    const std::vector<float> flat = random_logits(vocab, 8, -5.0, 5.0);
     SamplingParams q;
     q.top_p = 0.5f;
     q.temperature = 0.8f;
-    expect_large_vocab_filter(flat, q, 4000, 100, 20000);
+    expect_large_vocab_filter(flat, q, 1000, 100, size_t(vocab));
+    q.min_p = 0.001f;
+    expect_large_vocab_filter(flat, q, 1000, 100, size_t(vocab));
 }
 
 // ---------------------------------------------------------------- determinism

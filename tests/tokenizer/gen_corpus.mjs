@@ -134,7 +134,7 @@ for (let i = 0; i < 60; ++i) {   // whitespace-only and whitespace-heavy lines
 const rep = (s, n) => s.repeat(n);
 lines.push(rep('a', 25000), rep('a', 25001), rep(' ', 25003) + 'x', rep('x', 24995) + '<|im_end|>' + rep('y', 10),
   rep('ab1!', 8000), rep('中é1!😀a', 6000), rep('😀a', 13000), rep('한국어!', 7000), rep('中中中!', 6300),
-  rep('\r\n', 12600), 'start ' + rep('\u0085', 25001) + ' end', rep('\u3000\u0085', 12600) + 'z',
+  rep('\r\n', 12600), 'start ' + rep('\u0085', 25001) + ' end', rep('\u3000', 60) + rep('\u0085', 25000) + 'z',
   rep('1', 50001), rep("don't", 6000), rep('Ab', 13000) + ' ' + rep(' \n', 12600), rep('x', 24999) + '[BOS]' + rep(' ', 3));
 {
   let big = '';

@@ -410,9 +410,9 @@ TEST(SamplerTest, TopPAndMinPAtFullVocab) {
     SamplingParams p;
     p.temperature = 1.0f;
     p.top_p = 0.8f;   // the nucleus is a part of the head
-    expect_large_vocab_filter(logits, p, 1000, 5, 20);
+    expect_large_vocab_filter(logits, p, 600, 5, 20);
     p.top_p = 0.95f;  // reaches into the flat tail
-    expect_large_vocab_filter(logits, p, 1000, 1000, size_t(vocab));
+    expect_large_vocab_filter(logits, p, 600, 1000, size_t(vocab));
 }
 
 TEST(SamplerTest, TopPAndMinPWithManyCandidates) {
@@ -441,6 +441,53 @@ TEST(SamplerTest, TopPAndMinPWithManyCandidates) {
     expect_large_vocab_filter(flat, q, 1000, 100, size_t(vocab));
     q.min_p = 0.001f;
     expect_large_vocab_filter(flat, q, 1000, 100, size_t(vocab));
+}
+
+TEST(SamplerTest, TopPCutsInsideATiedGroupByLowerId) {
+    // 10 tokens tied at logit 8 (≈ 0.058 of the mass each) over a flat tail: top_p 0.3 keeps
+    // the 6 of them with the lowest ids (5 reach only 0.29).
+    const int64_t vocab = 50000;
+    std::vector<float> logits = random_logits(vocab, 31, -2.0, 0.0);
+    Ids tied;
+    for (int i = 0; i < 10; ++i) tied.push_back(int32_t(40000 - i * 3999));   // ids out of order of i
+    for (const int32_t id : tied) logits[size_t(id)] = 8.0f;
+    std::sort(tied.begin(), tied.end());
+    SamplingParams p;
+    p.top_p = 0.3f;
+    const std::vector<double> kept = reference_kept(logits, p);
+    for (size_t j = 0; j < tied.size(); ++j) EXPECT_EQ(kept[size_t(tied[j])] > 0.0, j < 6) << j;
+    expect_matches(draw_counts(logits, p, 1500), kept);
+    p.min_p = 0.5f;   // min-p keeps the whole group; top-p still cuts it
+    expect_matches(draw_counts(logits, p, 1500), kept);
+}
+
+TEST(SamplerTest, BucketedFiltersMatchTheSortedWalk) {
+    // top-p / min-p alone (bucketed) and after top_k = vocab − 1 (a sorted candidate list) must
+    // draw the same token for every (seed, step) when the one token top-k drops has p = 0: both
+    // walk the kept tokens in (p desc, id asc) order. Logits on a 1/64 grid with many exact ties.
+    const int64_t vocab = 3000;
+    Rng rng(17);
+    std::vector<float> logits(static_cast<size_t>(vocab));
+    for (float& x : logits) x = float(int(rng.below(400))) / 64.0f;
+    logits[123] = -1000.0f;
+    Sampler a(vocab), b(vocab);
+    for (const float t : {0.5f, 1.0f}) {
+        for (const auto& [top_p, min_p] : {std::pair{0.3f, 0.0f}, {0.9f, 0.0f}, {1.0f, 0.2f}, {0.95f, 0.05f}}) {
+            SamplingParams p;
+            p.temperature = t;
+            p.top_p = top_p;
+            p.min_p = min_p;
+            SamplingParams pk = p;
+            pk.top_k = int32_t(vocab - 1);
+            std::set<int32_t> seen;
+            for (uint64_t step = 0; step < 200; ++step) {
+                const int32_t tok = sample_once(a, logits, p, {}, {}, 9, step);
+                EXPECT_EQ(tok, sample_once(b, logits, pk, {}, {}, 9, step)) << t << " " << top_p << " " << min_p;
+                seen.insert(tok);
+            }
+            EXPECT_GT(seen.size(), 20u);
+        }
+    }
 }
 
 // ---------------------------------------------------------------- determinism

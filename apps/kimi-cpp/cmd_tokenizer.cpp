@@ -2,7 +2,10 @@
 // They are thin wrappers over kimi::tok::Tokenizer (src/tokenizer/tokenizer.h); the bench can
 // also run the same corpus through npm `tiktoken` (WASM build of tiktoken's Rust core) in the
 // same run, with Kimi's pat_str and specials, and checks that both produce the same tokens.
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <time.h>
 
 #include <chrono>
 #include <cstdio>
@@ -81,7 +84,8 @@ std::string find_node_modules(const std::optional<std::string>& given) {
     if (const char* env = std::getenv("KIMI_NPM_ORACLE")) candidates.push_back(std::string(env) + "/node_modules");
     candidates.push_back(exe_dir() + "/../npm-oracle/node_modules");
     for (const auto& c : candidates)
-        if (std::filesystem::exists(std::filesystem::path(c) / "tiktoken" / "package.json")) return c;
+        if (std::filesystem::exists(std::filesystem::path(c) / "tiktoken" / "package.json"))
+            return std::filesystem::absolute(c).lexically_normal().string();
     throw Error("npm tiktoken not found (looked in " + candidates.front() +
                 (candidates.size() > 1 ? " and " + std::to_string(candidates.size() - 1) + " more" : "") +
                 "); run tests/tokenizer/setup_oracle.sh or pass --node-modules DIR");
@@ -92,7 +96,7 @@ std::string find_node_modules(const std::optional<std::string>& given) {
 const char* const kNodeBench = R"JS(
 const [nm, dir, input, seconds, special, pat] = process.argv.slice(2);
 const fs = require('fs'), path = require('path');
-const { Tiktoken } = require(path.join(nm, 'tiktoken'));
+const { Tiktoken } = require(path.resolve(nm, 'tiktoken'));
 const bpe = fs.readFileSync(path.join(dir, 'tiktoken.model'), 'utf8');
 const nBase = bpe.split('\n').filter((l) => l.length > 0).length;
 const cfg = JSON.parse(fs.readFileSync(path.join(dir, 'tokenizer_config.json'), 'utf8'));
@@ -118,7 +122,8 @@ function pieces(text) {
 const text = fs.readFileSync(input, 'utf8');
 const bytes = Buffer.byteLength(text, 'utf8');
 let iters = 0, tokens = 0, hash = 1469598103934665603n, first = true;
-const t0 = process.hrtime.bigint();
+const cpu = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1e6; };   // CPU seconds
+const t0 = cpu();
 let elapsed = 0;
 do {
   for (const p of pieces(text)) {
@@ -128,7 +133,7 @@ do {
   }
   first = false;
   ++iters;
-  elapsed = Number(process.hrtime.bigint() - t0) / 1e9;
+  elapsed = cpu() - t0;
 } while (elapsed < Number(seconds));
 console.log(JSON.stringify({ seconds: elapsed, iterations: iters, bytes, tokens_per_iter: tokens / iters, hash: hash.toString() }));
 )JS";
@@ -254,14 +259,20 @@ int cmd_bench_tokenizer(int argc, char** argv) {
 
     std::vector<int32_t> ids = t.encode(text, special);   // warm-up, and the reference output
     const uint64_t hash = fnv1a(ids);
+    // CPU time of this (single-threaded) process, so a busy machine does not skew the numbers.
+    auto cpu_now = [] {
+        timespec ts{};
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+        return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+    };
     size_t iters = 0;
-    const auto t0 = clock::now();
+    const double t0 = cpu_now();
     double secs = 0;
     do {
         ids.clear();
         t.encode_append(text, special, ids);
         ++iters;
-        secs = std::chrono::duration<double>(clock::now() - t0).count();
+        secs = cpu_now() - t0;
     } while (secs < min_seconds);
     const double mb = double(text.size()) * double(iters) / 1e6;
 
@@ -271,7 +282,7 @@ int cmd_bench_tokenizer(int argc, char** argv) {
     r["tokens"] = ids.size();
     r["special"] = special ? "all" : "none";
     r["load_seconds"] = load_s;
-    r["kimi_cpp"] = {{"threads", 1}, {"iterations", iters}, {"seconds", secs}, {"mb_per_s", mb / secs},
+    r["kimi_cpp"] = {{"threads", 1}, {"iterations", iters}, {"cpu_seconds", secs}, {"mb_per_s", mb / secs},
                      {"tokens_per_s", double(ids.size()) * double(iters) / secs}};
     if (compare) {
         const std::string nm = find_node_modules(node_modules);
@@ -295,7 +306,8 @@ int cmd_bench_tokenizer(int argc, char** argv) {
         char buf[4096];
         size_t n;
         while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) output.append(buf, n);
-        const int rc = pclose(p);
+        const int status = pclose(p);
+        const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : status;
         std::filesystem::remove(script);
         if (rc != 0) throw Error("node tiktoken bench failed (exit " + std::to_string(rc) + "): " + output);
         nlohmann::json js;
@@ -308,7 +320,7 @@ int cmd_bench_tokenizer(int argc, char** argv) {
         const double js_iters = js["iterations"].get<double>();
         const double js_mb = double(text.size()) * js_iters / 1e6 / js_secs;
         const double js_tokens = js["tokens_per_iter"].get<double>();
-        r["tiktoken_npm"] = {{"threads", 1}, {"iterations", js_iters}, {"seconds", js_secs}, {"mb_per_s", js_mb},
+        r["tiktoken_npm"] = {{"threads", 1}, {"iterations", js_iters}, {"cpu_seconds", js_secs}, {"mb_per_s", js_mb},
                              {"tokens_per_s", js_tokens * js_iters / js_secs}};
         r["identical_tokens"] = js["hash"].get<std::string>() == std::to_string(hash) && js_tokens == double(ids.size());
         r["speedup"] = (mb / secs) / js_mb;

@@ -80,7 +80,6 @@ void merge_small(const unsigned char* s, size_t n, const RankTable& ranks, std::
             tok[i] = tok[i + 1];
             rank[i] = rank[i + 1];
         }
-        start[m] = start[m + 1];
         --m;
         rank[bi] = bi + 1 < m ? join_rank<kCache>(ranks, s, start[bi], start[bi + 2], tok[bi], tok[bi + 1]) : kNoRank;
         if (bi > 0) rank[bi - 1] = join_rank<kCache>(ranks, s, start[bi - 1], start[bi + 1], tok[bi - 1], tok[bi]);

@@ -140,10 +140,15 @@ lines.push(rep('a', 25000), rep('a', 25001), rep(' ', 25003) + 'x', rep('x', 249
   let big = '';
   while (big.length < 450000) big += mixedLine() + ' ';
   lines.push(big);
-  let filler = '';
-  while (Array.from(filler).length < 399990) filler += pick(words) + ' ';
-  const cps = Array.from(filler).slice(0, 399995);
-  lines.push(cps.join('') + 'helloWorld getUserName tail');     // window boundary inside a word
+  const parts = [];
+  let n = 0;
+  while (n < 399996) {
+    const w = pick(words) + ' ';
+    parts.push(w);
+    n += Array.from(w).length;
+  }
+  const cps = Array.from(parts.join('')).slice(0, 399996);
+  lines.push(cps.slice(0, 399995).join('') + 'helloWorld getUserName tail');     // window boundary inside a word
   lines.push(cps.slice(0, 399996).join('') + '<|im_end|> after'); // a special token across the window boundary
   lines.push(rep('ab ', 133333) + '<|im_end|>' + rep('c', 20));
 }

@@ -16,6 +16,8 @@ struct Command {
 };
 
 const Command kCommands[] = {
+    {"generate",      kimi::app::cmd_generate,      "one completion from a prompt (streams; --json for ids + timings)"},
+    {"chat",          kimi::app::cmd_chat,          "interactive multi-turn chat with the chat template"},
     {"score",         kimi::app::cmd_score,         "run one sequence, write the logits of every position"},
     {"make-model",    kimi::app::cmd_make_model,    "write a random checkpoint in the HF layout (+ tokenizer)"},
     {"inspect",       kimi::app::cmd_inspect,       "print a model's config, layer map, sizes"},

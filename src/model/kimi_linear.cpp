@@ -11,11 +11,11 @@
 
 namespace kimi {
 
-std::unique_ptr<KimiLinearModel> KimiLinearModel::load(const std::string& model_dir) {
+std::unique_ptr<KimiLinearModel> KimiLinearModel::load(const std::string& model_dir, const LoadProgress& progress) {
     auto m = std::unique_ptr<KimiLinearModel>(new KimiLinearModel());
     m->cfg_ = load_model_config(model_dir);
     m->store_ = std::make_unique<WeightStore>(model_dir);
-    m->weights_ = bind_weights(m->cfg_, *m->store_);
+    m->weights_ = bind_weights(m->cfg_, *m->store_, progress);
     return m;
 }
 

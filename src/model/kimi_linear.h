@@ -16,7 +16,7 @@ namespace kimi {
 class KimiLinearModel {
 public:
     // Loads config.json + weights (mmap), validates everything, prepares. Throws kimi::Error.
-    static std::unique_ptr<KimiLinearModel> load(const std::string& model_dir);
+    static std::unique_ptr<KimiLinearModel> load(const std::string& model_dir, const LoadProgress& progress = {});
 
     const ModelConfig& config() const { return cfg_; }
     const ModelWeights& weights() const { return weights_; }

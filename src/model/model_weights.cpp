@@ -99,7 +99,7 @@ MoeWeights bind_moe(const ModelConfig& c, WeightStore& s, const std::string& p) 
 
 }  // namespace
 
-ModelWeights bind_weights(const ModelConfig& c, WeightStore& s) {
+ModelWeights bind_weights(const ModelConfig& c, WeightStore& s, const LoadProgress& progress) {
     const int64_t d = c.hidden_size;
     ModelWeights w;
     w.embed = s.get("model.embed_tokens.weight", {c.vocab_size, d});
@@ -125,6 +125,7 @@ ModelWeights bind_weights(const ModelConfig& c, WeightStore& s) {
         else
             l.mlp = bind_mlp(s, p + "mlp.", d, c.intermediate_size, "gate_proj", "up_proj", "down_proj");
         w.layers.push_back(std::move(l));
+        if (progress) progress(s.bytes_used(), s.tensor_bytes());
     }
     s.finish();
     return w;

@@ -1,6 +1,7 @@
 // The Kimi Linear weights as plain structs of Tensors (views into the mapped checkpoint,
 // or load-time prepared buffers owned by the WeightStore). Names and shapes: model-spec §2.
 #pragma once
+#include <functional>
 #include <vector>
 
 #include "model/config.h"
@@ -62,6 +63,8 @@ struct ModelWeights {
 
 // Checks every tensor the config implies (presence, float dtype, exact shape), rejects
 // tensors the architecture does not use, and performs all load-time preparation.
-ModelWeights bind_weights(const ModelConfig& c, WeightStore& store);
+// progress (optional) is called after each layer with (bytes checked, bytes in the checkpoint).
+using LoadProgress = std::function<void(uint64_t done_bytes, uint64_t total_bytes)>;
+ModelWeights bind_weights(const ModelConfig& c, WeightStore& store, const LoadProgress& progress = {});
 
 }  // namespace kimi

@@ -71,7 +71,7 @@ Tensor WeightStore::get(const std::string& name, std::initializer_list<int64_t> 
     const Tensor want(nullptr, t.dtype, shape);
     if (want.rank != t.rank || want.shape != t.shape)
         throw Error(where + ": shape " + shape_str(t) + ", expected " + shape_str(want));
-    used_.insert(name);
+    if (used_.insert(name).second) bytes_used_ += t.nbytes();
     return t;
 }
 

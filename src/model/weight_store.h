@@ -30,6 +30,7 @@ public:
 
     size_t n_files() const { return files_.size(); }
     uint64_t tensor_bytes() const;   // bytes of all checkpoint tensors
+    uint64_t bytes_used() const { return bytes_used_; }   // bytes of the tensors checked so far
     int64_t n_params() const;        // elements of all checkpoint tensors
 
 private:
@@ -41,6 +42,7 @@ private:
     std::map<std::string, Entry> tensors_;
     std::set<std::string> used_;
     std::vector<std::unique_ptr<unsigned char[]>> owned_;
+    uint64_t bytes_used_ = 0;
 };
 
 }  // namespace kimi

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
+#include "core/alloc_counter.h"
 #include "core/rng.h"
 
 namespace kimi {
@@ -17,8 +19,59 @@ int32_t resolve_max_len(const KimiLinearModel& m, const EngineConfig& c) {
     const int64_t model_max = m.config().max_position_embeddings;
     return int32_t(model_max > 0 ? std::min<int64_t>(model_max, 4096) : 4096);
 }
-int32_t blocks_per_seq(int32_t max_len, int32_t bs) { return (max_len + bs - 1) / bs; }
+std::string human_bytes(int64_t bytes) {
+    char buf[32];
+    if (bytes < (int64_t(1) << 20)) std::snprintf(buf, sizeof buf, "%.1f KiB", double(bytes) / 1024.0);
+    else if (bytes < (int64_t(1) << 30)) std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / (1024.0 * 1024.0));
+    else std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / (1024.0 * 1024.0 * 1024.0));
+    return buf;
+}
+CacheSizing size_cache(const KimiLinearModel& m, const EngineConfig& c) {
+    if (c.max_num_seqs < 1) throw Error("max-num-seqs must be at least 1");
+    if (c.max_num_batched_tokens < 1) throw Error("max-num-batched-tokens must be at least 1");
+    if (c.block_size < 1 || c.block_size > 4096) throw Error("block-size must be in [1, 4096]");
+    if (c.max_model_len < 0) throw Error("max-model-len must be positive");
+    CacheSizing z;
+    z.max_model_len = resolve_max_len(m, c);
+    z.block_size = c.block_size;
+    z.n_slots = c.max_num_seqs;
+    const CacheGeometry g = m.cache_geometry(1, 1, c.block_size);
+    z.slot_bytes = g.bytes_per_slot();
+    z.block_bytes = g.bytes_per_block();
+    // Never fewer blocks than one full-length sequence needs, so any admissible request fits alone.
+    const int32_t one = (z.max_model_len + c.block_size - 1) / c.block_size;
+    if (c.n_blocks > 0) {
+        z.n_blocks = std::max(c.n_blocks, one);
+    } else if (c.cache_memory_bytes > 0 && z.block_bytes > 0) {
+        const int64_t for_blocks = c.cache_memory_bytes - int64_t(z.n_slots) * z.slot_bytes;
+        const int64_t n = for_blocks > 0 ? for_blocks / z.block_bytes : 0;
+        if (n < one)
+            throw Error("cache-memory " + human_bytes(c.cache_memory_bytes) + " is too small: the KDA state of " +
+                        std::to_string(z.n_slots) + " sequences (max-num-seqs) takes " +
+                        human_bytes(int64_t(z.n_slots) * z.slot_bytes) + " and one max-model-len (" +
+                        std::to_string(z.max_model_len) + ") sequence needs " + human_bytes(int64_t(one) * z.block_bytes) +
+                        " of MLA cache; lower max-num-seqs or max-model-len, or give more");
+        z.n_blocks = int32_t(std::min<int64_t>(n, int64_t(1) << 30));
+    } else {
+        z.n_blocks = c.max_num_seqs * one;
+    }
+    return z;
+}
 }  // namespace
+
+std::string CacheSizing::describe() const {
+    return "cache: " + std::to_string(n_slots) + " state slots x " + human_bytes(slot_bytes) + " (KDA) + " +
+           std::to_string(n_blocks) + " blocks x " + std::to_string(block_size) + " tokens (" +
+           std::to_string(cached_tokens()) + " tokens of MLA cache, " + human_bytes(int64_t(n_blocks) * block_bytes) +
+           ") = " + human_bytes(total_bytes()) + "; max-model-len " + std::to_string(max_model_len);
+}
+
+bool RequestStream::try_next(TokenEvent& out) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (read_ >= events_.size()) return false;
+    out = std::move(events_[read_++]);
+    return true;
+}
 
 bool RequestStream::next(TokenEvent& out) {
     std::unique_lock<std::mutex> lk(mu_);
@@ -38,13 +91,15 @@ void RequestStream::push(TokenEvent&& e) {
     cv_.notify_all();
 }
 
-Engine::Engine(const KimiLinearModel& model, const EngineConfig& cfg)
+Engine::Engine(const KimiLinearModel& model, const EngineConfig& cfg, const tok::Tokenizer* tokenizer)
     : model_(model),
+      tok_(tokenizer),
       cfg_(cfg),
-      max_model_len_(resolve_max_len(model, cfg)),
+      sizing_(size_cache(model, cfg)),
       pool_(cfg.threads),
-      storage_(model.cache_geometry(cfg.max_num_seqs, n_blocks_for(cfg, max_model_len_), cfg.block_size)),
-      cache_(n_blocks_for(cfg, max_model_len_), cfg.block_size, cfg.max_num_seqs, blocks_per_seq(max_model_len_, cfg.block_size)),
+      storage_(model.cache_geometry(sizing_.n_slots, sizing_.n_blocks, sizing_.block_size)),
+      cache_(sizing_.n_blocks, sizing_.block_size, sizing_.n_slots,
+             (sizing_.max_model_len + sizing_.block_size - 1) / sizing_.block_size),
       sched_(SchedulerConfig{cfg.max_num_seqs, cfg.max_num_batched_tokens}, cache_),
       runner_(model, storage_, cache_),
       sampler_(model.config().vocab_size) {
@@ -57,26 +112,28 @@ Engine::Engine(const KimiLinearModel& model, const EngineConfig& cfg)
 
 Engine::~Engine() { stop(); }
 
-int32_t Engine::n_blocks_for(const EngineConfig& c, int32_t max_len) {
-    // Never fewer than one full-length sequence needs, so any admissible request fits alone.
-    const int32_t one = blocks_per_seq(max_len, c.block_size);
-    return c.n_blocks > 0 ? std::max(c.n_blocks, one) : c.max_num_seqs * one;
-}
-
 std::shared_ptr<RequestStream> Engine::submit(std::vector<int32_t> prompt, const SamplingParams& params) {
     if (prompt.empty()) throw Error("the prompt is empty");
     for (int32_t id : prompt)
         if (id < 0 || id >= model_.config().vocab_size)
             throw Error("token id " + std::to_string(id) + " is out of range [0, " + std::to_string(model_.config().vocab_size) + ")");
     if (params.max_tokens < 1) throw Error("max_tokens must be at least 1");
-    if (int64_t(prompt.size()) + params.max_tokens > max_model_len_)
+    if (int64_t(prompt.size()) + params.max_tokens > sizing_.max_model_len)
         throw Error("prompt (" + std::to_string(prompt.size()) + " tokens) + max_tokens (" + std::to_string(params.max_tokens) +
-                    ") exceeds max-model-len " + std::to_string(max_model_len_));
+                    ") exceeds max-model-len " + std::to_string(sizing_.max_model_len));
+    if (!params.stop.empty() && !tok_) throw Error("stop strings need a tokenizer");
+    for (const auto& s : params.stop)
+        if (s.empty()) throw Error("stop strings must not be empty");
     auto live = std::make_unique<Live>();
     live->stream = std::make_shared<RequestStream>();
-    live->req.prompt = std::move(prompt);
     live->req.params = params;
+    if (tok_) live->text = std::make_unique<TextStream>(*tok_, live->req.params.stop, params.skip_special_tokens);
+    live->req.prompt = std::move(prompt);
     live->req.output.reserve(size_t(params.max_tokens));
+    if (params.logprobs > 0) {
+        live->top_pool.resize(size_t(params.max_tokens));
+        for (auto& v : live->top_pool) v.reserve(size_t(std::min<int64_t>(params.logprobs, model_.config().vocab_size)));
+    }
     live->stream->events_.reserve(size_t(params.max_tokens) + 1);
     live->t0_ms = now_ms();
     std::shared_ptr<RequestStream> s = live->stream;
@@ -120,11 +177,13 @@ void Engine::admit_pending() {
 void Engine::publish_finish(Live& l, FinishReason why) {
     TokenEvent e;
     e.finish = why;
+    if (l.text) l.text->finish(e.text);
     e.time_ms = now_ms() - l.t0_ms;
     l.stream->push(std::move(e));
 }
 
 bool Engine::step() {
+    const uint64_t allocs_before = thread_alloc_count() + pool_.worker_alloc_count();
     admit_pending();
     sched_.schedule(plan_);
     for (Request* r : sched_.finished()) {   // aborts
@@ -133,6 +192,7 @@ bool Engine::step() {
         live_.erase(it);
     }
     sched_.finished().clear();
+    total_preemptions_ += int64_t(plan_.preempted.size());
     if (plan_.scheduled.empty()) return false;
 
     const double t0 = now_ms();
@@ -146,6 +206,7 @@ bool Engine::step() {
         last_.n_decode_seqs += decode;
         last_.n_prefill_tokens += decode ? 0 : s.n_tokens;
     }
+    last_.n_preempted = int32_t(plan_.preempted.size());
     last_.attn_output_copies = ex_.counters.attn_output_copies;
     last_.heap_allocations = ex_.counters.heap_allocations;
 
@@ -156,27 +217,43 @@ bool Engine::step() {
         Live& l = *live_.at(r.id);
         TokenEvent e;
         SampledToken tok;
-        if (r.params.logprobs >= 0) tok.top.reserve(size_t(r.params.logprobs));
+        if (!l.top_pool.empty()) {
+            tok.top = std::move(l.top_pool.back());
+            l.top_pool.pop_back();
+        }
         sampler_.sample(std::span<const float>(logits.f32() + int64_t(i) * vocab, size_t(vocab)), r.params, r.prompt, r.output,
                         r.seed, r.output.size(), tok);
         r.output.push_back(tok.token);
         e.token = tok.token;
         e.logprob = tok.logprob;
         e.top = std::move(tok.top);
-        e.time_ms = now_ms() - l.t0_ms;
         FinishReason why = FinishReason::kNone;
+        if (l.text && l.text->push(tok.token, e.text)) {
+            why = FinishReason::kStop;
+            e.stop_index = l.text->stop_index();
+        }
         const bool stop_id = std::find(r.params.stop_token_ids.begin(), r.params.stop_token_ids.end(), tok.token) !=
                              r.params.stop_token_ids.end();
-        if ((!r.params.ignore_eos && tok.token == eos) || stop_id) why = FinishReason::kStop;
-        else if (int32_t(r.output.size()) >= r.params.max_tokens || r.num_tokens() >= max_model_len_) why = FinishReason::kLength;
+        if (why == FinishReason::kNone) {
+            if ((!r.params.ignore_eos && tok.token == eos) || stop_id) why = FinishReason::kStop;
+            else if (int32_t(r.output.size()) >= r.params.max_tokens || r.num_tokens() >= sizing_.max_model_len)
+                why = FinishReason::kLength;
+            if (why != FinishReason::kNone && l.text) l.text->finish(e.text);
+        }
         e.finish = why;
+        e.time_ms = now_ms() - l.t0_ms;
         l.stream->push(std::move(e));
         if (why != FinishReason::kNone) {
             sched_.finish(&r, why);
             live_.erase(r.id);
         }
     }
+    last_.n_running = sched_.n_running();
+    last_.n_waiting = sched_.n_waiting();
+    last_.blocks_used = cache_.blocks().n_total() - cache_.blocks().n_free();
+    last_.slots_used = cache_.slots().n_total() - cache_.slots().n_free();
     last_.step_ms = now_ms() - t0;
+    last_.step_heap_allocations = int64_t(thread_alloc_count() + pool_.worker_alloc_count() - allocs_before);
     return true;
 }
 

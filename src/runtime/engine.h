@@ -18,6 +18,8 @@
 #include "runtime/model_runner.h"
 #include "runtime/sampler.h"
 #include "runtime/scheduler.h"
+#include "runtime/text_stream.h"
+#include "tokenizer/tokenizer.h"
 
 namespace kimi {
 
@@ -29,14 +31,28 @@ struct EngineConfig {
     int32_t max_num_batched_tokens = 256;
     int32_t max_model_len = 0;        // 0: min(model_max_length, 4096)
     int32_t block_size = 16;
-    int32_t n_blocks = 0;             // MLA cache blocks; 0: enough for max_num_seqs full-length sequences
+    // MLA cache blocks: n_blocks if > 0 (tests); else as many as fit in cache_memory_bytes
+    // after the KDA state slots; else (both 0) enough for max_num_seqs full-length sequences.
+    int32_t n_blocks = 0;
+    int64_t cache_memory_bytes = 0;
+};
+
+// What the engine sized its cache to (printed at start by the commands).
+struct CacheSizing {
+    int32_t n_slots = 0, n_blocks = 0, block_size = 0, max_model_len = 0;
+    int64_t slot_bytes = 0, block_bytes = 0;   // one slot (all KDA layers), one block (all MLA layers)
+    int64_t total_bytes() const { return int64_t(n_slots) * slot_bytes + int64_t(n_blocks) * block_bytes; }
+    int64_t cached_tokens() const { return int64_t(n_blocks) * block_size; }
+    std::string describe() const;
 };
 
 struct TokenEvent {
     int32_t token = -1;               // -1 on a final event that carries no token (abort)
+    std::string text;                 // text that became final with this event (with a tokenizer)
     float logprob = 0.0f;
     std::vector<std::pair<int32_t, float>> top;
     FinishReason finish = FinishReason::kNone;
+    int32_t stop_index = -1;          // finish == kStop by a stop string: its index in params.stop
     double time_ms = 0.0;             // since submission
 };
 
@@ -45,6 +61,7 @@ class RequestStream {
 public:
     uint64_t id() const { return id_; }
     bool next(TokenEvent& out);       // blocks; false once the final event was taken
+    bool try_next(TokenEvent& out);   // does not block; false if no event is ready
 private:
     friend class Engine;
     void push(TokenEvent&& e);
@@ -58,13 +75,18 @@ private:
 
 struct EngineStepStats {
     int32_t n_seqs = 0, n_tokens = 0, n_prefill_tokens = 0, n_decode_seqs = 0;
+    int32_t n_running = 0, n_waiting = 0, n_preempted = 0;  // after scheduling
+    int32_t blocks_used = 0, slots_used = 0;
     double step_ms = 0.0;
     int64_t attn_output_copies = 0, heap_allocations = 0;   // forward pass, all threads
+    int64_t step_heap_allocations = 0;                      // the whole step (schedule → publish)
 };
 
 class Engine {
 public:
-    Engine(const KimiLinearModel& model, const EngineConfig& cfg);
+    // tokenizer (optional, must outlive the engine): text pieces in events and stop strings.
+    // Throws kimi::Error if the cache cannot be sized (cache_memory_bytes too small).
+    Engine(const KimiLinearModel& model, const EngineConfig& cfg, const tok::Tokenizer* tokenizer = nullptr);
     ~Engine();
 
     // Throws kimi::Error if the request can never run (empty, ids out of range, too long).
@@ -77,22 +99,27 @@ public:
     void stop();
 
     const EngineStepStats& last_step() const { return last_; }
-    int32_t max_model_len() const { return max_model_len_; }
+    int64_t total_preemptions() const { return total_preemptions_; }
+    const CacheSizing& sizing() const { return sizing_; }
+    const EngineConfig& config() const { return cfg_; }
+    int32_t max_model_len() const { return sizing_.max_model_len; }
     const CacheManager& cache() const { return cache_; }
 
 private:
     struct Live {
         Request req;
         std::shared_ptr<RequestStream> stream;
+        std::unique_ptr<TextStream> text;
+        std::vector<std::vector<std::pair<int32_t, float>>> top_pool;   // reserved at submit: no allocation per token
         double t0_ms = 0.0;
     };
     void admit_pending();
-    static int32_t n_blocks_for(const EngineConfig& c, int32_t max_len);
     void publish_finish(Live& l, FinishReason why);
 
     const KimiLinearModel& model_;
+    const tok::Tokenizer* tok_;
     EngineConfig cfg_;
-    int32_t max_model_len_;
+    CacheSizing sizing_;
     ThreadPool pool_;
     Arena arena_;
     Exec ex_;
@@ -104,6 +131,7 @@ private:
     ScheduleOutput plan_;
     std::vector<Request*> sample_reqs_;
     EngineStepStats last_;
+    int64_t total_preemptions_ = 0;
 
     std::mutex inbox_mu_;
     std::condition_variable inbox_cv_;

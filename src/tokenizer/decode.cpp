@@ -21,6 +21,12 @@ std::string Tokenizer::decode_lossy(std::span<const int32_t> ids) const {
 Tokenizer::StreamDecoder::StreamDecoder(const Tokenizer& tok) : impl_(tok.impl_) {}
 
 std::string Tokenizer::StreamDecoder::push(int32_t id) {
+    std::string out;
+    push(id, out);
+    return out;
+}
+
+void Tokenizer::StreamDecoder::push(int32_t id, std::string& out) {
     pending_.append(impl_->bytes_of(id));
     // Hold back a trailing sequence that is a valid-but-incomplete UTF-8 prefix (at most 3 bytes).
     size_t hold = 0;
@@ -30,17 +36,19 @@ std::string Tokenizer::StreamDecoder::push(int32_t id) {
             break;
         }
     }
-    std::string out;
     utf8_append_lossy(out, std::string_view(pending_).substr(0, pending_.size() - hold));
     pending_.erase(0, pending_.size() - hold);
-    return out;
 }
 
 std::string Tokenizer::StreamDecoder::flush() {
     std::string out;
+    flush(out);
+    return out;
+}
+
+void Tokenizer::StreamDecoder::flush(std::string& out) {
     utf8_append_lossy(out, pending_);
     pending_.clear();
-    return out;
 }
 
 }  // namespace kimi::tok

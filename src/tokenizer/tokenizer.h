@@ -116,6 +116,8 @@ public:
         explicit StreamDecoder(const Tokenizer& tok);
         std::string push(int32_t id);
         std::string flush();
+        void push(int32_t id, std::string& out);   // appends to out (no allocation if it has room)
+        void flush(std::string& out);
 
     private:
         std::shared_ptr<const Impl> impl_;

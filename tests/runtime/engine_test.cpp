@@ -7,6 +7,7 @@
 
 #include "runtime/engine.h"
 #include "test_models.h"
+#include "tokenizer/synthetic.h"
 
 namespace kimi {
 namespace {
@@ -14,7 +15,9 @@ namespace {
 struct Out {
     std::vector<int32_t> tokens;
     std::vector<float> logprobs;
+    std::string text;
     FinishReason finish = FinishReason::kNone;
+    int32_t stop_index = -1;
 };
 
 Out drain(RequestStream& s) {
@@ -25,7 +28,9 @@ Out drain(RequestStream& s) {
             o.tokens.push_back(e.token);
             o.logprobs.push_back(e.logprob);
         }
+        o.text += e.text;
         o.finish = e.finish;
+        o.stop_index = e.stop_index;
     }
     return o;
 }
@@ -56,7 +61,7 @@ protected:
     }
 
     // The probe request alongside 15 others submitted at different steps.
-    Out crowded(const std::vector<int32_t>& prompt, bool greedy, EngineConfig c) {
+    Out crowded(const std::vector<int32_t>& prompt, bool greedy, EngineConfig c, int64_t* preemptions = nullptr) {
         Engine e(*model_, c);
         std::vector<std::shared_ptr<RequestStream>> others;
         std::shared_ptr<RequestStream> probe;
@@ -71,6 +76,7 @@ protected:
         for (auto& o : others) EXPECT_EQ(drain(*o).finish, FinishReason::kLength);
         EXPECT_EQ(e.cache().blocks().n_free(), e.cache().blocks().n_total());
         EXPECT_EQ(e.cache().slots().n_free(), e.cache().slots().n_total());
+        if (preemptions) *preemptions = e.total_preemptions();
         return drain(*probe);
     }
 };
@@ -98,7 +104,9 @@ TEST_F(EngineInvariance, GreedyAndSeeded) {
         EngineConfig small_cache = batched;
         small_cache.max_model_len = 64;
         small_cache.n_blocks = 8;   // 128 tokens of MLA cache for 16 requests: preemption
-        expect_same(crowded(prompt, greedy, small_cache), ref, "preemption");
+        int64_t preemptions = 0;
+        expect_same(crowded(prompt, greedy, small_cache, &preemptions), ref, "preemption");
+        EXPECT_GT(preemptions, 0) << "the small cache must actually preempt";
     }
 }
 
@@ -142,6 +150,124 @@ TEST_F(EngineInvariance, SteadyStateDecodeStepAllocatesNothing) {
         e.step();
         EXPECT_EQ(e.last_step().heap_allocations, 0) << "decode step " << i;
         EXPECT_EQ(e.last_step().attn_output_copies, 0);
+    }
+}
+
+TEST_F(EngineInvariance, CacheSizedFromMemoryBudget) {
+    EngineConfig c;
+    c.max_num_seqs = 4;
+    c.max_model_len = 256;
+    const CacheSizing def = Engine(*model_, c).sizing();
+    EXPECT_EQ(def.n_slots, 4);
+    EXPECT_EQ(def.n_blocks, 4 * 256 / 16);   // default: max_num_seqs full-length sequences
+    ASSERT_GT(def.block_bytes, 0);
+    c.cache_memory_bytes = 4 * def.slot_bytes + 100 * def.block_bytes + def.block_bytes / 2;
+    Engine e(*model_, c);
+    EXPECT_EQ(e.sizing().n_blocks, 100);
+    EXPECT_LE(e.sizing().total_bytes(), c.cache_memory_bytes);
+    EXPECT_EQ(e.cache().blocks().n_total(), 100);
+    EXPECT_NE(e.sizing().describe().find("100 blocks"), std::string::npos);
+    c.cache_memory_bytes = 4 * def.slot_bytes + 15 * def.block_bytes;   // < one 256-token sequence
+    EXPECT_THROW(Engine(*model_, c), Error);
+}
+
+// Text events and stop strings through the engine, with the model's tokenizer.
+class EngineText : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        const std::string dir = test::make_model("tiny", {}, 21);
+        tok::write_synthetic_tokenizer(dir, 1024, 21);
+        model_ = KimiLinearModel::load(dir).release();
+        tok_ = new tok::Tokenizer(tok::Tokenizer::load(dir));
+    }
+    static void TearDownTestSuite() {
+        delete model_;
+        delete tok_;
+    }
+    static KimiLinearModel* model_;
+    static tok::Tokenizer* tok_;
+
+    Out run(const SamplingParams& p, int n_others = 0) {
+        EngineConfig c;
+        c.threads = 2;
+        c.max_num_batched_tokens = 7;
+        Engine e(*model_, c, tok_);
+        std::vector<std::shared_ptr<RequestStream>> others;
+        for (int i = 0; i < n_others; ++i) others.push_back(e.submit(test::random_tokens(5 + i, 1280, 50 + uint64_t(i)), p));
+        auto s = e.submit(tok_->encode("Once upon a time, in a land far away,"), p);
+        e.run_until_idle();
+        return drain(*s);
+    }
+};
+KimiLinearModel* EngineText::model_ = nullptr;
+tok::Tokenizer* EngineText::tok_ = nullptr;
+
+TEST_F(EngineText, TextPiecesEqualTheDecodeAndStopStringsCutIt) {
+    SamplingParams p;
+    p.temperature = 0;
+    p.max_tokens = 48;
+    p.ignore_eos = true;
+    p.skip_special_tokens = false;
+    const Out full = run(p);
+    ASSERT_EQ(full.tokens.size(), 48u);
+    EXPECT_EQ(full.finish, FinishReason::kLength);
+    EXPECT_EQ(full.text, tok_->decode_lossy(full.tokens));
+
+    // Stop strings taken from the middle of the output, across token boundaries.
+    int tried = 0;
+    for (size_t k = 3; k + 2 < full.tokens.size() && tried < 6; k += 7) {
+        const std::string two = tok_->decode_lossy(std::span(full.tokens).subspan(k - 1, 2));
+        if (two.size() < 3) continue;
+        const std::string stop = two.substr(1, two.size() - 1);   // starts inside token k-1, ends in token k
+        const size_t first = full.text.find(stop);
+        ASSERT_NE(first, std::string::npos);
+        SamplingParams ps = p;
+        ps.stop = {"unused", stop};
+        for (int others : {0, 5}) {
+            const Out o = run(ps, others);
+            EXPECT_EQ(o.finish, FinishReason::kStop) << stop;
+            EXPECT_EQ(o.stop_index, 1);
+            EXPECT_EQ(o.text, full.text.substr(0, first)) << "stop '" << stop << "'";
+            ASSERT_LE(o.tokens.size(), full.tokens.size());
+            EXPECT_TRUE(std::equal(o.tokens.begin(), o.tokens.end(), full.tokens.begin()));
+            EXPECT_GE(tok_->decode_lossy(o.tokens).size(), first + stop.size());   // the completing token is kept
+        }
+        ++tried;
+    }
+    EXPECT_GE(tried, 3);
+}
+
+TEST_F(EngineText, StopStringsNeedATokenizer) {
+    Engine e(*model_, EngineConfig{});
+    SamplingParams p;
+    p.stop = {"x"};
+    EXPECT_THROW(e.submit({1, 2, 3}, p), Error);
+    Engine t(*model_, EngineConfig{}, tok_);
+    p.stop = {""};
+    EXPECT_THROW(t.submit({1, 2, 3}, p), Error);
+}
+
+// The whole step — scheduling, forward, sampling with logprobs, text, publishing — makes
+// no heap allocation once decoding is steady.
+TEST_F(EngineText, WholeDecodeStepAllocatesNothing) {
+    EngineConfig c;
+    c.threads = 2;
+    Engine e(*model_, c, tok_);
+    SamplingParams p;
+    p.temperature = 0.7f;
+    p.top_p = 0.9f;
+    p.seed = 4;
+    p.max_tokens = 60;
+    p.ignore_eos = true;
+    p.logprobs = 5;
+    p.stop = {"zzzzqq"};
+    auto a = e.submit(tok_->encode("The quick brown fox"), p);
+    auto b = e.submit(tok_->encode("jumps over the lazy dog"), p);
+    for (int i = 0; i < 10; ++i) e.step();
+    for (int i = 0; i < 30; ++i) {
+        e.step();
+        EXPECT_EQ(e.last_step().n_decode_seqs, 2);
+        EXPECT_EQ(e.last_step().step_heap_allocations, 0) << "decode step " << i;
     }
 }
 

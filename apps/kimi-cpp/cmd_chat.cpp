@@ -1,0 +1,133 @@
+// `kimi-cpp chat`: an interactive multi-turn chat in the terminal. Each turn renders the
+// whole conversation with the model's chat format (tokenizer: the model directory unless
+// --tokenizer), streams the reply, and keeps it in the history. /reset forgets the
+// conversation, /exit (or end of input) quits, Ctrl-C stops the current reply only.
+// Works the same with a pipe as input: one user turn per line, no prompt is drawn.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+
+#include "args.h"
+#include "commands.h"
+#include "core/error.h"
+#include "engine_options.h"
+#include "local_run.h"
+
+namespace kimi::app {
+
+namespace {
+enum class Read { kLine, kEof, kInterrupted };
+
+// One line from fd 0 (without the newline). Reads byte-wise so nothing after the line is
+// consumed and an interrupting Ctrl-C is seen at once.
+Read read_line(std::string& line) {
+    line.clear();
+    for (;;) {
+        char c;
+        const ssize_t n = ::read(0, &c, 1);
+        if (n == 1) {
+            if (c == '\n') return Read::kLine;
+            line.push_back(c);
+        } else if (n == 0) {
+            return line.empty() ? Read::kEof : Read::kLine;
+        } else if (errno == EINTR) {
+            if (take_interrupt()) return Read::kInterrupted;
+        } else {
+            return Read::kEof;
+        }
+    }
+}
+
+std::string trim(const std::string& s) {
+    const size_t a = s.find_first_not_of(" \t\r");
+    if (a == std::string::npos) return "";
+    return s.substr(a, s.find_last_not_of(" \t\r") - a + 1);
+}
+}  // namespace
+
+int cmd_chat(int argc, char** argv) {
+    ArgParser args("chat", argc, argv);
+    const std::string model_dir = args.required("--model");
+    const std::string tok_dir = args.str("--tokenizer", model_dir);
+    const auto system = args.opt("--system");
+    const bool quiet = args.flag("--quiet");
+    const bool stats = args.flag("--stats");
+    const EngineConfig engine_cfg = parse_engine_options(args);
+    SamplingParams defaults;
+    defaults.max_tokens = 1024;
+    const SamplingParams base = parse_sampling_options(args, defaults);
+    args.done();
+
+    auto model = load_model_with_progress(model_dir, quiet);
+    const tok::Tokenizer tok = *load_tokenizer_for(tok_dir, model->config(), true);
+    Engine engine(*model, engine_cfg, &tok);
+    const bool tty = ::isatty(0) && ::isatty(1);
+    if (!quiet) {
+        std::fprintf(stderr, "%s\n", engine.sizing().describe().c_str());
+        if (tty) std::fprintf(stderr, "chat: /reset forgets the conversation, /exit quits, Ctrl-C stops a reply\n");
+    }
+    install_interrupt_handler();
+
+    std::vector<tok::ChatMessage> history;
+    auto reset = [&] {
+        history.clear();
+        if (system) history.push_back(tok::ChatMessage{"system", std::nullopt, *system, std::nullopt, {}, ""});
+    };
+    reset();
+    SamplingParams params = base;
+    // A reply ends at the end-of-turn tokens (<|im_end|>, [EOS]) unless --ignore-eos.
+    if (!base.ignore_eos)
+        for (int32_t id : tok.stop_ids()) params.stop_token_ids.push_back(id);
+
+    std::string line;
+    for (;;) {
+        if (tty) {
+            std::printf("> ");
+            std::fflush(stdout);
+        }
+        const Read got = read_line(line);
+        if (got == Read::kEof) break;
+        if (got == Read::kInterrupted) {
+            std::printf("\n");
+            if (tty) std::fprintf(stderr, "(Ctrl-C stops a reply; /exit or Ctrl-D quits)\n");
+            continue;
+        }
+        const std::string cmd = trim(line);
+        if (cmd.empty()) continue;
+        if (cmd == "/exit" || cmd == "/quit") break;
+        if (cmd == "/reset") {
+            reset();
+            std::printf("(conversation reset)\n");
+            std::fflush(stdout);
+            continue;
+        }
+        history.push_back(tok::ChatMessage{"user", std::nullopt, line, std::nullopt, {}, ""});
+        tok::ChatOptions opts;
+        opts.add_generation_prompt = true;
+        const tok::ChatPrompt prompt = tok.render_chat(history, nullptr, opts);
+        const int64_t room = int64_t(engine.max_model_len()) - int64_t(prompt.ids.size());
+        if (room < 1) {
+            history.pop_back();
+            std::printf("(the conversation is %zu tokens, over max-model-len %d: /reset to start over)\n",
+                        prompt.ids.size(), engine.max_model_len());
+            std::fflush(stdout);
+            continue;
+        }
+        params.max_tokens = int32_t(std::min<int64_t>(base.max_tokens, room));
+        const LocalResult r = run_local(
+            engine, prompt.ids, params,
+            [](const TokenEvent& e) {
+                std::fwrite(e.text.data(), 1, e.text.size(), stdout);
+                std::fflush(stdout);
+            },
+            quiet, false);
+        std::printf(r.interrupted ? " [stopped]\n" : "\n");
+        std::fflush(stdout);
+        if (stats) std::fprintf(stderr, "[%s]\n", timing_line(r).c_str());
+        history.push_back(tok::ChatMessage{"assistant", std::nullopt, r.text, std::nullopt, {}, ""});
+    }
+    return 0;
+}
+
+}  // namespace kimi::app

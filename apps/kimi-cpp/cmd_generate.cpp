@@ -1,0 +1,90 @@
+// `kimi-cpp generate`: one completion from a prompt (text or token ids), streamed to the
+// terminal as it is produced, or one JSON object with --json (token ids, text, finish
+// reason, logprobs, timings). The tokenizer comes from the model directory unless
+// --tokenizer says otherwise; with --tokens and no tokenizer the output is token ids only.
+#include <unistd.h>
+
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "args.h"
+#include "commands.h"
+#include "core/error.h"
+#include "engine_options.h"
+#include "local_run.h"
+
+namespace kimi::app {
+
+namespace {
+nlohmann::ordered_json logprobs_json(const LocalResult& r) {
+    auto out = nlohmann::ordered_json::array();
+    for (const auto& e : r.events) {
+        if (e.token < 0) continue;
+        auto top = nlohmann::ordered_json::array();
+        for (const auto& [id, lp] : e.top) top.push_back({{"token", id}, {"logprob", lp}});
+        out.push_back({{"token", e.token}, {"logprob", e.logprob}, {"top_logprobs", std::move(top)}});
+    }
+    return out;
+}
+}  // namespace
+
+int cmd_generate(int argc, char** argv) {
+    ArgParser args("generate", argc, argv);
+    const std::string model_dir = args.required("--model");
+    const std::string tok_dir = args.str("--tokenizer", model_dir);
+    const auto prompt_text = args.opt("--prompt");
+    const auto prompt_ids = args.opt("--tokens");
+    const std::string special = args.choice("--special", "all", {"all", "none"});
+    const bool json = args.flag("--json");
+    const bool quiet = args.flag("--quiet");
+    const bool step_stats = args.flag("--step-stats");
+    const EngineConfig engine_cfg = parse_engine_options(args);
+    SamplingParams defaults;
+    defaults.max_tokens = 128;
+    const SamplingParams params = parse_sampling_options(args, defaults);
+    args.done();
+    if (bool(prompt_text) == bool(prompt_ids)) throw Error("give exactly one of --prompt TEXT or --tokens 1,2,3");
+
+    auto model = load_model_with_progress(model_dir, quiet);
+    const std::optional<tok::Tokenizer> tok = load_tokenizer_for(tok_dir, model->config(), bool(prompt_text));
+    std::vector<int32_t> prompt = prompt_text ? tok->encode(*prompt_text, special == "all")
+                                              : parse_int_list("--tokens", *prompt_ids);
+    if (prompt.empty()) throw Error("the prompt is empty");
+
+    Engine engine(*model, engine_cfg, tok ? &*tok : nullptr);
+    if (!quiet) std::fprintf(stderr, "%s\n", engine.sizing().describe().c_str());
+    install_interrupt_handler();
+    const bool stream_out = !json;
+    auto on_event = [&](const TokenEvent& e) {
+        if (!stream_out) return;
+        if (tok) std::fwrite(e.text.data(), 1, e.text.size(), stdout);
+        else if (e.token >= 0) std::printf("%d ", e.token);
+        std::fflush(stdout);
+    };
+    const LocalResult r = run_local(engine, std::move(prompt), params, on_event, quiet, json, step_stats);
+
+    if (json) {
+        nlohmann::ordered_json j;
+        j["prompt_tokens"] = r.prompt_tokens;
+        j["completion_tokens"] = r.tokens.size();
+        j["token_ids"] = r.tokens;
+        j["text"] = tok ? nlohmann::ordered_json(r.text) : nlohmann::ordered_json(nullptr);
+        j["finish_reason"] = finish_reason_name(r.finish);
+        if (params.logprobs >= 0) j["logprobs"] = logprobs_json(r);
+        j["timings"] = {{"ttft_ms", r.first_ms},
+                        {"prefill_ms", r.first_ms},
+                        {"decode_ms", r.last_ms - r.first_ms},
+                        {"total_ms", r.last_ms},
+                        {"prefill_tokens_per_s", r.prefill_tok_per_s()},
+                        {"decode_tokens_per_s", r.decode_tok_per_s()}};
+        std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+    } else {
+        std::printf("\n");
+        if (!quiet) std::fprintf(stderr, "[%s]\n", timing_line(r).c_str());
+    }
+    std::fflush(stdout);
+    return r.interrupted ? 130 : 0;
+}
+
+}  // namespace kimi::app

@@ -1,0 +1,108 @@
+// Runtime and sampling flags, model + tokenizer loading (see engine_options.h).
+#include "engine_options.h"
+
+#include <sys/stat.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "progress.h"
+#include "run_options.h"
+
+namespace kimi::app {
+
+namespace {
+int32_t bounded(ArgParser& args, const std::string& name, int64_t def, int64_t lo, int64_t hi) {
+    const int64_t v = args.integer(name, def);
+    if (v < lo || v > hi) throw Error(name + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + std::to_string(v));
+    return int32_t(v);
+}
+void need(bool ok, const std::string& what) {
+    if (!ok) throw Error(what);
+}
+}  // namespace
+
+EngineConfig parse_engine_options(ArgParser& args) {
+    const RunOptions run = parse_run_options(args);
+    EngineConfig c;
+    c.threads = run.threads;
+    c.precision = run.precision;
+    c.attn_output = run.attn_output;
+    c.max_num_seqs = bounded(args, "--max-num-seqs", c.max_num_seqs, 1, 4096);
+    c.max_num_batched_tokens = bounded(args, "--max-num-batched-tokens", c.max_num_batched_tokens, 1, 1 << 20);
+    c.max_model_len = bounded(args, "--max-model-len", 0, 0, 1 << 24);
+    c.block_size = bounded(args, "--block-size", c.block_size, 1, 4096);
+    const double gib = args.real("--cache-memory", 0.0);
+    if (!(gib >= 0.0) || gib > 1 << 20) throw Error("--cache-memory must be a size in GiB >= 0");
+    c.cache_memory_bytes = int64_t(gib * 1024.0 * 1024.0 * 1024.0);
+    return c;
+}
+
+SamplingParams parse_sampling_options(ArgParser& args, const SamplingParams& defaults) {
+    SamplingParams p = defaults;
+    const auto n = args.opt("-n"), m = args.opt("--max-tokens");
+    if (n && m) throw Error("give -n or --max-tokens, not both");
+    if (n || m) p.max_tokens = int32_t(std::clamp<int64_t>(parse_int(n ? "-n" : "--max-tokens", n ? *n : *m), -1, 1 << 24));
+    p.temperature = float(args.real("--temperature", p.temperature));
+    p.top_k = int32_t(std::clamp<int64_t>(args.integer("--top-k", p.top_k), -1, INT32_MAX));
+    p.top_p = float(args.real("--top-p", p.top_p));
+    p.min_p = float(args.real("--min-p", p.min_p));
+    p.presence_penalty = float(args.real("--presence-penalty", p.presence_penalty));
+    p.frequency_penalty = float(args.real("--frequency-penalty", p.frequency_penalty));
+    p.repetition_penalty = float(args.real("--repetition-penalty", p.repetition_penalty));
+    if (auto s = args.opt("--seed")) {
+        const int64_t v = parse_int("--seed", *s);
+        if (v < 0) throw Error("--seed must be >= 0");
+        p.seed = uint64_t(v);
+    }
+    for (auto& s : args.list("--stop")) p.stop.push_back(std::move(s));
+    if (auto s = args.opt("--stop-token-ids")) p.stop_token_ids = parse_int_list("--stop-token-ids", *s);
+    for (const auto& b : args.list("--logit-bias")) {
+        const size_t eq = b.find('=');
+        if (eq == std::string::npos) throw Error("--logit-bias wants ID=BIAS, got '" + b + "'");
+        const int64_t id = parse_int("--logit-bias id", b.substr(0, eq));
+        if (id < 0 || id > INT32_MAX) throw Error("--logit-bias: token id out of range: " + b.substr(0, eq));
+        p.logit_bias.push_back({int32_t(id), float(parse_real("--logit-bias bias", b.substr(eq + 1)))});
+    }
+    if (args.flag("--ignore-eos")) p.ignore_eos = true;
+    if (args.flag("--include-special")) p.skip_special_tokens = false;
+    p.logprobs = int32_t(std::clamp<int64_t>(args.integer("--logprobs", p.logprobs), -2, 1 << 20));
+    check_sampling_params(p);
+    return p;
+}
+
+void check_sampling_params(const SamplingParams& p) {
+    need(p.max_tokens >= 1, "max_tokens must be at least 1");
+    need(std::isfinite(p.temperature) && p.temperature >= 0.0f, "temperature must be >= 0");
+    need(p.top_k >= -1, "top_k must be -1, 0 (off) or a positive count");
+    need(p.top_p > 0.0f && p.top_p <= 1.0f, "top_p must be in (0, 1]");
+    need(p.min_p >= 0.0f && p.min_p <= 1.0f, "min_p must be in [0, 1]");
+    need(std::isfinite(p.presence_penalty) && std::fabs(p.presence_penalty) <= 2.0f, "presence_penalty must be in [-2, 2]");
+    need(std::isfinite(p.frequency_penalty) && std::fabs(p.frequency_penalty) <= 2.0f, "frequency_penalty must be in [-2, 2]");
+    need(std::isfinite(p.repetition_penalty) && p.repetition_penalty > 0.0f, "repetition_penalty must be > 0");
+    need(p.logprobs >= -1 && p.logprobs <= 20, "logprobs must be in [0, 20]");
+    for (const auto& [id, bias] : p.logit_bias) need(std::isfinite(bias) && std::fabs(bias) <= 100.0f, "logit_bias values must be in [-100, 100]");
+    for (const auto& s : p.stop) need(!s.empty(), "stop strings must not be empty");
+}
+
+std::unique_ptr<KimiLinearModel> load_model_with_progress(const std::string& dir, bool quiet) {
+    Progress bar("load", quiet);
+    auto m = KimiLinearModel::load(dir, [&](uint64_t done, uint64_t total) { bar.update(double(done), double(total), "bytes"); });
+    bar.finish();
+    return m;
+}
+
+std::optional<tok::Tokenizer> load_tokenizer_for(const std::string& dir, const ModelConfig& model, bool required) {
+    struct stat st{};
+    if (::stat((dir + "/tiktoken.model").c_str(), &st) != 0) {
+        if (!required) return std::nullopt;
+        throw Error(dir + ": no tokenizer here (tiktoken.model); pass --tokenizer DIR");
+    }
+    tok::Tokenizer t = tok::Tokenizer::load(dir);
+    if (int64_t(t.n_base()) + tok::kModelVocabExtra != model.vocab_size)
+        throw Error(dir + ": tokenizer has " + std::to_string(t.n_base()) + " base tokens, but the model's vocab_size " +
+                    std::to_string(model.vocab_size) + " needs " + std::to_string(model.vocab_size - tok::kModelVocabExtra));
+    return t;
+}
+
+}  // namespace kimi::app

@@ -1,0 +1,34 @@
+// What every command that serves requests shares: the runtime flags (cache, batching,
+// threads, precision), the sampling flags, and loading a model (with load progress) plus
+// its tokenizer (the model directory unless --tokenizer says otherwise).
+//
+// Runtime flags: --max-num-seqs N --max-num-batched-tokens N --max-model-len N
+//   --block-size N --cache-memory GiB, and RunOptions' --threads --activation-dtype --attn-output.
+// Sampling flags: -n/--max-tokens N --temperature T --top-k K --top-p P --min-p P
+//   --presence-penalty X --frequency-penalty X --repetition-penalty X --seed S
+//   --stop TEXT (repeatable) --stop-token-ids 1,2 --logit-bias ID=BIAS (repeatable)
+//   --ignore-eos --logprobs N --include-special (special tokens appear in the text).
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "args.h"
+#include "model/kimi_linear.h"
+#include "runtime/engine.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kimi::app {
+
+EngineConfig parse_engine_options(ArgParser& args);
+SamplingParams parse_sampling_options(ArgParser& args, const SamplingParams& defaults);
+void check_sampling_params(const SamplingParams& p);   // throws kimi::Error naming the parameter
+
+// Loads the model, drawing "load [####....]" on a terminal unless quiet.
+std::unique_ptr<KimiLinearModel> load_model_with_progress(const std::string& dir, bool quiet);
+
+// The tokenizer in `dir`, checked against the model's vocabulary. Returns nullopt only if
+// `dir` has no tiktoken.model and !required; otherwise a missing/bad tokenizer throws.
+std::optional<tok::Tokenizer> load_tokenizer_for(const std::string& dir, const ModelConfig& model, bool required);
+
+}  // namespace kimi::app

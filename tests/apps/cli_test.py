@@ -1,0 +1,310 @@
+#!/usr/bin/python3
+"""End-to-end tests of `kimi-cpp generate` and `kimi-cpp chat` on a random tiny model.
+
+Run as: cli_test.py --kimi build/bin/kimi-cpp [unittest args, e.g. Generate]
+Standard library only. Chat is driven both through a pipe and through a pseudo-terminal
+(Ctrl-C as the terminal's interrupt character)."""
+import argparse
+import json
+import os
+import pty
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+KIMI = None
+WORK = None
+MODEL = None      # model dir with its tokenizer
+BARE = None       # the same model, no tokenizer files
+TOKDIR = None     # the tokenizer alone
+
+
+def run(*args, input=None, timeout=120):
+    p = subprocess.run([KIMI, *args], input=input, capture_output=True, timeout=timeout)
+    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+
+def gen_json(*args):
+    rc, out, err = run("generate", "--model", MODEL, "--json", *args)
+    assert rc == 0, err
+    lines = [l for l in out.splitlines() if l.strip()]
+    assert len(lines) == 1, out
+    return json.loads(lines[0])
+
+
+def setUpModule():
+    global WORK, MODEL, BARE, TOKDIR
+    WORK = tempfile.mkdtemp(prefix="kimi-cli-")
+    MODEL = os.path.join(WORK, "tiny")
+    rc, _, err = run("make-model", "--preset", "tiny", "--seed", "3", "--out", MODEL)
+    assert rc == 0, err
+    BARE = os.path.join(WORK, "bare")
+    TOKDIR = os.path.join(WORK, "tok")
+    os.makedirs(BARE)
+    os.makedirs(TOKDIR)
+    for f in os.listdir(MODEL):
+        dst = TOKDIR if f in ("tiktoken.model", "tokenizer_config.json") else BARE
+        shutil.copy(os.path.join(MODEL, f), dst)
+
+
+def tearDownModule():
+    shutil.rmtree(WORK, ignore_errors=True)
+
+
+PROMPT = "Once upon a time, in a land far away, there lived"
+
+
+class Generate(unittest.TestCase):
+    def test_json_shape_and_text(self):
+        j = gen_json("--prompt", PROMPT, "-n", "24", "--temperature", "0", "--ignore-eos",
+                     "--include-special", "--logprobs", "3")
+        for k in ("prompt_tokens", "completion_tokens", "token_ids", "text", "finish_reason", "logprobs", "timings"):
+            self.assertIn(k, j)
+        self.assertEqual(j["completion_tokens"], 24)
+        self.assertEqual(len(j["token_ids"]), 24)
+        self.assertEqual(j["finish_reason"], "length")
+        self.assertEqual(len(j["logprobs"]), 24)
+        for lp, tid in zip(j["logprobs"], j["token_ids"]):
+            self.assertEqual(lp["token"], tid)
+            self.assertEqual(len(lp["top_logprobs"]), 3)
+            self.assertEqual(lp["top_logprobs"][0]["token"], tid)   # greedy: the best is sampled
+            self.assertLessEqual(lp["logprob"], 0.0)
+        t = j["timings"]
+        for k in ("ttft_ms", "prefill_tokens_per_s", "decode_tokens_per_s"):
+            self.assertGreater(t[k], 0.0)
+        # The text is the decode of the ids (bytes that are not UTF-8 become U+FFFD).
+        rc, out, err = run("detokenize", "--tokenizer", MODEL, "--tokens", ",".join(map(str, j["token_ids"])))
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out, j["text"] + "\n")
+
+    def test_prompt_text_equals_prompt_tokens(self):
+        rc, out, err = run("tokenize", "--tokenizer", MODEL, "--text", PROMPT)
+        self.assertEqual(rc, 0, err)
+        ids = [int(x) for x in out.replace(",", " ").replace("[", " ").replace("]", " ").split()]
+        a = gen_json("--prompt", PROMPT, "-n", "10", "--temperature", "0", "--ignore-eos")
+        b = gen_json("--tokens", ",".join(map(str, ids)), "-n", "10", "--temperature", "0", "--ignore-eos")
+        self.assertEqual(a["prompt_tokens"], len(ids))
+        self.assertEqual(a["token_ids"], b["token_ids"])
+        self.assertEqual(a["text"], b["text"])
+
+    def test_streamed_text_equals_json_text(self):
+        args = ["--prompt", PROMPT, "-n", "20", "--temperature", "0.8", "--seed", "11", "--ignore-eos"]
+        j = gen_json(*args)
+        rc, out, err = run("generate", "--model", MODEL, *args)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out, j["text"] + "\n")
+        self.assertIn("prefill", err)
+        self.assertIn("decode", err)
+        self.assertIn("cache:", err)
+        self.assertNotIn("\r", err)   # no progress bar when stderr is not a terminal
+
+    def test_seeded_sampling_is_reproducible(self):
+        a = gen_json("--prompt", PROMPT, "-n", "16", "--temperature", "1.0", "--seed", "5", "--ignore-eos")
+        b = gen_json("--prompt", PROMPT, "-n", "16", "--temperature", "1.0", "--seed", "5", "--ignore-eos",
+                     "--max-num-batched-tokens", "3")
+        c = gen_json("--prompt", PROMPT, "-n", "16", "--temperature", "1.0", "--seed", "6", "--ignore-eos")
+        self.assertEqual(a["token_ids"], b["token_ids"])
+        self.assertNotEqual(a["token_ids"], c["token_ids"])
+
+    def test_stop_string_cuts_the_text(self):
+        full = gen_json("--prompt", PROMPT, "-n", "40", "--temperature", "0", "--ignore-eos")
+        text = full["text"]
+        self.assertGreater(len(text), 12)
+        stop = None
+        for start in range(len(text) // 3, len(text) - 3):
+            cand = text[start:start + 3]
+            if "\ufffd" not in cand and text.find(cand) == start and cand.strip():
+                stop = cand
+                break
+        self.assertIsNotNone(stop)
+        j = gen_json("--prompt", PROMPT, "-n", "40", "--temperature", "0", "--ignore-eos", "--stop", stop,
+                     "--stop", "\u2603never")
+        self.assertEqual(j["finish_reason"], "stop")
+        self.assertEqual(j["text"], text[:text.find(stop)])
+        self.assertEqual(j["token_ids"], full["token_ids"][:len(j["token_ids"])])
+
+    def test_stop_token_id(self):
+        full = gen_json("--prompt", PROMPT, "-n", "30", "--temperature", "0", "--ignore-eos")
+        target = full["token_ids"][7]
+        j = gen_json("--prompt", PROMPT, "-n", "30", "--temperature", "0", "--ignore-eos",
+                     "--stop-token-ids", str(target))
+        first = full["token_ids"].index(target)
+        self.assertEqual(j["token_ids"], full["token_ids"][:first + 1])
+        self.assertEqual(j["finish_reason"], "stop")
+
+    def test_tokenizer_flag_and_tokens_only(self):
+        j = gen_json("--prompt", PROMPT, "-n", "8", "--temperature", "0", "--ignore-eos")
+        rc, out, err = run("generate", "--model", BARE, "--tokenizer", TOKDIR, "--json", "--prompt", PROMPT,
+                           "-n", "8", "--temperature", "0", "--ignore-eos")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(out)["token_ids"], j["token_ids"])
+        # Without a tokenizer: token ids in, token ids out.
+        rc, out, err = run("generate", "--model", BARE, "--json", "--tokens", "5,6,7", "-n", "4")
+        self.assertEqual(rc, 0, err)
+        self.assertIsNone(json.loads(out)["text"])
+        rc, out, err = run("generate", "--model", BARE, "--prompt", "hi")
+        self.assertEqual(rc, 1)
+        self.assertIn("--tokenizer", err)
+
+    def test_step_stats(self):
+        rc, out, err = run("generate", "--model", MODEL, "--tokens", ",".join(["7"] * 20), "-n", "6",
+                           "--ignore-eos", "--max-num-batched-tokens", "8", "--step-stats", "--attn-output", "copy")
+        self.assertEqual(rc, 0, err)
+        steps = [json.loads(l) for l in err.splitlines() if l.startswith("{")]
+        self.assertEqual(len(steps), 3 + 5)   # 20 prompt tokens in chunks of 8, then 5 decodes
+        self.assertEqual([s["n_prefill_tokens"] for s in steps[:3]], [8, 8, 4])
+        self.assertTrue(all(s["n_decode_seqs"] == 1 and s["n_tokens"] == 1 for s in steps[3:]))
+        layers = json.load(open(os.path.join(MODEL, "config.json")))["num_hidden_layers"]
+        self.assertTrue(all(s["attn_output_copies"] == layers for s in steps))
+        self.assertEqual(steps[-1]["forward_heap_allocations"], 0)
+
+    def test_cache_memory_sizing_is_printed(self):
+        rc, out, err = run("generate", "--model", MODEL, "--tokens", "1,2", "-n", "2", "--cache-memory", "0.01",
+                           "--max-num-seqs", "3")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("3 state slots", err)
+        rc, out, err = run("generate", "--model", MODEL, "--tokens", "1,2", "-n", "2", "--cache-memory", "0.00001")
+        self.assertEqual(rc, 1)
+        self.assertIn("too small", err)
+
+    def test_bad_input_is_a_clear_error(self):
+        cases = [
+            ([], "--model"),
+            (["--model", MODEL], "--prompt"),
+            (["--model", MODEL, "--prompt", "a", "--tokens", "1"], "exactly one"),
+            (["--model", MODEL, "--tokens", "1,999999"], "out of range"),
+            (["--model", MODEL, "--tokens", "1,x"], "not an integer"),
+            (["--model", MODEL, "--tokens", "1", "-n", "100000"], "max-model-len"),
+            (["--model", MODEL, "--tokens", "1", "--max-model-len", "8", "-n", "8"], "max-model-len"),
+            (["--model", MODEL, "--tokens", "1", "--top-p", "0"], "top_p"),
+            (["--model", MODEL, "--tokens", "1", "--temperature", "-1"], "temperature"),
+            (["--model", MODEL, "--tokens", "1", "--stop", ""], "stop"),
+            (["--model", MODEL, "--tokens", "1", "--bogus"], "unknown argument"),
+            (["--model", os.path.join(WORK, "nope"), "--tokens", "1"], "nope"),
+        ]
+        for args, needle in cases:
+            rc, out, err = run("generate", *args)
+            self.assertEqual(rc, 1, (args, err))
+            last = err.strip().splitlines()[-1]
+            self.assertTrue(last.startswith("kimi-cpp generate: error: "), err)
+            self.assertIn(needle, last, args)
+
+    def test_ctrl_c_stops_generation(self):
+        p = subprocess.Popen([KIMI, "generate", "--model", MODEL, "--prompt", PROMPT, "-n", "30000",
+                              "--max-model-len", "32768", "--ignore-eos"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        first = os.read(p.stdout.fileno(), 64)   # it is streaming
+        self.assertTrue(first)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 130, err)
+        self.assertIn(b"finish abort", err)
+
+
+def chat_pipe(lines, *extra):
+    # Replies end at a newline (--stop), so each is one line of the output.
+    return run("chat", "--model", MODEL, "-n", "12", "--temperature", "0", "--quiet", "--stop", "\n", *extra,
+               input=("\n".join(lines) + "\n").encode())
+
+
+class Chat(unittest.TestCase):
+    def test_pipe_multi_turn_reset_exit(self):
+        rc, out, err = chat_pipe(["Hello", "How are you?", "/reset", "Hello", "/exit", "ignored"])
+        self.assertEqual(rc, 0, err)
+        replies = out.split("\n")
+        self.assertEqual(len(replies), 5, out)
+        self.assertEqual(replies[2], "(conversation reset)")
+        self.assertEqual(replies[4], "")
+        # After /reset the conversation is the same as the first turn: the same greedy reply.
+        self.assertEqual(replies[0], replies[3])
+
+    def test_history_is_used(self):
+        # The second turn sees the first: its reply differs from a fresh conversation's.
+        rc, a, err = chat_pipe(["Hello", "Tell me more"])
+        self.assertEqual(rc, 0, err)
+        rc, b, err = chat_pipe(["Tell me more"])
+        self.assertEqual(rc, 0, err)
+        self.assertNotEqual(a.split("\n")[1], b.split("\n")[0])
+
+    def test_end_of_input_quits(self):
+        rc, out, err = run("chat", "--model", MODEL, "-n", "4", "--quiet", input=b"")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out, "")
+
+    def test_ctrl_c_in_pipe_mode_stops_the_reply_only(self):
+        p = subprocess.Popen([KIMI, "chat", "--model", MODEL, "-n", "30000", "--max-model-len", "32768",
+                              "--ignore-eos", "--quiet"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p.stdin.write(b"Tell me a long story\n")
+        p.stdin.flush()
+        first = os.read(p.stdout.fileno(), 64)   # the reply is streaming
+        self.assertTrue(first)
+        p.send_signal(signal.SIGINT)
+        p.stdin.write(b"/exit\n")
+        p.stdin.flush()
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 0, err)
+        self.assertIn(b"[stopped]", first + out)
+
+    def test_tty_prompt_and_ctrl_c(self):
+        pid, fd = pty.fork()
+        if pid == 0:
+            os.execv(KIMI, [KIMI, "chat", "--model", MODEL, "-n", "30000", "--max-model-len", "32768",
+                            "--ignore-eos", "--temperature", "0"])
+        buf = b""
+
+        def read_until(needle, timeout=60):
+            nonlocal buf
+            end = time.time() + timeout
+            while needle not in buf:
+                left = end - time.time()
+                if left <= 0:
+                    raise AssertionError("timed out waiting for %r; got %r" % (needle, buf[-300:]))
+                r, _, _ = select.select([fd], [], [], left)
+                if r:
+                    try:
+                        chunk = os.read(fd, 4096)
+                    except OSError:
+                        raise AssertionError("pty closed waiting for %r; got %r" % (needle, buf[-300:]))
+                    buf += chunk
+            i = buf.index(needle) + len(needle)
+            seen, buf = buf[:i], buf[i:]
+            return seen
+
+        try:
+            read_until(b"> ")
+            os.write(fd, b"Tell me a long story\r")
+            read_until(b"story\r\n")           # the echo; then the reply streams
+            end = time.time() + 30
+            while not buf and time.time() < end:
+                if select.select([fd], [], [], 1)[0]:
+                    buf += os.read(fd, 64)
+            self.assertTrue(buf, "the reply did not start")
+            os.write(fd, b"\x03")              # the terminal's interrupt character
+            read_until(b"[stopped]")
+            read_until(b"> ")                  # still running, prompting again
+            os.write(fd, b"\x03")              # Ctrl-C at the prompt does not quit either
+            read_until(b"> ")
+            os.write(fd, b"/exit\r")
+            _, status = os.waitpid(pid, 0)
+            self.assertEqual(os.waitstatus_to_exitcode(status), 0)
+        finally:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+            os.close(fd)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kimi", required=True)
+    a, rest = ap.parse_known_args()
+    KIMI = os.path.abspath(a.kimi)
+    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)

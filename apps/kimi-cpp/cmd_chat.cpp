@@ -3,6 +3,7 @@
 // --tokenizer), streams the reply, and keeps it in the history. /reset forgets the
 // conversation, /exit (or end of input) quits, Ctrl-C stops the current reply only.
 // Works the same with a pipe as input: one user turn per line, no prompt is drawn.
+#include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -20,20 +21,22 @@ namespace {
 enum class Read { kLine, kEof, kInterrupted };
 
 // One line from fd 0 (without the newline). Reads byte-wise so nothing after the line is
-// consumed and an interrupting Ctrl-C is seen at once.
+// consumed; polls in short slices so a Ctrl-C is seen even if it came just before the read.
 Read read_line(std::string& line) {
     line.clear();
     for (;;) {
+        if (take_interrupt()) return Read::kInterrupted;
+        pollfd p{0, POLLIN, 0};
+        const int ready = ::poll(&p, 1, 100);
+        if (ready == 0 || (ready < 0 && errno == EINTR)) continue;
         char c;
-        const ssize_t n = ::read(0, &c, 1);
+        const ssize_t n = ready > 0 ? ::read(0, &c, 1) : -1;
         if (n == 1) {
             if (c == '\n') return Read::kLine;
             line.push_back(c);
         } else if (n == 0) {
             return line.empty() ? Read::kEof : Read::kLine;
-        } else if (errno == EINTR) {
-            if (take_interrupt()) return Read::kInterrupted;
-        } else {
+        } else if (errno != EINTR) {
             return Read::kEof;
         }
     }

@@ -1,6 +1,7 @@
 // ThreadPool implementation (see thread_pool.h). Worker 0 is the calling thread.
 #include "core/thread_pool.h"
 
+#include <chrono>
 #include <fstream>
 #include <set>
 #include <string>
@@ -15,11 +16,21 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads
     for (int w = 1; w < n_threads_; ++w) workers_.emplace_back([this, w] { worker_main(w); });
 }
 
+namespace {
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#else
+    std::this_thread::yield();
+#endif
+}
+}  // namespace
+
 ThreadPool::~ThreadPool() {
     {
         std::lock_guard<std::mutex> lk(mu_);
         stop_ = true;
-        ++generation_;
+        generation_.fetch_add(1);
     }
     cv_start_.notify_all();
     for (auto& t : workers_) t.join();
@@ -31,37 +42,45 @@ void ThreadPool::run_range(int w) {
 }
 
 void ThreadPool::run(int64_t n, TaskFn fn, void* ctx) {
-    {
+    fn_ = fn;
+    ctx_ = ctx;
+    n_ = n;
+    pending_.store(n_threads_ - 1);
+    generation_.fetch_add(1);   // seq_cst: publishes the task; pairs with sleepers_ below
+    if (sleepers_.load() > 0) {
         std::lock_guard<std::mutex> lk(mu_);
-        fn_ = fn;
-        ctx_ = ctx;
-        n_ = n;
-        pending_ = n_threads_ - 1;
-        ++generation_;
+        cv_start_.notify_all();
     }
-    cv_start_.notify_all();
     run_range(0);
-    std::unique_lock<std::mutex> lk(mu_);
-    cv_done_.wait(lk, [this] { return pending_ == 0; });
+    for (uint32_t spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+        if (spins < 2048) cpu_relax();
+        else std::this_thread::yield();
+    }
 }
 
 void ThreadPool::worker_main(int w) {
-    uint64_t seen = 0;
+    uint64_t seen = 0;   // generation_ before any task: a late-starting worker still sees the first
     for (;;) {
-        {
-            std::unique_lock<std::mutex> lk(mu_);
-            cv_start_.wait(lk, [&] { return generation_ != seen; });
-            seen = generation_;
-            if (stop_) return;
+        // Spin for the next task for a while, then sleep until one comes.
+        const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+        for (uint32_t i = 1; generation_.load(std::memory_order_acquire) == seen; ++i) {
+            // Pause-spin first; then yield, so an oversubscribed core goes to whoever needs it.
+            if (i < 2048) cpu_relax();
+            else std::this_thread::yield();
+            if ((i & 255) == 0 && std::chrono::steady_clock::now() > spin_until) {
+                std::unique_lock<std::mutex> lk(mu_);
+                sleepers_.fetch_add(1);
+                cv_start_.wait(lk, [&] { return generation_.load() != seen; });
+                sleepers_.fetch_sub(1);
+                break;
+            }
         }
+        seen = generation_.load(std::memory_order_acquire);
+        if (stop_.load()) return;
         const uint64_t before = thread_alloc_count();
         run_range(w);
         worker_allocs_.fetch_add(thread_alloc_count() - before, std::memory_order_relaxed);
-        {
-            std::lock_guard<std::mutex> lk(mu_);
-            --pending_;
-        }
-        cv_done_.notify_one();
+        pending_.fetch_sub(1, std::memory_order_release);
     }
 }
 

@@ -66,6 +66,20 @@ std::string CacheSizing::describe() const {
            ") = " + human_bytes(total_bytes()) + "; max-model-len " + std::to_string(max_model_len);
 }
 
+void StreamNotifier::notify() {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        ++seq_;
+    }
+    cv_.notify_all();
+}
+
+void StreamNotifier::wait_for(uint64_t& seen, std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait_for(lk, timeout, [&] { return seq_ != seen; });
+    seen = seq_;
+}
+
 bool RequestStream::try_next(TokenEvent& out) {
     std::lock_guard<std::mutex> lk(mu_);
     if (read_ >= events_.size()) return false;
@@ -89,6 +103,7 @@ void RequestStream::push(TokenEvent&& e) {
         if (last) closed_ = true;
     }
     cv_.notify_all();
+    if (notifier_) notifier_->notify();
 }
 
 Engine::Engine(const KimiLinearModel& model, const EngineConfig& cfg, const tok::Tokenizer* tokenizer)
@@ -112,7 +127,8 @@ Engine::Engine(const KimiLinearModel& model, const EngineConfig& cfg, const tok:
 
 Engine::~Engine() { stop(); }
 
-std::shared_ptr<RequestStream> Engine::submit(std::vector<int32_t> prompt, const SamplingParams& params) {
+std::shared_ptr<RequestStream> Engine::submit(std::vector<int32_t> prompt, const SamplingParams& params,
+                                              std::shared_ptr<StreamNotifier> notifier) {
     if (prompt.empty()) throw Error("the prompt is empty");
     for (int32_t id : prompt)
         if (id < 0 || id >= model_.config().vocab_size)
@@ -126,8 +142,10 @@ std::shared_ptr<RequestStream> Engine::submit(std::vector<int32_t> prompt, const
         if (s.empty()) throw Error("stop strings must not be empty");
     auto live = std::make_unique<Live>();
     live->stream = std::make_shared<RequestStream>();
+    live->stream->notifier_ = std::move(notifier);
     live->req.params = params;
-    if (tok_) live->text = std::make_unique<TextStream>(*tok_, live->req.params.stop, params.skip_special_tokens);
+    if (tok_) live->text = std::make_unique<TextStream>(*tok_, live->req.params.stop, params.skip_special_tokens,
+                                                    params.include_stop_str_in_output);
     live->req.prompt = std::move(prompt);
     live->req.output.reserve(size_t(params.max_tokens));
     if (params.logprobs > 0) {
@@ -193,7 +211,10 @@ bool Engine::step() {
     }
     sched_.finished().clear();
     total_preemptions_ += int64_t(plan_.preempted.size());
-    if (plan_.scheduled.empty()) return false;
+    if (plan_.scheduled.empty()) {
+        update_snapshot(false);
+        return false;
+    }
 
     const double t0 = now_ms();
     const Tensor logits = runner_.execute(ex_, plan_, sample_reqs_);
@@ -254,7 +275,37 @@ bool Engine::step() {
     last_.slots_used = cache_.slots().n_total() - cache_.slots().n_free();
     last_.step_ms = now_ms() - t0;
     last_.step_heap_allocations = int64_t(thread_alloc_count() + pool_.worker_alloc_count() - allocs_before);
+    update_snapshot(true);
     return true;
+}
+
+void Engine::update_snapshot(bool ran) {
+    std::lock_guard<std::mutex> lk(stats_mu_);
+    snap_.n_running = sched_.n_running();
+    snap_.n_waiting = sched_.n_waiting();
+    snap_.blocks_total = cache_.blocks().n_total();
+    snap_.blocks_used = snap_.blocks_total - cache_.blocks().n_free();
+    snap_.slots_total = cache_.slots().n_total();
+    snap_.slots_used = snap_.slots_total - cache_.slots().n_free();
+    snap_.preemptions = total_preemptions_;
+    if (!ran) return;
+    ++snap_.steps;
+    snap_.prompt_tokens_computed += last_.n_prefill_tokens;
+    snap_.generated_tokens += int64_t(sample_reqs_.size());
+    snap_.attn_output_copies += last_.attn_output_copies;
+    snap_.forward_heap_allocations += last_.heap_allocations;
+    snap_.step_heap_allocations += last_.step_heap_allocations;
+    snap_.last = last_;
+}
+
+EngineSnapshot Engine::snapshot() const {
+    std::lock_guard<std::mutex> lk(stats_mu_);
+    EngineSnapshot s = snap_;
+    if (s.blocks_total == 0) {   // before the first step
+        s.blocks_total = cache_.blocks().n_total();
+        s.slots_total = cache_.slots().n_total();
+    }
+    return s;
 }
 
 void Engine::run_until_idle() {

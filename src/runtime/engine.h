@@ -4,6 +4,7 @@
 // publish); start() runs steps on a background thread that sleeps when idle.
 // ref: design.md §5.3 (Engine), vLLM v1 EngineCore.step().
 #pragma once
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -56,6 +57,20 @@ struct TokenEvent {
     double time_ms = 0.0;             // since submission
 };
 
+// Wakes one consumer that follows several streams (n > 1 choices, several prompts): every
+// event pushed to a stream attached to it bumps a sequence number.
+class StreamNotifier {
+public:
+    void notify();
+    // Waits until the sequence number differs from `seen` or `timeout` passes; updates `seen`.
+    void wait_for(uint64_t& seen, std::chrono::milliseconds timeout);
+
+private:
+    std::mutex mu_;
+    std::condition_variable cv_;
+    uint64_t seq_ = 0;
+};
+
 // The consumer side of one request: events in order, the last has finish != kNone.
 class RequestStream {
 public:
@@ -71,6 +86,7 @@ private:
     std::vector<TokenEvent> events_;
     size_t read_ = 0;
     bool closed_ = false;
+    std::shared_ptr<StreamNotifier> notifier_;
 };
 
 struct EngineStepStats {
@@ -82,6 +98,15 @@ struct EngineStepStats {
     int64_t step_heap_allocations = 0;                      // the whole step (schedule → publish)
 };
 
+// A consistent, thread-safe copy of the engine's counters (for /metrics).
+struct EngineSnapshot {
+    int32_t n_running = 0, n_waiting = 0;
+    int32_t blocks_used = 0, blocks_total = 0, slots_used = 0, slots_total = 0;
+    int64_t steps = 0, prompt_tokens_computed = 0, generated_tokens = 0, preemptions = 0;
+    int64_t attn_output_copies = 0, forward_heap_allocations = 0, step_heap_allocations = 0;
+    EngineStepStats last;
+};
+
 class Engine {
 public:
     // tokenizer (optional, must outlive the engine): text pieces in events and stop strings.
@@ -90,7 +115,9 @@ public:
     ~Engine();
 
     // Throws kimi::Error if the request can never run (empty, ids out of range, too long).
-    std::shared_ptr<RequestStream> submit(std::vector<int32_t> prompt, const SamplingParams& params);
+    // notifier (optional) is woken on every event of this request.
+    std::shared_ptr<RequestStream> submit(std::vector<int32_t> prompt, const SamplingParams& params,
+                                          std::shared_ptr<StreamNotifier> notifier = nullptr);
     void cancel(uint64_t id);
 
     bool step();                      // false if there was nothing to do
@@ -100,6 +127,7 @@ public:
 
     const EngineStepStats& last_step() const { return last_; }
     int64_t total_preemptions() const { return total_preemptions_; }
+    EngineSnapshot snapshot() const;   // thread-safe
     const CacheSizing& sizing() const { return sizing_; }
     const EngineConfig& config() const { return cfg_; }
     int32_t max_model_len() const { return sizing_.max_model_len; }
@@ -115,6 +143,7 @@ private:
     };
     void admit_pending();
     void publish_finish(Live& l, FinishReason why);
+    void update_snapshot(bool ran);
 
     const KimiLinearModel& model_;
     const tok::Tokenizer* tok_;
@@ -132,6 +161,8 @@ private:
     std::vector<Request*> sample_reqs_;
     EngineStepStats last_;
     int64_t total_preemptions_ = 0;
+    mutable std::mutex stats_mu_;
+    EngineSnapshot snap_;              // updated at the end of every step, under stats_mu_
 
     std::mutex inbox_mu_;
     std::condition_variable inbox_cv_;

@@ -9,8 +9,9 @@ namespace {
 bool is_continuation(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
 }  // namespace
 
-TextStream::TextStream(const tok::Tokenizer& tok, const std::vector<std::string>& stops, bool skip_special)
-    : tok_(&tok), stops_(&stops), dec_(tok), skip_special_(skip_special) {
+TextStream::TextStream(const tok::Tokenizer& tok, const std::vector<std::string>& stops, bool skip_special,
+                       bool include_stop)
+    : tok_(&tok), stops_(stops), dec_(tok), skip_special_(skip_special), include_stop_(include_stop) {
     for (const auto& s : stops) hold_ = std::max(hold_, s.size() - 1);
     pending_.reserve(hold_ + 64);
 }
@@ -20,11 +21,11 @@ bool TextStream::push(int32_t id, std::string& out) {
     if (skip_special_ && tok_->is_special(id)) return false;
     const size_t before = pending_.size();
     dec_.push(id, pending_);
-    if (!stops_->empty() && pending_.size() > before) {
+    if (!stops_.empty() && pending_.size() > before) {
         // A new occurrence must end inside the new bytes: it starts at most (len − 1) earlier.
         size_t best = std::string::npos;
-        for (size_t i = 0; i < stops_->size(); ++i) {
-            const std::string& s = (*stops_)[i];
+        for (size_t i = 0; i < stops_.size(); ++i) {
+            const std::string& s = stops_[i];
             const size_t from = before >= s.size() - 1 ? before - (s.size() - 1) : 0;
             const size_t at = pending_.find(s, from);
             if (at < best) {
@@ -33,7 +34,7 @@ bool TextStream::push(int32_t id, std::string& out) {
             }
         }
         if (best != std::string::npos) {
-            out.append(pending_, 0, best);
+            out.append(pending_, 0, include_stop_ ? best + stops_[size_t(stop_index_)].size() : best);
             pending_.clear();
             done_ = true;
             return true;

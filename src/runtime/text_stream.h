@@ -17,7 +17,9 @@ class TextStream {
 public:
     // stops: non-empty strings (checked by the engine). skip_special: special tokens add no
     // text (vLLM's skip_special_tokens=True, the default).
-    TextStream(const tok::Tokenizer& tok, const std::vector<std::string>& stops, bool skip_special);
+    // include_stop: keep the matched stop string at the end (vLLM include_stop_str_in_output).
+    TextStream(const tok::Tokenizer& tok, const std::vector<std::string>& stops, bool skip_special,
+               bool include_stop = false);
 
     // Appends to `out` the text that became final with token `id`. Returns true when a stop
     // string completed: `out` then ends just before it and the stream is over.
@@ -29,11 +31,12 @@ public:
 
 private:
     const tok::Tokenizer* tok_;
-    const std::vector<std::string>* stops_;
+    std::vector<std::string> stops_;
     tok::Tokenizer::StreamDecoder dec_;
     std::string pending_;          // decoded, not yet emitted
     size_t hold_ = 0;              // longest stop − 1
     bool skip_special_;
+    bool include_stop_;
     bool done_ = false;
     int32_t stop_index_ = -1;
 };

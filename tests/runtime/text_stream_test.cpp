@@ -112,6 +112,15 @@ TEST(TextStream, EarliestOfSeveralStopsWins) {
     EXPECT_EQ(ts.stop_index(), 2);
 }
 
+TEST(TextStream, IncludeStopStringKeepsIt) {
+    const auto ids = tokenizer().encode(kText);
+    TextStream ts(tokenizer(), {"END"}, true, true);
+    std::string out;
+    for (size_t i = 0; i < ids.size() && !ts.push(ids[i], out); ++i) {
+    }
+    EXPECT_EQ(out, "Hello, world! 世界你好 — the END");
+}
+
 TEST(TextStream, SpecialTokensAreSkippedUnlessAsked) {
     const auto& t = tokenizer();
     const int32_t im_end = *t.special_id("<|im_end|>");

@@ -52,9 +52,12 @@ test: build build-asan
 $(MODEL_DIR)/config.json: | build
 	$(KIMI) make-model --out $(MODEL_DIR) --preset tiny --seed 0
 
+# The OpenAI-compatible server on the embedded tiny model (HOST/PORT/SERVE_ARGS to change it).
+HOST       ?= 127.0.0.1
+PORT       ?= 8000
+SERVE_ARGS ?=
 serve: build $(MODEL_DIR)/config.json
-	$(KIMI) inspect --model $(MODEL_DIR)
-	$(KIMI) score --model $(MODEL_DIR) --tokens 1,2,3,4,5,6,7,8 --out $(BUILD)/tiny-logits.f32
+	$(KIMI) serve --model $(MODEL_DIR) --served-model-name kimi-tiny --host $(HOST) --port $(PORT) $(SERVE_ARGS)
 
 bench: build
 	ctest --test-dir $(BUILD) -L slow --output-on-failure

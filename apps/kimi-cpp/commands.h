@@ -13,6 +13,7 @@ int cmd_chat_template(int argc, char** argv);  // cmd_tokenizer.cpp
 int cmd_bench(int argc, char** argv);          // cmd_bench.cpp: `bench tokenizer`, ...
 int cmd_generate(int argc, char** argv);       // cmd_generate.cpp
 int cmd_chat(int argc, char** argv);           // cmd_chat.cpp
+int cmd_serve(int argc, char** argv);          // cmd_serve.cpp
 
 }  // namespace kimi::app
 

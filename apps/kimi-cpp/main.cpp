@@ -16,6 +16,7 @@ struct Command {
 };
 
 const Command kCommands[] = {
+    {"serve",         kimi::app::cmd_serve,         "OpenAI-compatible HTTP server (chat, completions, models, metrics)"},
     {"generate",      kimi::app::cmd_generate,      "one completion from a prompt (streams; --json for ids + timings)"},
     {"chat",          kimi::app::cmd_chat,          "interactive multi-turn chat with the chat template"},
     {"score",         kimi::app::cmd_score,         "run one sequence, write the logits of every position"},

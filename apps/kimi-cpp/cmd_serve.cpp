@@ -1,0 +1,102 @@
+// `kimi-cpp serve`: the OpenAI-compatible server. Listens first (/health is 503 while the
+// model loads), loads the model and tokenizer, starts the engine loop, prints the URL and a
+// curl example, and serves until SIGINT/SIGTERM: then it stops accepting, lets in-flight
+// requests finish for --shutdown-grace seconds, aborts the rest and exits 0.
+#include <signal.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include "args.h"
+#include "commands.h"
+#include "core/error.h"
+#include "engine_options.h"
+#include "server/http_server.h"
+
+namespace kimi::app {
+
+int cmd_serve(int argc, char** argv) {
+    ArgParser args("serve", argc, argv);
+    const std::string model_dir = args.required("--model");
+    const std::string tok_dir = args.str("--tokenizer", model_dir);
+    server::ServerConfig sc;
+    sc.host = args.str("--host", "127.0.0.1");
+    const int64_t port = args.integer("--port", 8000);
+    if (port < 0 || port > 65535) throw Error("--port must be in [0, 65535]");
+    sc.port = int(port);
+    sc.api_key = args.str("--api-key", "");
+    sc.served_model_name = args.str("--served-model-name", model_dir);
+    sc.model_dir = model_dir;
+    const int64_t body_mb = args.integer("--max-body-mb", 16);
+    if (body_mb < 1 || body_mb > 4096) throw Error("--max-body-mb must be in [1, 4096]");
+    sc.max_body_bytes = size_t(body_mb) << 20;
+    const int64_t http_threads = args.integer("--http-threads", 0);
+    if (http_threads < 0 || http_threads > 4096) throw Error("--http-threads must be in [1, 4096]");
+    sc.shutdown_grace_s = args.real("--shutdown-grace", 5.0);
+    if (!(sc.shutdown_grace_s >= 0 && sc.shutdown_grace_s <= 3600)) throw Error("--shutdown-grace must be in [0, 3600] seconds");
+    const bool quiet = args.flag("--quiet");
+    const EngineConfig ec = parse_engine_options(args);
+    args.done();
+    sc.precision = ec.precision == Precision::kBF16 ? "bf16" : "f32";
+    // Streams hold a connection each: room for every running and a few times as many waiting.
+    sc.http_threads = http_threads > 0 ? int(http_threads) : std::max(64, 8 * ec.max_num_seqs);
+
+    // Signals go to the thread below only (every thread started later inherits the mask).
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+    std::mutex mu;
+    std::condition_variable cv;
+    bool stop = false, ready = false;
+    std::thread watcher([&] {
+        int sig = 0;
+        sigwait(&sigs, &sig);
+        std::unique_lock<std::mutex> lk(mu);
+        if (!ready) {
+            std::fprintf(stderr, "\nserve: interrupted while loading\n");
+            std::_Exit(130);
+        }
+        stop = true;
+        cv.notify_all();
+    });
+    watcher.detach();
+
+    server::HttpServer http(sc);
+    http.start();
+    const std::string url = "http://" + (sc.host == "0.0.0.0" ? std::string("127.0.0.1") : sc.host) + ":" + std::to_string(http.port());
+    std::fprintf(stderr, "serve: listening on %s (loading %s)\n", url.c_str(), model_dir.c_str());
+
+    auto model = load_model_with_progress(model_dir, quiet);
+    const tok::Tokenizer tok = *load_tokenizer_for(tok_dir, model->config(), true);
+    Engine engine(*model, ec, &tok);
+    std::fprintf(stderr, "serve: %s\n", engine.sizing().describe().c_str());
+    engine.start();
+    http.set_ready(&engine, &tok, &model->config());
+    {
+        std::lock_guard<std::mutex> lk(mu);
+        ready = true;
+    }
+    std::printf("kimi.cpp %s serving '%s' at %s  (Ctrl-C to stop)\n\n"
+                "  curl %s/v1/chat/completions -H 'Content-Type: application/json'%s \\\n"
+                "    -d '{\"model\": \"%s\", \"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}], \"max_tokens\": 32}'\n\n",
+                server::kVersion, sc.served_model_name.c_str(), url.c_str(), url.c_str(),
+                sc.api_key.empty() ? "" : " -H 'Authorization: Bearer $KIMI_API_KEY'", sc.served_model_name.c_str());
+    std::fflush(stdout);
+
+    std::unique_lock<std::mutex> lk(mu);
+    cv.wait(lk, [&] { return stop; });
+    lk.unlock();
+    std::fprintf(stderr, "serve: shutting down (in-flight requests get %.0f s to finish)\n", sc.shutdown_grace_s);
+    http.shutdown();
+    engine.stop();
+    std::fprintf(stderr, "serve: stopped\n");
+    return 0;
+}
+
+}  // namespace kimi::app

@@ -1,0 +1,43 @@
+// ApiError: an error answered to an HTTP client in OpenAI's shape,
+// {"error": {"message", "type", "param", "code"}}, with its HTTP status.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace kimi::server {
+
+struct ApiError : std::runtime_error {
+    ApiError(int status_, std::string message, std::string param_ = "", std::string code_ = "")
+        : std::runtime_error(std::move(message)), status(status_), param(std::move(param_)), code(std::move(code_)) {}
+    int status;
+    std::string param, code;
+
+    // OpenAI's error types by status.
+    const char* type() const {
+        switch (status) {
+            case 401: return "authentication_error";
+            case 403: return "permission_error";
+            case 404: return "not_found_error";
+            case 413: return "invalid_request_error";
+            case 429: return "rate_limit_error";
+            case 503: return "service_unavailable";
+            default: return status >= 500 ? "server_error" : "invalid_request_error";
+        }
+    }
+    nlohmann::ordered_json to_json() const {
+        return {{"error",
+                 {{"message", what()},
+                  {"type", type()},
+                  {"param", param.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(param)},
+                  {"code", code.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(code)}}}};
+    }
+};
+
+// 400 invalid_request_error naming the parameter.
+inline ApiError bad_param(const std::string& param, const std::string& message) {
+    return ApiError(400, message, param, "invalid_value");
+}
+
+}  // namespace kimi::server

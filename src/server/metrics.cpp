@@ -1,0 +1,125 @@
+// Prometheus text rendering of the server and engine metrics (see metrics.h).
+#include "server/metrics.h"
+
+#include <cstdio>
+
+namespace kimi::server {
+
+namespace {
+void line(std::string& out, const char* fmt, const std::string& name, double v) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, fmt, name.c_str(), v);
+    out += buf;
+}
+void header(std::string& out, const std::string& name, const char* type, const std::string& help) {
+    out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+void counter(std::string& out, const std::string& name, const std::string& help, double v) {
+    header(out, name, "counter", help);
+    line(out, "%s %.17g\n", name, v);
+}
+void gauge(std::string& out, const std::string& name, const std::string& help, double v) {
+    header(out, name, "gauge", help);
+    line(out, "%s %.17g\n", name, v);
+}
+}  // namespace
+
+Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double v) {
+    size_t i = 0;
+    while (i < bounds_.size() && v > bounds_[i]) ++i;
+    ++counts_[i];
+    sum_ += v;
+    ++n_;
+}
+
+void Histogram::render(std::string& out, const std::string& name, const std::string& help) const {
+    header(out, name, "histogram", help);
+    uint64_t cum = 0;
+    char buf[256];
+    for (size_t i = 0; i < bounds_.size(); ++i) {
+        cum += counts_[i];
+        std::snprintf(buf, sizeof buf, "%s_bucket{le=\"%g\"} %llu\n", name.c_str(), bounds_[i], (unsigned long long)cum);
+        out += buf;
+    }
+    cum += counts_.back();
+    std::snprintf(buf, sizeof buf, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.17g\n%s_count %llu\n", name.c_str(),
+                  (unsigned long long)cum, name.c_str(), sum_, name.c_str(), (unsigned long long)n_);
+    out += buf;
+}
+
+ServerMetrics::ServerMetrics()
+    : ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}),
+      itl_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0}),
+      e2e_({0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0}) {}
+
+void ServerMetrics::on_finished(FinishReason why, int64_t prompt_tokens, int64_t generation_tokens, double e2e_s) {
+    std::lock_guard<std::mutex> lk(mu_);
+    ++finished_[size_t(why) & 3];
+    prompt_tokens_ += uint64_t(prompt_tokens);
+    generation_tokens_ += uint64_t(generation_tokens);
+    e2e_.observe(e2e_s);
+}
+
+void ServerMetrics::on_first_token(double ttft_s) {
+    std::lock_guard<std::mutex> lk(mu_);
+    ttft_.observe(ttft_s);
+}
+
+void ServerMetrics::on_inter_token(double itl_s) {
+    std::lock_guard<std::mutex> lk(mu_);
+    itl_.observe(itl_s);
+}
+
+void ServerMetrics::on_http_request(int status) {
+    std::lock_guard<std::mutex> lk(mu_);
+    const int cls = status / 100;
+    if (cls >= 1 && cls <= 5) ++http_[size_t(cls)];
+}
+
+std::string ServerMetrics::render(const EngineSnapshot* e, bool ready) const {
+    std::string out;
+    out.reserve(8192);
+    std::lock_guard<std::mutex> lk(mu_);
+    gauge(out, "kimi:ready", "1 when the model is loaded and the server accepts requests", ready ? 1 : 0);
+    header(out, "kimi:request_success_total", "counter", "Finished requests (choices) by finish reason");
+    for (FinishReason r : {FinishReason::kStop, FinishReason::kLength, FinishReason::kAbort})
+        out += std::string("kimi:request_success_total{finished_reason=\"") + finish_reason_name(r) + "\"} " +
+               std::to_string(finished_[size_t(r)]) + "\n";
+    counter(out, "kimi:prompt_tokens_total", "Prompt tokens of finished requests", double(prompt_tokens_));
+    counter(out, "kimi:generation_tokens_total", "Generated tokens of finished requests", double(generation_tokens_));
+    header(out, "kimi:http_responses_total", "counter", "HTTP responses by status class");
+    for (int c = 1; c <= 5; ++c)
+        out += "kimi:http_responses_total{code=\"" + std::to_string(c) + "xx\"} " + std::to_string(http_[size_t(c)]) + "\n";
+    ttft_.render(out, "kimi:time_to_first_token_seconds", "Time from request arrival to the first token");
+    itl_.render(out, "kimi:inter_token_latency_seconds", "Time between consecutive tokens of a request");
+    e2e_.render(out, "kimi:e2e_request_latency_seconds", "Time from request arrival to its last token");
+    if (e) {
+        gauge(out, "kimi:num_requests_running", "Requests in the running batch", e->n_running);
+        gauge(out, "kimi:num_requests_waiting", "Requests waiting to be scheduled", e->n_waiting);
+        gauge(out, "kimi:kv_cache_usage_perc", "Fraction of MLA cache blocks in use",
+              e->blocks_total ? double(e->blocks_used) / e->blocks_total : 0.0);
+        gauge(out, "kimi:cache_blocks_used", "MLA cache blocks in use", e->blocks_used);
+        gauge(out, "kimi:cache_blocks_total", "MLA cache blocks", e->blocks_total);
+        gauge(out, "kimi:state_slots_used", "KDA state slots in use", e->slots_used);
+        gauge(out, "kimi:state_slots_total", "KDA state slots", e->slots_total);
+        counter(out, "kimi:engine_steps_total", "Engine steps run", double(e->steps));
+        counter(out, "kimi:prompt_tokens_computed_total", "Prompt tokens run through the model (recompute included)",
+                double(e->prompt_tokens_computed));
+        counter(out, "kimi:num_preemptions_total", "Requests preempted (recomputed later)", double(e->preemptions));
+        counter(out, "kimi:attn_output_copies_total", "Attention-output copies (0 in direct mode)", double(e->attn_output_copies));
+        counter(out, "kimi:forward_heap_allocations_total", "Heap allocations inside forward passes",
+                double(e->forward_heap_allocations));
+        counter(out, "kimi:step_heap_allocations_total", "Heap allocations inside whole engine steps",
+                double(e->step_heap_allocations));
+        gauge(out, "kimi:last_step_attn_output_copies", "Attention-output copies in the last step", double(e->last.attn_output_copies));
+        gauge(out, "kimi:last_step_heap_allocations", "Heap allocations in the last step", double(e->last.step_heap_allocations));
+        gauge(out, "kimi:last_step_batch_size", "Sequences in the last step", e->last.n_seqs);
+        gauge(out, "kimi:last_step_tokens", "Tokens in the last step", e->last.n_tokens);
+        gauge(out, "kimi:last_step_seconds", "Duration of the last step", e->last.step_ms / 1e3);
+    }
+    return out;
+}
+
+}  // namespace kimi::server

@@ -1,0 +1,306 @@
+// OpenAI generation on the engine (see openai_generate.h).
+#include "server/openai_generate.h"
+
+#include <chrono>
+#include <ctime>
+#include <random>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "server/api_error.h"
+
+namespace kimi::server {
+namespace {
+
+using J = nlohmann::ordered_json;
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+std::string random_id(const char* prefix) {
+    static std::atomic<uint64_t> counter{std::random_device{}()};
+    Rng r(counter.fetch_add(0x9e3779b97f4a7c15ull) ^ uint64_t(std::time(nullptr)));
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%s%016llx%08llx", prefix, (unsigned long long)r.next(), (unsigned long long)(r.next() >> 32));
+    return buf;
+}
+
+int64_t code_points(const std::string& s) {
+    int64_t n = 0;
+    for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+    return n;
+}
+
+struct Choice {
+    int32_t index = 0;
+    size_t prompt = 0;
+    std::shared_ptr<RequestStream> stream;
+    std::vector<int32_t> tokens;
+    std::string text;          // content (before a tool-call section)
+    std::string tool_text;     // text after <|tool_calls_section_begin|>
+    bool in_tools = false;
+    std::vector<TokenEvent> events;   // kept for non-streamed logprobs
+    std::vector<int64_t> offsets;     // code points of the text before each kept event
+    FinishReason finish = FinishReason::kNone;
+    bool done = false, sent_first = false;
+    double t_first = -1.0, t_last = -1.0;
+    int64_t text_cps = 0;      // code points of the text so far (completions text_offset)
+    std::vector<tok::ToolCall> calls;
+};
+
+class Job {
+public:
+    Job(const GenerationJob& job, GenerateContext& ctx) : job_(job), ctx_(ctx), notifier_(std::make_shared<StreamNotifier>()) {
+        t0_ = now_s();
+        created_ = int64_t(std::time(nullptr));
+        id_ = random_id(job.endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-");
+        if (auto s = ctx.tok.special_id("<|tool_calls_section_begin|>")) section_begin_ = *s;
+        const int32_t per_prompt = job.n;
+        for (size_t p = 0; p < job.prompts.size(); ++p) {
+            for (int32_t k = 0; k < per_prompt; ++k) {
+                Choice c;
+                c.index = int32_t(p) * per_prompt + k;
+                c.prompt = p;
+                SamplingParams params = job.params;
+                if (params.seed) params.seed = *params.seed + uint64_t(k);
+                try {
+                    c.stream = ctx.engine.submit(job.prompts[p].ids, params, notifier_);
+                } catch (const Error& e) {
+                    throw ApiError(400, e.what());
+                }
+                choices_.push_back(std::move(c));
+            }
+        }
+    }
+    ~Job() {
+        for (auto& c : choices_)
+            if (!c.done) ctx_.engine.cancel(c.stream->id());
+    }
+
+    // Follows every choice until all finished. on_event is called after each event was applied;
+    // on_idle when nothing came for a while. Either returning false ends it early.
+    bool follow(const std::function<bool(Choice&, const TokenEvent&)>& on_event, const std::function<bool()>& on_idle) {
+        uint64_t seen = 0;
+        bool cancelled = false;
+        size_t n_done = 0;
+        while (n_done < choices_.size()) {
+            bool any = false;
+            for (auto& c : choices_) {
+                TokenEvent e;
+                while (!c.done && c.stream->try_next(e)) {
+                    any = true;
+                    apply(c, e);
+                    n_done += c.done;
+                    if (on_event && !on_event(c, e)) return false;
+                }
+            }
+            if (!cancelled && ctx_.abort_all && ctx_.abort_all->load()) {
+                for (auto& c : choices_)
+                    if (!c.done) ctx_.engine.cancel(c.stream->id());
+                cancelled = true;
+            }
+            if (any || n_done == choices_.size()) continue;
+            const uint64_t before = seen;
+            notifier_->wait_for(seen, std::chrono::milliseconds(500));
+            if (seen == before && on_idle && !on_idle()) return false;
+        }
+        return true;
+    }
+
+    J usage() const {
+        int64_t prompt = 0, completion = 0;
+        for (const auto& p : job_.prompts) prompt += int64_t(p.ids.size());
+        for (const auto& c : choices_) completion += int64_t(c.tokens.size());
+        return {{"prompt_tokens", prompt},
+                {"completion_tokens", completion},
+                {"total_tokens", prompt + completion},
+                {"prompt_tokens_details", {{"cached_tokens", 0}}}};
+    }
+
+    J envelope(const char* object) const {
+        return {{"id", id_}, {"object", object}, {"created", created_}, {"model", job_.model},
+                {"system_fingerprint", ctx_.system_fingerprint}};
+    }
+
+    std::string finish_name(const Choice& c) const {
+        if (c.finish == FinishReason::kStop && !c.calls.empty()) return "tool_calls";
+        return finish_reason_name(c.finish);
+    }
+
+    J tool_calls_json(const Choice& c, bool with_index) const {
+        J arr = J::array();
+        for (size_t i = 0; i < c.calls.size(); ++i) {
+            J call;
+            if (with_index) call["index"] = i;
+            call["id"] = c.calls[i].id;
+            call["type"] = "function";
+            call["function"] = {{"name", c.calls[i].name}, {"arguments", c.calls[i].arguments}};
+            arr.push_back(std::move(call));
+        }
+        return arr;
+    }
+
+    std::string token_str(int32_t id) const { return ctx_.tok.decode_lossy(std::span<const int32_t>(&id, 1)); }
+    J token_bytes(int32_t id) const {
+        J b = J::array();
+        for (unsigned char ch : ctx_.tok.token_bytes(id)) b.push_back(int(ch));
+        return b;
+    }
+
+    // Chat: {"content": [{token, logprob, bytes, top_logprobs}]} for these events.
+    J chat_logprobs(const std::vector<const TokenEvent*>& evs) const {
+        J content = J::array();
+        for (const TokenEvent* e : evs) {
+            J top = J::array();
+            for (const auto& [id, lp] : e->top) top.push_back({{"token", token_str(id)}, {"logprob", lp}, {"bytes", token_bytes(id)}});
+            content.push_back({{"token", token_str(e->token)}, {"logprob", e->logprob}, {"bytes", token_bytes(e->token)},
+                               {"top_logprobs", std::move(top)}});
+        }
+        return {{"content", std::move(content)}};
+    }
+
+    // Completions: {tokens, token_logprobs, top_logprobs, text_offset}; offsets[i] in code points.
+    J completion_logprobs(const std::vector<const TokenEvent*>& evs, const std::vector<int64_t>& offsets) const {
+        J tokens = J::array(), lps = J::array(), tops = J::array(), offs = J::array();
+        for (size_t i = 0; i < evs.size(); ++i) {
+            tokens.push_back(token_str(evs[i]->token));
+            lps.push_back(evs[i]->logprob);
+            J top = J::object();
+            for (const auto& [id, lp] : evs[i]->top) top[token_str(id)] = lp;
+            tops.push_back(std::move(top));
+            offs.push_back(offsets[i]);
+        }
+        return {{"tokens", std::move(tokens)}, {"token_logprobs", std::move(lps)}, {"top_logprobs", std::move(tops)},
+                {"text_offset", std::move(offs)}};
+    }
+
+    std::vector<Choice>& choices() { return choices_; }
+
+private:
+    void apply(Choice& c, const TokenEvent& e) {
+        const double t = now_s();
+        if (e.token >= 0) {
+            if (c.t_first < 0) {
+                c.t_first = t;
+                ctx_.metrics.on_first_token(t - t0_);
+            } else {
+                ctx_.metrics.on_inter_token(t - c.t_last);
+            }
+            c.t_last = t;
+            c.tokens.push_back(e.token);
+            if (job_.parse_tools && e.token == section_begin_) c.in_tools = true;
+            if (job_.logprobs && !job_.stream) {
+                c.events.push_back(e);
+                c.offsets.push_back(c.text_cps);
+            }
+        }
+        if (c.in_tools) c.tool_text += e.text;
+        else {
+            c.text += e.text;
+            c.text_cps += code_points(e.text);
+        }
+        if (e.finish != FinishReason::kNone) {
+            c.finish = e.finish;
+            c.done = true;
+            if (job_.parse_tools && c.in_tools) {
+                const tok::ParsedToolCalls parsed = ctx_.tok.parse_tool_calls(c.tokens);
+                c.calls = parsed.calls;
+                if (c.calls.empty()) c.text += c.tool_text;   // not a well-formed call: keep it as text
+            }
+            ctx_.metrics.on_finished(e.finish, int64_t(job_.prompts[c.prompt].ids.size()), int64_t(c.tokens.size()),
+                                     (c.t_last >= 0 ? c.t_last : t) - t0_);
+        }
+    }
+
+    const GenerationJob& job_;
+    GenerateContext& ctx_;
+    std::shared_ptr<StreamNotifier> notifier_;
+    std::vector<Choice> choices_;
+    double t0_ = 0.0;
+    int64_t created_ = 0;
+    std::string id_;
+    int32_t section_begin_ = -1;
+};
+
+std::string sse(const J& j) {
+    return "data: " + j.dump(-1, ' ', false, J::error_handler_t::replace) + "\n\n";
+}
+
+}  // namespace
+
+nlohmann::ordered_json run_job(const GenerationJob& job, GenerateContext& ctx) {
+    Job run(job, ctx);
+    run.follow(nullptr, nullptr);
+    const bool chat = job.endpoint == Endpoint::kChat;
+    J out = run.envelope(chat ? "chat.completion" : "text_completion");
+    J choices = J::array();
+    for (const Choice& c : run.choices()) {
+        std::vector<const TokenEvent*> evs;
+        for (const auto& e : c.events) evs.push_back(&e);
+        J ch;
+        ch["index"] = c.index;
+        if (chat) {
+            J msg = {{"role", "assistant"}};
+            msg["content"] = c.calls.empty() || !c.text.empty() ? J(c.text) : J(nullptr);
+            if (!c.calls.empty()) msg["tool_calls"] = run.tool_calls_json(c, false);
+            ch["message"] = std::move(msg);
+            ch["logprobs"] = job.logprobs ? run.chat_logprobs(evs) : J(nullptr);
+        } else {
+            const std::string& prompt_text = job.prompts[c.prompt].text;
+            ch["text"] = job.echo ? prompt_text + c.text : c.text;
+            ch["logprobs"] = job.logprobs ? run.completion_logprobs(evs, c.offsets) : J(nullptr);
+        }
+        ch["finish_reason"] = run.finish_name(c);
+        choices.push_back(std::move(ch));
+    }
+    out["choices"] = std::move(choices);
+    out["usage"] = run.usage();
+    return out;
+}
+
+bool run_job_streaming(const GenerationJob& job, GenerateContext& ctx, const std::function<bool(const std::string&)>& write) {
+    Job run(job, ctx);
+    const bool chat = job.endpoint == Endpoint::kChat;
+    auto on_event = [&](Choice& c, const TokenEvent& e) -> bool {
+        J chunk = run.envelope(chat ? "chat.completion.chunk" : "text_completion");
+        J ch;
+        ch["index"] = c.index;
+        std::vector<const TokenEvent*> evs;
+        if (e.token >= 0) evs.push_back(&e);
+        const bool first = !c.sent_first;
+        c.sent_first = true;
+        if (chat) {
+            J delta = J::object();
+            if (first) delta["role"] = "assistant";
+            if (!c.in_tools && !e.text.empty()) delta["content"] = e.text;
+            else if (first) delta["content"] = "";
+            if (c.done && !c.calls.empty()) delta["tool_calls"] = run.tool_calls_json(c, true);
+            else if (c.done && c.in_tools && !c.tool_text.empty()) delta["content"] = c.tool_text;   // unparsed section
+            ch["delta"] = std::move(delta);
+            ch["logprobs"] = job.logprobs && !evs.empty() ? run.chat_logprobs(evs) : J(nullptr);
+        } else {
+            std::string text = e.text;
+            if (first && job.echo) text = job.prompts[c.prompt].text + text;
+            ch["text"] = std::move(text);
+            ch["logprobs"] = job.logprobs && !evs.empty()
+                                 ? run.completion_logprobs(evs, {c.text_cps - code_points(e.text)})
+                                 : J(nullptr);
+        }
+        ch["finish_reason"] = c.done ? J(run.finish_name(c)) : J(nullptr);
+        chunk["choices"] = J::array({std::move(ch)});
+        if (job.continuous_usage) chunk["usage"] = run.usage();
+        return write(sse(chunk));
+    };
+    // Nothing for a while (a long prefill, a queue): an SSE comment, which also finds out
+    // whether the client is still there.
+    auto on_idle = [&] { return write(": keep-alive\n\n"); };
+    if (!run.follow(on_event, on_idle)) return false;
+    if (job.include_usage) {
+        J chunk = run.envelope(chat ? "chat.completion.chunk" : "text_completion");
+        chunk["choices"] = J::array();
+        chunk["usage"] = run.usage();
+        if (!write(sse(chunk))) return false;
+    }
+    return write("data: [DONE]\n\n");
+}
+
+}  // namespace kimi::server

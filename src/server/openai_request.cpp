@@ -1,0 +1,310 @@
+// OpenAI request parsing and validation (see openai_request.h).
+#include "server/openai_request.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+#include "server/api_error.h"
+
+namespace kimi::server {
+namespace {
+
+using J = nlohmann::ordered_json;
+
+// The value of `key`, or nullptr when absent or null (OpenAI treats null as "not given").
+const J* field(const J& b, const char* key) {
+    auto it = b.find(key);
+    return it == b.end() || it->is_null() ? nullptr : &*it;
+}
+
+double number(const J& b, const char* key, double def, double lo, double hi, bool lo_open = false) {
+    const J* v = field(b, key);
+    if (!v) return def;
+    if (!v->is_number()) throw bad_param(key, std::string(key) + " must be a number");
+    const double x = v->get<double>();
+    if (!std::isfinite(x) || x < lo || x > hi || (lo_open && x == lo))
+        throw bad_param(key, std::string(key) + " must be in " + (lo_open ? "(" : "[") + J(lo).dump() + ", " + J(hi).dump() +
+                                 "], got " + v->dump());
+    return x;
+}
+
+int64_t integer_value(const J& v, const char* key) {
+    if (v.is_number_integer()) return v.get<int64_t>();
+    if (v.is_number_float()) {
+        const double d = v.get<double>();
+        if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15) return int64_t(d);
+    }
+    throw bad_param(key, std::string(key) + " must be an integer");
+}
+
+int64_t integer(const J& b, const char* key, int64_t def, int64_t lo, int64_t hi) {
+    const J* v = field(b, key);
+    if (!v) return def;
+    const int64_t x = integer_value(*v, key);
+    if (x < lo || x > hi)
+        throw bad_param(key, std::string(key) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                                 std::to_string(x));
+    return x;
+}
+
+bool boolean(const J& b, const char* key, bool def) {
+    const J* v = field(b, key);
+    if (!v) return def;
+    if (!v->is_boolean()) throw bad_param(key, std::string(key) + " must be a boolean");
+    return v->get<bool>();
+}
+
+int32_t token_id(const J& v, const char* key, int32_t vocab) {
+    const int64_t id = integer_value(v, key);
+    if (id < 0 || id >= vocab)
+        throw bad_param(key, std::string(key) + ": token id " + std::to_string(id) + " is out of range [0, " +
+                                 std::to_string(vocab) + ")");
+    return int32_t(id);
+}
+
+void check_model(const J& b, const ParseContext& c, GenerationJob& job) {
+    job.model = c.served_model_name;
+    const J* m = field(b, "model");
+    if (!m) return;
+    if (!m->is_string()) throw bad_param("model", "model must be a string");
+    if (m->get<std::string>() != c.served_model_name)
+        throw ApiError(404, "The model `" + m->get<std::string>() + "` does not exist. This server serves `" +
+                                c.served_model_name + "`.", "model", "model_not_found");
+}
+
+void reject_if_set(const J& b, const char* key, const std::string& why) {
+    if (field(b, key)) throw ApiError(400, std::string(key) + " is not supported: " + why, key, "unsupported_parameter");
+}
+
+// Fields both endpoints share: sampling, stopping, n, streaming.
+void parse_common(const J& b, const ParseContext& c, GenerationJob& job) {
+    if (!b.is_object()) throw ApiError(400, "the request body must be a JSON object");
+    check_model(b, c, job);
+    SamplingParams& p = job.params;
+    p.temperature = float(number(b, "temperature", 1.0, 0.0, 2.0));
+    p.top_p = float(number(b, "top_p", 1.0, 0.0, 1.0, true));
+    p.top_k = int32_t(integer(b, "top_k", 0, -1, std::numeric_limits<int32_t>::max()));
+    p.min_p = float(number(b, "min_p", 0.0, 0.0, 1.0));
+    p.presence_penalty = float(number(b, "presence_penalty", 0.0, -2.0, 2.0));
+    p.frequency_penalty = float(number(b, "frequency_penalty", 0.0, -2.0, 2.0));
+    p.repetition_penalty = float(number(b, "repetition_penalty", 1.0, 0.0, 10.0, true));
+    if (const J* s = field(b, "seed")) p.seed = uint64_t(integer_value(*s, "seed"));
+    if (const J* s = field(b, "stop")) {
+        auto add = [&](const J& v) {
+            if (!v.is_string()) throw bad_param("stop", "stop must be a string or an array of strings");
+            if (v.get<std::string>().empty()) throw bad_param("stop", "stop strings must not be empty");
+            p.stop.push_back(v.get<std::string>());
+        };
+        if (s->is_array()) {
+            if (s->size() > 64) throw bad_param("stop", "at most 64 stop strings");
+            for (const auto& v : *s) add(v);
+        } else {
+            add(*s);
+        }
+    }
+    if (const J* s = field(b, "stop_token_ids")) {
+        if (!s->is_array()) throw bad_param("stop_token_ids", "stop_token_ids must be an array of token ids");
+        for (const auto& v : *s) p.stop_token_ids.push_back(token_id(v, "stop_token_ids", c.vocab_size));
+    }
+    if (const J* s = field(b, "logit_bias")) {
+        if (!s->is_object()) throw bad_param("logit_bias", "logit_bias must be an object mapping token ids to biases");
+        for (auto it = s->begin(); it != s->end(); ++it) {
+            int64_t id = -1;
+            try {
+                size_t used = 0;
+                id = std::stoll(it.key(), &used);
+                if (used != it.key().size()) id = -1;
+            } catch (const std::exception&) {
+                id = -1;
+            }
+            if (id < 0 || id >= c.vocab_size) throw bad_param("logit_bias", "logit_bias key '" + it.key() + "' is not a token id in the vocabulary");
+            if (!it.value().is_number() || !std::isfinite(it.value().get<double>()) || std::fabs(it.value().get<double>()) > 100.0)
+                throw bad_param("logit_bias", "logit_bias values must be numbers in [-100, 100]");
+            p.logit_bias.push_back({int32_t(id), it.value().get<float>()});
+        }
+    }
+    p.ignore_eos = boolean(b, "ignore_eos", false);
+    p.skip_special_tokens = boolean(b, "skip_special_tokens", true);
+    p.include_stop_str_in_output = boolean(b, "include_stop_str_in_output", false);
+    job.n = int32_t(integer(b, "n", 1, 1, 128));
+    if (const J* bo = field(b, "best_of"))
+        if (integer_value(*bo, "best_of") != job.n) reject_if_set(b, "best_of", "best_of must equal n");
+    job.stream = boolean(b, "stream", false);
+    if (const J* so = field(b, "stream_options")) {
+        if (!job.stream) throw bad_param("stream_options", "stream_options can only be set when stream is true");
+        if (!so->is_object()) throw bad_param("stream_options", "stream_options must be an object");
+        job.include_usage = boolean(*so, "include_usage", false);
+        job.continuous_usage = boolean(*so, "continuous_usage_stats", false);
+    }
+    if (const J* rf = field(b, "response_format")) {
+        if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
+            throw bad_param("response_format", "response_format must be an object with a type");
+        if ((*rf)["type"] != "text") reject_if_set(b, "response_format", "only {\"type\": \"text\"} (no structured output)");
+    }
+    for (const char* k : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"})
+        reject_if_set(b, k, "structured output is not implemented");
+    reject_if_set(b, "prompt_logprobs", "prompt logprobs are not implemented");
+    const J* mt = field(b, "max_completion_tokens");
+    if (!mt) mt = field(b, "max_tokens");
+    if (mt) {
+        const char* name = field(b, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+        const int64_t v = integer_value(*mt, name);
+        if (v < 1) throw bad_param(name, std::string(name) + " must be at least 1");
+        p.max_tokens = int32_t(std::min<int64_t>(v, std::numeric_limits<int32_t>::max()));
+        job.max_tokens_given = true;
+    }
+}
+
+// Prompt length vs context: 400 with the numbers (vLLM's wording).
+void fit_context(GenerationJob& job, const ParseContext& c, int32_t default_max_tokens) {
+    for (const auto& pr : job.prompts) {
+        const int64_t len = int64_t(pr.ids.size());
+        if (len >= c.max_model_len)
+            throw ApiError(400, "This model's maximum context length is " + std::to_string(c.max_model_len) +
+                                    " tokens. However, your prompt has " + std::to_string(len) +
+                                    " tokens. Please reduce the length of the prompt.", "messages", "context_length_exceeded");
+        if (job.max_tokens_given && len + job.params.max_tokens > c.max_model_len)
+            throw ApiError(400, "This model's maximum context length is " + std::to_string(c.max_model_len) +
+                                    " tokens. However, you requested " + std::to_string(len + job.params.max_tokens) +
+                                    " tokens (" + std::to_string(len) + " in the prompt, " +
+                                    std::to_string(job.params.max_tokens) + " in the completion). Please reduce the length "
+                                    "of the prompt or completion.", "max_tokens", "context_length_exceeded");
+    }
+    if (!job.max_tokens_given) {
+        int64_t room = c.max_model_len;
+        for (const auto& pr : job.prompts) room = std::min<int64_t>(room, c.max_model_len - int64_t(pr.ids.size()));
+        job.params.max_tokens = int32_t(default_max_tokens > 0 ? std::min<int64_t>(default_max_tokens, room) : room);
+    }
+}
+
+PromptInput prompt_from_ids(const J& arr, const ParseContext& c) {
+    PromptInput p;
+    for (const auto& v : arr) p.ids.push_back(token_id(v, "prompt", c.vocab_size));
+    if (p.ids.empty()) throw bad_param("prompt", "prompt must not be empty");
+    if (c.tok) p.text = c.tok->decode_lossy(p.ids);
+    return p;
+}
+
+PromptInput prompt_from_text(const std::string& s, const ParseContext& c) {
+    if (s.empty()) throw bad_param("prompt", "prompt must not be empty");
+    PromptInput p;
+    p.text = s;
+    p.ids = c.tok->encode(s, true);
+    return p;
+}
+
+}  // namespace
+
+nlohmann::ordered_json parse_body(const std::string& body) {
+    J j;
+    try {
+        j = J::parse(body);
+    } catch (const std::exception& e) {
+        throw ApiError(400, std::string("the request body is not valid JSON: ") + e.what(), "", "invalid_json");
+    }
+    if (!j.is_object()) throw ApiError(400, "the request body must be a JSON object", "", "invalid_json");
+    return j;
+}
+
+GenerationJob parse_completion_request(const J& b, const ParseContext& c) {
+    GenerationJob job;
+    job.endpoint = Endpoint::kCompletions;
+    parse_common(b, c, job);
+    reject_if_set(b, "suffix", "no fill-in-the-middle for this model");
+    const J* pr = field(b, "prompt");
+    if (!pr) throw ApiError(400, "prompt is required", "prompt", "missing_required_parameter");
+    if (pr->is_string()) {
+        job.prompts.push_back(prompt_from_text(pr->get<std::string>(), c));
+    } else if (pr->is_array() && !pr->empty() && (*pr)[0].is_number()) {
+        job.prompts.push_back(prompt_from_ids(*pr, c));
+    } else if (pr->is_array() && !pr->empty()) {
+        if (pr->size() > 256) throw bad_param("prompt", "at most 256 prompts per request");
+        for (const auto& e : *pr) {
+            if (e.is_string()) job.prompts.push_back(prompt_from_text(e.get<std::string>(), c));
+            else if (e.is_array()) job.prompts.push_back(prompt_from_ids(e, c));
+            else throw bad_param("prompt", "prompt must be a string, an array of strings, an array of token ids or an array of those");
+        }
+    } else {
+        throw bad_param("prompt", "prompt must be a non-empty string, an array of strings, an array of token ids or an array of those");
+    }
+    job.echo = boolean(b, "echo", false);
+    if (const J* lp = field(b, "logprobs")) {
+        if (lp->is_boolean()) throw bad_param("logprobs", "logprobs must be an integer (the number of top alternatives)");
+        job.logprobs = true;
+        job.params.logprobs = int32_t(integer(b, "logprobs", 0, 0, 20));
+    }
+    if (job.echo && job.logprobs) reject_if_set(b, "logprobs", "logprobs together with echo needs prompt logprobs, not implemented");
+    fit_context(job, c, 16);
+    return job;
+}
+
+GenerationJob parse_chat_request(const J& b, const ParseContext& c) {
+    GenerationJob job;
+    job.endpoint = Endpoint::kChat;
+    parse_common(b, c, job);
+    const J* msgs = field(b, "messages");
+    if (!msgs) throw ApiError(400, "messages is required", "messages", "missing_required_parameter");
+    if (!msgs->is_array() || msgs->empty()) throw bad_param("messages", "messages must be a non-empty array");
+    std::vector<tok::ChatMessage> messages;
+    try {
+        messages = tok::chat_messages_from_json(*msgs);
+    } catch (const Error& e) {
+        throw bad_param("messages", e.what());
+    }
+    for (const auto& m : messages) {
+        if (m.parts)
+            for (const auto& part : *m.parts)
+                if (part.is_image) throw ApiError(400, "image content is not supported by this model", "messages", "unsupported_content");
+    }
+    J tools = nullptr;
+    if (const J* t = field(b, "tools")) {
+        if (!t->is_array()) throw bad_param("tools", "tools must be an array");
+        for (const auto& tool : *t) {
+            if (!tool.is_object() || tool.value("type", "") != "function" || !tool.contains("function") ||
+                !tool["function"].is_object() || !tool["function"].contains("name") || !tool["function"]["name"].is_string())
+                throw bad_param("tools", "each tool must be {\"type\": \"function\", \"function\": {\"name\": ..., ...}}");
+        }
+        if (!t->empty()) tools = *t;
+    }
+    bool tool_choice_none = false;
+    if (const J* tc = field(b, "tool_choice")) {
+        if (tc->is_string() && (*tc == "none" || *tc == "auto")) tool_choice_none = *tc == "none";
+        else reject_if_set(b, "tool_choice", "only \"auto\" and \"none\" (forcing a call needs constrained decoding)");
+    }
+    for (const char* k : {"functions", "function_call"}) reject_if_set(b, k, "deprecated; use tools");
+    reject_if_set(b, "chat_template", "the model's own chat format is always used");
+    if (boolean(b, "continue_final_message", false)) reject_if_set(b, "continue_final_message", "not implemented");
+    job.parse_tools = !tools.is_null() && !tool_choice_none;
+
+    job.logprobs = boolean(b, "logprobs", false);
+    if (const J* tl = field(b, "top_logprobs")) {
+        if (!job.logprobs) throw bad_param("top_logprobs", "top_logprobs requires logprobs to be true");
+        (void)tl;
+        job.params.logprobs = int32_t(integer(b, "top_logprobs", 0, 0, 20));
+    } else if (job.logprobs) {
+        job.params.logprobs = 0;
+    }
+
+    tok::ChatOptions opts;
+    opts.add_generation_prompt = boolean(b, "add_generation_prompt", true);
+    opts.allow_special_in_content = false;   // no control-token injection through message text
+    tok::ChatPrompt rendered;
+    try {
+        rendered = c.tok->render_chat(messages, tools, opts);
+    } catch (const Error& e) {
+        throw bad_param("messages", e.what());
+    }
+    PromptInput p;
+    p.ids = std::move(rendered.ids);
+    p.text = std::move(rendered.text);
+    job.prompts.push_back(std::move(p));
+    // A reply ends at the end-of-turn tokens unless ignore_eos.
+    if (!job.params.ignore_eos)
+        for (int32_t id : c.tok->stop_ids())
+            if (id < c.vocab_size) job.params.stop_token_ids.push_back(id);
+    fit_context(job, c, 0);
+    return job;
+}
+
+}  // namespace kimi::server

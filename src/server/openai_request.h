@@ -1,0 +1,52 @@
+// Parsing and validating OpenAI request bodies (/v1/completions, /v1/chat/completions) into
+// a GenerationJob: token-id prompts plus sampling parameters, every field type- and
+// range-checked (ApiError 400 naming the parameter; 404 for an unknown model). Field names
+// and defaults follow OpenAI, with vLLM's extra sampling fields (top_k, min_p,
+// repetition_penalty, stop_token_ids, ignore_eos, skip_special_tokens,
+// include_stop_str_in_output). ref: vLLM entrypoints/openai/protocol.py.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/sampling_params.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kimi::server {
+
+enum class Endpoint { kCompletions, kChat };
+
+struct PromptInput {
+    std::vector<int32_t> ids;
+    std::string text;          // the prompt as text (for echo)
+};
+
+struct GenerationJob {
+    Endpoint endpoint = Endpoint::kCompletions;
+    std::string model;                       // as the response reports it
+    std::vector<PromptInput> prompts;        // chat: exactly one
+    SamplingParams params;                   // per choice; seed + choice index when seeded
+    int32_t n = 1;
+    bool stream = false, include_usage = false, continuous_usage = false;
+    bool echo = false;                       // completions
+    bool logprobs = false;                   // report logprobs (top N = params.logprobs)
+    bool parse_tools = false;                // chat: tools given and tool_choice != "none"
+    bool max_tokens_given = false;
+};
+
+struct ParseContext {
+    const tok::Tokenizer* tok = nullptr;
+    std::string served_model_name;
+    int32_t max_model_len = 0;
+    int32_t vocab_size = 0;
+};
+
+GenerationJob parse_completion_request(const nlohmann::ordered_json& body, const ParseContext& ctx);
+GenerationJob parse_chat_request(const nlohmann::ordered_json& body, const ParseContext& ctx);
+
+// Parses a request body: 400 for invalid JSON or a non-object.
+nlohmann::ordered_json parse_body(const std::string& body);
+
+}  // namespace kimi::server

@@ -14,6 +14,7 @@ int cmd_bench(int argc, char** argv);          // cmd_bench.cpp: `bench tokenize
 int cmd_generate(int argc, char** argv);       // cmd_generate.cpp
 int cmd_chat(int argc, char** argv);           // cmd_chat.cpp
 int cmd_serve(int argc, char** argv);          // cmd_serve.cpp
+int cmd_eval(int argc, char** argv);           // cmd_eval.cpp: `eval compare`
 
 }  // namespace kimi::app
 

@@ -7,9 +7,10 @@
 namespace kimi::app {
 
 int cmd_bench(int argc, char** argv) {
-    if (argc < 1) throw Error("usage: kimi-cpp bench tokenizer [flags]");
+    if (argc < 1) throw Error("usage: kimi-cpp bench decode|tokenizer [flags]");
     if (!std::strcmp(argv[0], "tokenizer")) return cmd_bench_tokenizer(argc - 1, argv + 1);
-    throw Error(std::string("unknown benchmark '") + argv[0] + "' (available: tokenizer)");
+    if (!std::strcmp(argv[0], "decode")) return cmd_bench_decode(argc - 1, argv + 1);
+    throw Error(std::string("unknown benchmark '") + argv[0] + "' (available: decode, tokenizer)");
 }
 
 }  // namespace kimi::app

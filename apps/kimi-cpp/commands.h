@@ -20,4 +20,5 @@ int cmd_eval(int argc, char** argv);           // cmd_eval.cpp: `eval compare`
 
 namespace kimi::app {
 int cmd_bench_tokenizer(int argc, char** argv);   // cmd_tokenizer.cpp: `bench tokenizer`
+int cmd_bench_decode(int argc, char** argv);      // cmd_bench_decode.cpp: `bench decode`
 }  // namespace kimi::app

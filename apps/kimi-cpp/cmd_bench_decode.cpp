@@ -1,0 +1,249 @@
+// `kimi-cpp bench decode`: the fixed-cohort decode A/B. A cohort of --concurrency requests
+// (a shared --prefix-len prefix + a distinct --suffix-len suffix each, seeded random ids;
+// greedy, EOS ignored, --output-len tokens) runs --warmup + --runs times in-process. With
+// --ab both attention-output modes run on the same loaded weights, interleaved run by run
+// (direct/copy, then copy/direct, ...) so machine drift hits both. Per variant: mean TPOT,
+// median and p99 ITL, output tokens/s — each the mean over runs ± std across runs — plus the
+// engine counters per steady-state decode step. Prints a markdown table, writes --json and
+// --plot (PNG).
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "args.h"
+#include "backend/cpu/cpu_features.h"
+#include "bench/plot.h"
+#include "bench/stats.h"
+#include "commands.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "engine_options.h"
+#include "progress.h"
+
+namespace kimi::app {
+
+namespace {
+using J = nlohmann::ordered_json;
+
+struct RunResult {
+    double mean_tpot_ms = 0, median_itl_ms = 0, p99_itl_ms = 0, output_throughput = 0, duration_s = 0;
+    int64_t completed = 0, output_tokens = 0;
+    std::vector<double> itl_ms;
+    int64_t decode_steps = 0, copies = 0, allocations = 0;
+    double step_ms = 0;
+};
+
+struct Variant {
+    std::string name;
+    std::unique_ptr<Engine> engine;
+    std::vector<RunResult> runs;   // measured only
+};
+
+std::string git_commit() {
+    std::string out;
+    if (FILE* p = popen("git -C '" KIMI_SOURCE_DIR "' rev-parse HEAD 2>/dev/null", "r")) {
+        char buf[128];
+        while (std::fgets(buf, sizeof buf, p)) out += buf;
+        pclose(p);
+    }
+    while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+    return out.empty() ? "unknown" : out;
+}
+
+// One cohort, all submitted at once, driven step by step on this thread.
+RunResult run_cohort(Engine& e, const std::vector<std::vector<int32_t>>& prompts, int32_t output_len) {
+    SamplingParams p;
+    p.temperature = 0;
+    p.max_tokens = output_len;
+    p.ignore_eos = true;
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (const auto& pr : prompts) streams.push_back(e.submit(pr, p));
+    std::vector<std::vector<double>> times(prompts.size());   // token event times (ms since submission)
+    RunResult r;
+    for (;;) {
+        const bool ran = e.step();
+        if (ran) {
+            const EngineStepStats& s = e.last_step();
+            if (s.n_prefill_tokens == 0 && s.n_decode_seqs == int32_t(prompts.size())) {   // steady-state decode
+                ++r.decode_steps;
+                r.copies += s.attn_output_copies;
+                r.allocations += s.step_heap_allocations;
+                r.step_ms += s.step_ms;
+            }
+        }
+        bool all_done = true;
+        for (size_t i = 0; i < streams.size(); ++i) {
+            TokenEvent ev;
+            while (streams[i]->try_next(ev))
+                if (ev.token >= 0) times[i].push_back(ev.time_ms);
+            all_done &= times[i].size() == size_t(output_len);
+        }
+        if (all_done) break;
+        if (!ran) throw Error("internal: the engine went idle before the cohort finished");
+    }
+    while (e.step()) {
+    }
+    r.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::vector<double> tpots;
+    for (const auto& t : times) {
+        ++r.completed;
+        r.output_tokens += int64_t(t.size());
+        if (t.size() > 1) tpots.push_back((t.back() - t.front()) / double(t.size() - 1));
+        for (size_t k = 1; k < t.size(); ++k) r.itl_ms.push_back(t[k] - t[k - 1]);
+    }
+    r.mean_tpot_ms = bench::mean(tpots);
+    r.median_itl_ms = bench::percentile(r.itl_ms, 50);
+    r.p99_itl_ms = bench::percentile(r.itl_ms, 99);
+    r.output_throughput = double(r.output_tokens) / r.duration_s;
+    return r;
+}
+
+J variant_json(const Variant& v) {
+    std::vector<double> tpot, med, p99, thr;
+    int64_t steps = 0, copies = 0, allocs = 0, completed = 0;
+    double step_ms = 0;
+    for (const auto& r : v.runs) {
+        tpot.push_back(r.mean_tpot_ms);
+        med.push_back(r.median_itl_ms);
+        p99.push_back(r.p99_itl_ms);
+        thr.push_back(r.output_throughput);
+        steps += r.decode_steps;
+        copies += r.copies;
+        allocs += r.allocations;
+        step_ms += r.step_ms;
+        completed += r.completed;
+    }
+    const double per = steps ? 1.0 / double(steps) : 0.0;
+    return {{"mean_tpot_ms", bench::mean(tpot)},        {"std_tpot_ms", bench::pop_std(tpot)},
+            {"median_itl_ms", bench::mean(med)},        {"std_median_itl_ms", bench::pop_std(med)},
+            {"p99_itl_ms", bench::mean(p99)},           {"std_p99_itl_ms", bench::pop_std(p99)},
+            {"output_throughput", bench::mean(thr)},    {"std_output_throughput", bench::pop_std(thr)},
+            {"completed", completed},                   {"runs", v.runs.size()},
+            {"decode_steps", steps},                    {"attn_output_copies_per_step", double(copies) * per},
+            {"allocations_per_step", double(allocs) * per}, {"step_ms", step_ms * per},
+            {"per_run_tpot_ms", tpot},                  {"per_run_output_throughput", thr}};
+}
+}  // namespace
+
+int cmd_bench_decode(int argc, char** argv) {
+    ArgParser args("bench decode", argc, argv);
+    const std::string model_dir = args.required("--model");
+    const int64_t conc = args.integer("--concurrency", 4), prefix = args.integer("--prefix-len", 256),
+                  suffix = args.integer("--suffix-len", 32), out_len = args.integer("--output-len", 64),
+                  warmup = args.integer("--warmup", 1), runs = args.integer("--runs", 3), seed = args.integer("--seed", 0);
+    const bool ab = args.flag("--ab");
+    const bool quiet = args.flag("--quiet");
+    const std::string json_path = args.str("--json", ""), plot_path = args.str("--plot", "");
+    const bool explicit_seqs = args.opt("--max-num-seqs").has_value();
+    EngineConfig cfg = parse_engine_options(args);
+    args.done();
+    if (conc < 1 || conc > 1024) throw Error("--concurrency must be in [1, 1024]");
+    if (prefix < 0 || suffix < 0 || prefix + suffix < 1) throw Error("--prefix-len + --suffix-len must be at least 1");
+    if (out_len < 2 || out_len > 1 << 20) throw Error("--output-len must be at least 2");
+    if (warmup < 0 || runs < 1 || runs > 1000) throw Error("--runs must be in [1, 1000] and --warmup >= 0");
+    if (!explicit_seqs) cfg.max_num_seqs = int32_t(conc);
+    const int64_t need = prefix + suffix + out_len;
+    if (cfg.max_model_len == 0) cfg.max_model_len = int32_t(std::max<int64_t>(need, 256));
+    if (explicit_seqs && cfg.max_num_seqs < conc) throw Error("--max-num-seqs must be >= --concurrency (a fixed cohort)");
+
+    auto model = load_model_with_progress(model_dir, quiet);
+    const int64_t vocab = model->config().vocab_size;
+    Rng rng(uint64_t(seed) * 0x9e3779b97f4a7c15ull + 1);
+    std::vector<int32_t> shared;
+    for (int64_t i = 0; i < prefix; ++i) shared.push_back(int32_t(rng.below(uint64_t(vocab))));
+    std::vector<std::vector<int32_t>> prompts;
+    for (int64_t c = 0; c < conc; ++c) {
+        std::vector<int32_t> p = shared;
+        for (int64_t i = 0; i < suffix; ++i) p.push_back(int32_t(rng.below(uint64_t(vocab))));
+        prompts.push_back(std::move(p));
+    }
+
+    std::vector<Variant> variants;
+    const std::vector<AttnOutputMode> modes =
+        ab ? std::vector<AttnOutputMode>{AttnOutputMode::kDirect, AttnOutputMode::kCopy} : std::vector<AttnOutputMode>{cfg.attn_output};
+    for (AttnOutputMode m : modes) {
+        EngineConfig c = cfg;
+        c.attn_output = m;
+        variants.push_back({m == AttnOutputMode::kDirect ? "direct" : "copy", std::make_unique<Engine>(*model, c), {}});
+    }
+    if (!quiet) std::fprintf(stderr, "bench decode: %s\n", variants[0].engine->sizing().describe().c_str());
+
+    Progress bar("bench decode", quiet);
+    const int64_t total = (warmup + runs) * int64_t(variants.size());
+    int64_t done = 0;
+    for (int64_t run = 0; run < warmup + runs; ++run) {
+        for (size_t k = 0; k < variants.size(); ++k) {
+            Variant& v = variants[(size_t(run) + k) % variants.size()];   // alternate who goes first
+            RunResult r = run_cohort(*v.engine, prompts, int32_t(out_len));
+            if (run >= warmup) v.runs.push_back(std::move(r));
+            bar.update(double(++done), double(total), "runs");
+        }
+    }
+    bar.finish();
+
+    J out;
+    out["benchmark"] = "decode";
+    out["config"] = {{"model", model_dir},         {"concurrency", conc},       {"prefix_len", prefix},
+                     {"suffix_len", suffix},       {"output_len", out_len},     {"warmup", warmup},
+                     {"runs", runs},               {"seed", seed},              {"threads", cfg.threads},
+                     {"activation_dtype", cfg.precision == Precision::kBF16 ? "bf16" : "f32"},
+                     {"max_num_batched_tokens", cfg.max_num_batched_tokens},
+                     {"attention_layers", model->config().n_layers}};
+    out["git_commit"] = git_commit();
+    out["cpu_flags"] = cpu::cpu_features_string();
+    out["variants"] = J::object();
+    for (const auto& v : variants) out["variants"][v.name] = variant_json(v);
+
+    // The table.
+    std::printf("| variant | mean TPOT (ms) | median ITL (ms) | p99 ITL (ms) | output tok/s | completed | copies/step | allocs/step | step (ms) |\n");
+    std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    for (const auto& v : variants) {
+        const J& j = out["variants"][v.name];
+        std::printf("| %s | %.3f ± %.3f | %.3f ± %.3f | %.3f ± %.3f | %.1f ± %.1f | %lld | %.2f | %.2f | %.3f |\n", v.name.c_str(),
+                    j["mean_tpot_ms"].get<double>(), j["std_tpot_ms"].get<double>(), j["median_itl_ms"].get<double>(),
+                    j["std_median_itl_ms"].get<double>(), j["p99_itl_ms"].get<double>(), j["std_p99_itl_ms"].get<double>(),
+                    j["output_throughput"].get<double>(), j["std_output_throughput"].get<double>(),
+                    (long long)j["completed"].get<int64_t>(), j["attn_output_copies_per_step"].get<double>(),
+                    j["allocations_per_step"].get<double>(), j["step_ms"].get<double>());
+    }
+    if (ab) {
+        const J& d = out["variants"]["direct"];
+        const J& c = out["variants"]["copy"];
+        J delta = J::object();
+        std::printf("\n| metric | copy | direct | delta | delta %% |\n| --- | --- | --- | --- | --- |\n");
+        for (const char* k : {"mean_tpot_ms", "median_itl_ms", "p99_itl_ms", "output_throughput"}) {
+            const double a = c[k].get<double>(), b = d[k].get<double>();
+            const double pct = a != 0 ? 100.0 * (b - a) / a : 0.0;
+            delta[k] = {{"abs", b - a}, {"pct", pct}};
+            std::printf("| %s | %.3f | %.3f | %+.3f | %+.2f%% |\n", k, a, b, b - a, pct);
+        }
+        out["delta_direct_vs_copy"] = delta;
+    }
+    std::fflush(stdout);
+    if (!json_path.empty()) {
+        std::ofstream f(json_path);
+        if (!f) throw Error(json_path + ": cannot create");
+        f << out.dump(2) << "\n";
+    }
+    if (!plot_path.empty()) {
+        std::vector<bench::PlotSeries> tpot_runs, itl;
+        for (const auto& v : variants) {
+            bench::PlotSeries s;
+            s.name = v.name;
+            for (size_t i = 0; i < v.runs.size(); ++i) s.points.push_back({double(i + 1), v.runs[i].mean_tpot_ms});
+            tpot_runs.push_back(std::move(s));
+            bench::PlotSeries h;
+            h.name = v.name;
+            for (const auto& r : v.runs) h.values.insert(h.values.end(), r.itl_ms.begin(), r.itl_ms.end());
+            itl.push_back(std::move(h));
+        }
+        bench::write_decode_ab_plot(plot_path, tpot_runs, itl);
+    }
+    return 0;
+}
+
+}  // namespace kimi::app

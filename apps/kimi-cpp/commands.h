@@ -21,4 +21,5 @@ int cmd_eval(int argc, char** argv);           // cmd_eval.cpp: `eval compare`
 namespace kimi::app {
 int cmd_bench_tokenizer(int argc, char** argv);   // cmd_tokenizer.cpp: `bench tokenizer`
 int cmd_bench_decode(int argc, char** argv);      // cmd_bench_decode.cpp: `bench decode`
+int cmd_bench_serve(int argc, char** argv);       // cmd_bench_serve.cpp: `bench serve`
 }  // namespace kimi::app

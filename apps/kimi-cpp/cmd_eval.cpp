@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <functional>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -114,11 +115,14 @@ int cmd_eval_compare(int argc, char** argv) {
     return 0;
 }
 
+int cmd_eval_gsm8k(int argc, char** argv);   // cmd_eval_gsm8k.cpp
+
 int cmd_eval(int argc, char** argv) {
-    if (argc < 1) throw Error("usage: kimi-cpp eval compare A.jsonl B.jsonl [--json]");
+    if (argc < 1) throw Error("usage: kimi-cpp eval gsm8k|compare [flags]");
     const std::string what = argv[0];
     if (what == "compare") return cmd_eval_compare(argc - 1, argv + 1);
-    throw Error("unknown eval '" + what + "' (eval compare)");
+    if (what == "gsm8k") return cmd_eval_gsm8k(argc - 1, argv + 1);
+    throw Error("unknown eval '" + what + "' (eval gsm8k, eval compare)");
 }
 
 }  // namespace kimi::app

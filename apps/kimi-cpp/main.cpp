@@ -25,7 +25,7 @@ const Command kCommands[] = {
     {"tokenize",      kimi::app::cmd_tokenize,      "text → token ids"},
     {"detokenize",    kimi::app::cmd_detokenize,    "token ids → text"},
     {"chat-template", kimi::app::cmd_chat_template, "render a conversation with the Kimi chat format"},
-    {"eval",          kimi::app::cmd_eval,          "evaluations: eval compare A.jsonl B.jsonl (exact McNemar)"},
+    {"eval",          kimi::app::cmd_eval,          "evaluations: eval gsm8k, eval compare A.jsonl B.jsonl (exact McNemar)"},
     {"bench",         kimi::app::cmd_bench,         "benchmarks: bench tokenizer ..."},
 };
 

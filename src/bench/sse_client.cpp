@@ -138,3 +138,20 @@ RequestResult stream_request(const Endpoint& ep, const std::string& path, const 
 }
 
 }  // namespace kimi::bench
+
+namespace kimi::bench {
+std::pair<int, nlohmann::ordered_json> post_json(const Endpoint& ep, const std::string& path, const nlohmann::ordered_json& body) {
+    httplib::Client cli(ep.host, ep.port);
+    cli.set_read_timeout(time_t(ep.timeout_s), 0);
+    cli.set_connection_timeout(30, 0);
+    httplib::Headers h;
+    if (!ep.api_key.empty()) h.emplace("Authorization", "Bearer " + ep.api_key);
+    auto res = cli.Post(path.c_str(), h, body.dump(), "application/json");
+    if (!res) return {0, {{"error", httplib::to_string(res.error())}}};
+    try {
+        return {res->status, nlohmann::ordered_json::parse(res->body)};
+    } catch (const std::exception&) {
+        return {res->status, {{"error", res->body.substr(0, 500)}}};
+    }
+}
+}  // namespace kimi::bench

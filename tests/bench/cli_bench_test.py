@@ -1,0 +1,169 @@
+#!/usr/bin/python3
+"""End-to-end tests of the measuring commands on a random tiny model: bench decode --ab,
+bench serve against our server, eval gsm8k --limit 5 against our server, eval compare.
+
+Run as: cli_bench_test.py --kimi build/bin/kimi-cpp [unittest args]. Standard library only."""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+KIMI = None
+WORK = None
+MODEL = None
+SERVER = None
+URL = None
+
+
+def run(*args, timeout=300):
+    p = subprocess.run([KIMI, *args], capture_output=True, timeout=timeout)
+    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+
+def setUpModule():
+    global WORK, MODEL, SERVER, URL
+    WORK = tempfile.mkdtemp(prefix="kimi-bench-")
+    MODEL = os.path.join(WORK, "tiny")
+    rc, _, err = run("make-model", "--preset", "tiny", "--seed", "2", "--out", MODEL)
+    assert rc == 0, err
+    SERVER = subprocess.Popen([KIMI, "serve", "--model", MODEL, "--port", "0", "--served-model-name", "kimi-tiny",
+                               "--max-num-seqs", "8", "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    line = SERVER.stdout.readline().decode()
+    m = re.search(r"at (http://[0-9.]+:[0-9]+)", line)
+    assert m, line
+    URL = m.group(1)
+
+
+def tearDownModule():
+    SERVER.terminate()
+    SERVER.wait(timeout=30)
+    shutil.rmtree(WORK, ignore_errors=True)
+
+
+class BenchDecode(unittest.TestCase):
+    def test_ab_json_counters_plot(self):
+        js, png = os.path.join(WORK, "decode.json"), os.path.join(WORK, "decode.png")
+        rc, out, err = run("bench", "decode", "--model", MODEL, "--ab", "--concurrency", "3", "--prefix-len", "24",
+                           "--suffix-len", "8", "--output-len", "12", "--warmup", "1", "--runs", "2", "--threads", "2",
+                           "--json", js, "--plot", png)
+        self.assertEqual(rc, 0, err)
+        j = json.load(open(js))
+        layers = json.load(open(os.path.join(MODEL, "config.json")))["num_hidden_layers"]
+        for k in ("config", "git_commit", "cpu_flags", "variants", "delta_direct_vs_copy"):
+            self.assertIn(k, j)
+        self.assertEqual(j["config"]["threads"], 2)
+        for name in ("direct", "copy"):
+            v = j["variants"][name]
+            for k in ("mean_tpot_ms", "std_tpot_ms", "median_itl_ms", "p99_itl_ms", "output_throughput", "completed",
+                      "attn_output_copies_per_step", "allocations_per_step"):
+                self.assertIn(k, v)
+            self.assertEqual(v["completed"], 3 * 2)
+            self.assertGreater(v["mean_tpot_ms"], 0)
+            self.assertEqual(v["allocations_per_step"], 0)
+            self.assertGreater(v["decode_steps"], 0)
+        self.assertEqual(j["variants"]["direct"]["attn_output_copies_per_step"], 0)
+        self.assertEqual(j["variants"]["copy"]["attn_output_copies_per_step"], layers)
+        self.assertIn("| direct |", out)
+        self.assertIn("| copy |", out)
+        self.assertEqual(open(png, "rb").read(8), b"\x89PNG\r\n\x1a\n")
+
+    def test_single_variant_and_bad_flags(self):
+        rc, out, err = run("bench", "decode", "--model", MODEL, "--attn-output", "copy", "--concurrency", "2",
+                           "--prefix-len", "4", "--suffix-len", "4", "--output-len", "4", "--runs", "1", "--warmup", "0")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("| copy |", out)
+        self.assertNotIn("| direct |", out)
+        rc, _, err = run("bench", "decode", "--model", MODEL, "--output-len", "1")
+        self.assertEqual(rc, 1)
+        self.assertIn("--output-len", err)
+
+
+class BenchServe(unittest.TestCase):
+    def test_against_our_server(self):
+        js, png = os.path.join(WORK, "serve.json"), os.path.join(WORK, "serve.png")
+        for endpoint in ("/v1/completions", "/v1/chat/completions"):
+            rc, out, err = run("bench", "serve", "--base-url", URL, "--tokenizer", MODEL, "--endpoint", endpoint,
+                               "--num-prompts", "8", "--random-input-len", "32", "--random-output-len", "8",
+                               "--max-concurrency", "4", "--ignore-eos", "--json", js, "--plot", png)
+            self.assertEqual(rc, 0, err + out)
+            j = json.load(open(js))
+            self.assertEqual(j["completed"], 8)
+            self.assertEqual(j["failed"], 0)
+            self.assertEqual(j["model_id"], "kimi-tiny")   # from /v1/models
+            self.assertEqual(j["total_output_tokens"], 64)   # usage from the final chunk, ignore_eos
+            for k in ("duration", "request_throughput", "output_throughput", "total_token_throughput",
+                      "mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms",
+                      "mean_itl_ms", "p99_itl_ms", "mean_e2el_ms", "input_lens", "output_lens", "ttfts", "itls"):
+                self.assertIn(k, j)
+            self.assertTrue(all(len(g) == 7 for g in j["itls"]))   # 8 tokens → 7 gaps
+            self.assertIn("Serving Benchmark Result", out)
+            self.assertEqual(open(png, "rb").read(4), b"\x89PNG")
+
+    def test_prefix_dataset_and_rate(self):
+        rc, out, err = run("bench", "serve", "--base-url", URL, "--tokenizer", MODEL, "--dataset", "prefix",
+                           "--prefix-len", "24", "--suffix-len", "8", "--output-len", "4", "--num-prompts", "5",
+                           "--request-rate", "50", "--ignore-eos", "--quiet")
+        self.assertEqual(rc, 0, err + out)
+        self.assertRegex(out, r"Successful requests:\s+5")
+
+
+class EvalGsm8k(unittest.TestCase):
+    def test_limit_5_against_our_server(self):
+        out_path, js = os.path.join(WORK, "g.jsonl"), os.path.join(WORK, "g.json")
+        rc, out, err = run("eval", "gsm8k", "--base-url", URL, "--limit", "5", "--max-tokens", "24", "--out", out_path,
+                           "--json", js)
+        self.assertEqual(rc, 0, err)
+        lines = [json.loads(l) for l in open(out_path)]
+        self.assertEqual(len(lines), 5)
+        for i, s in enumerate(lines):
+            self.assertEqual(s["id"], i)
+            for k in ("prompt", "response", "gold", "correct", "correct_by_scorer", "extracted"):
+                self.assertIn(k, s)
+            self.assertTrue(s["prompt"].startswith("Question: "))
+            self.assertTrue(s["prompt"].endswith("\nAnswer:"))
+            self.assertEqual(set(s["correct_by_scorer"]), {"vllm", "flexible-extract", "strict-match"})
+            self.assertEqual(s["correct"], s["correct_by_scorer"]["vllm"])
+        summ = json.load(open(js))
+        self.assertEqual(summ["n"], 5)
+        self.assertEqual(summ["requests_failed"], 0)
+        for k in ("accuracy", "scorers", "garbled_responses"):
+            self.assertIn(k, summ)
+        self.assertIn("invalid_rate", summ["scorers"]["vllm"])
+
+    def test_compare_reproduces_the_published_p_value(self):
+        a, b = os.path.join(WORK, "a.jsonl"), os.path.join(WORK, "b.jsonl")
+        with open(a, "w") as fa, open(b, "w") as fb:
+            # 30 both right, 17 only A, 8 only B, 45 both wrong; B's file in another order.
+            rows = [(True, True)] * 30 + [(True, False)] * 17 + [(False, True)] * 8 + [(False, False)] * 45
+            for i, (ca, _) in enumerate(rows):
+                fa.write(json.dumps({"id": "q%d" % i, "correct": ca}) + "\n")
+            for i, (_, cb) in reversed(list(enumerate(rows))):
+                fb.write(json.dumps({"id": "q%d" % i, "correct": cb}) + "\n")
+        rc, out, err = run("eval", "compare", a, b, "--json")
+        self.assertEqual(rc, 0, err)
+        j = json.loads(out)
+        s = j["scorers"]["correct"]
+        self.assertEqual((s["both_correct"], s["only_a"], s["only_b"], s["both_wrong"]), (30, 17, 8, 45))
+        self.assertAlmostEqual(s["mcnemar_p"], 0.1078, places=4)
+        rc, out, err = run("eval", "compare", a, b)
+        self.assertIn("p = 0.1078", out)
+        rc, out, err = run("eval", "compare", a, a, "--json")
+        self.assertEqual(json.loads(out)["scorers"]["correct"]["mcnemar_p"], 1.0)   # no discordant pairs
+        with open(os.path.join(WORK, "bad.jsonl"), "w") as f:
+            f.write('{"id": 1}\n')
+        rc, _, err = run("eval", "compare", a, os.path.join(WORK, "bad.jsonl"))
+        self.assertEqual(rc, 1)
+        self.assertIn("correct", err)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kimi", required=True)
+    a, rest = ap.parse_known_args()
+    KIMI = os.path.abspath(a.kimi)
+    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)

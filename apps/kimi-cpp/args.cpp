@@ -23,6 +23,12 @@ bool ArgParser::flag(const std::string& name) {
     return seen;
 }
 
+bool ArgParser::has(const std::string& name) const {
+    for (size_t i = 0; i < words_.size(); ++i)
+        if (!used_[i] && matches(words_[i], name)) return true;
+    return false;
+}
+
 std::optional<std::string> ArgParser::take(const std::string& name) {
     for (size_t i = 0; i < words_.size(); ++i) {
         if (used_[i] || !matches(words_[i], name)) continue;

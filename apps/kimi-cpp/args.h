@@ -14,6 +14,7 @@ public:
     ArgParser(std::string command, int argc, char** argv);   // argv: the words after the subcommand
 
     bool flag(const std::string& name);                                   // boolean switch
+    bool has(const std::string& name) const;                              // given? (does not consume it)
     std::optional<std::string> opt(const std::string& name);              // value if given
     std::string str(const std::string& name, const std::string& def);
     std::string required(const std::string& name);

@@ -138,7 +138,8 @@ int cmd_bench_decode(int argc, char** argv) {
     const bool ab = args.flag("--ab");
     const bool quiet = args.flag("--quiet");
     const std::string json_path = args.str("--json", ""), plot_path = args.str("--plot", "");
-    const bool explicit_seqs = args.opt("--max-num-seqs").has_value();
+    const bool explicit_seqs = args.has("--max-num-seqs");
+    const bool explicit_budget = args.has("--max-num-batched-tokens");
     EngineConfig cfg = parse_engine_options(args);
     args.done();
     if (conc < 1 || conc > 1024) throw Error("--concurrency must be in [1, 1024]");
@@ -146,6 +147,8 @@ int cmd_bench_decode(int argc, char** argv) {
     if (out_len < 2 || out_len > 1 << 20) throw Error("--output-len must be at least 2");
     if (warmup < 0 || runs < 1 || runs > 1000) throw Error("--runs must be in [1, 1000] and --warmup >= 0");
     if (!explicit_seqs) cfg.max_num_seqs = int32_t(conc);
+    // The whole cohort prefills in one step unless told otherwise, so every measured gap is a decode step.
+    if (!explicit_budget) cfg.max_num_batched_tokens = int32_t(std::max<int64_t>(cfg.max_num_batched_tokens, conc * (prefix + suffix)));
     const int64_t need = prefix + suffix + out_len;
     if (cfg.max_model_len == 0) cfg.max_model_len = int32_t(std::max<int64_t>(need, 256));
     if (explicit_seqs && cfg.max_num_seqs < conc) throw Error("--max-num-seqs must be >= --concurrency (a fixed cohort)");

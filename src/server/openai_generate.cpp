@@ -72,8 +72,13 @@ public:
         }
     }
     ~Job() {
-        for (auto& c : choices_)
-            if (!c.done) ctx_.engine.cancel(c.stream->id());
+        // Left early (the client went away): cancel; the engine frees the cache at its next step.
+        for (auto& c : choices_) {
+            if (c.done) continue;
+            ctx_.engine.cancel(c.stream->id());
+            ctx_.metrics.on_finished(FinishReason::kAbort, int64_t(job_.prompts[c.prompt].ids.size()), int64_t(c.tokens.size()),
+                                     now_s() - t0_);
+        }
     }
 
     // Follows every choice until all finished. on_event is called after each event was applied;

@@ -23,6 +23,31 @@ void send_json(httplib::Response& res, int status, const J& j) {
 
 void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status, e.to_json()); }
 
+// The body, read through the content reader so the size limit holds for chunked bodies too
+// (cpp-httplib 0.11 applies payload_max_length only to Content-Length bodies).
+std::string read_body(const httplib::Request& req, const httplib::ContentReader& reader, size_t limit) {
+    std::string body;
+    bool too_big = false;
+    const bool ok = reader([&](const char* data, size_t n) {
+        if (body.size() + n > limit) {
+            too_big = true;
+            return false;
+        }
+        body.append(data, n);
+        return true;
+    });
+    // httplib refuses a Content-Length over payload_max_length before reading anything.
+    if (!ok && !too_big && req.has_header("Content-Length")) {
+        try {
+            too_big = std::stoull(req.get_header_value("Content-Length")) > limit;
+        } catch (const std::exception&) {
+        }
+    }
+    if (!ok && !too_big) throw ApiError(400, "the request body could not be read (incomplete or malformed)", "", "bad_body");
+    if (too_big) throw ApiError(413, "the request body is larger than " + std::to_string(limit >> 20) + " MiB", "", "body_too_large");
+    return body;
+}
+
 bool needs_auth(const std::string& path) {
     return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize";
 }
@@ -42,6 +67,8 @@ HttpServer::HttpServer(ServerConfig cfg) : cfg_(std::move(cfg)), http_(std::make
     http_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
     http_->set_payload_max_length(cfg_.max_body_bytes);
     http_->set_keep_alive_max_count(1000);
+    // An idle keep-alive connection holds its worker (and so shutdown) until this expires.
+    http_->set_keep_alive_timeout(1);
     routes();
 }
 
@@ -107,6 +134,7 @@ void HttpServer::routes() {
         switch (res.status) {
             case 404: msg = "no route " + req.method + " " + req.path; break;
             case 413: msg = "the request body is too large"; break;
+            case 400: msg = "malformed HTTP request (a POST needs a body with Content-Length or chunked encoding)"; break;
             case 405: msg = "method not allowed"; break;
             default: msg = "HTTP error " + std::to_string(res.status); break;
         }
@@ -147,10 +175,11 @@ void HttpServer::routes() {
                   {"max_model_len", engine_->max_model_len()}, {"permission", J::array()}};
         send_json(res, 200, {{"object", "list"}, {"data", J::array({card})}});
     });
-    s.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
-        const J b = parse_body(req.body);
+    s.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+        const J b = parse_body(read_body(req, reader, cfg_.max_body_bytes));
         if (b.contains("model") && !b["model"].is_null() && b["model"] != cfg_.served_model_name)
-            throw ApiError(404, "The model `" + b["model"].dump() + "` does not exist.", "model", "model_not_found");
+            throw ApiError(404, "The model does not exist; this server serves `" + cfg_.served_model_name + "`.", "model",
+                           "model_not_found");
         std::vector<int32_t> ids;
         if (b.contains("messages")) {
             J chat = b;
@@ -165,8 +194,8 @@ void HttpServer::routes() {
         send_json(res, 200, {{"count", ids.size()}, {"max_model_len", engine_->max_model_len()}, {"tokens", ids},
                              {"token_strs", nullptr}});
     });
-    s.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
-        const J b = parse_body(req.body);
+    s.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+        const J b = parse_body(read_body(req, reader, cfg_.max_body_bytes));
         if (!b.contains("tokens") || !b["tokens"].is_array()) throw bad_param("tokens", "tokens must be an array of token ids");
         std::vector<int32_t> ids;
         for (const auto& v : b["tokens"]) {
@@ -177,8 +206,8 @@ void HttpServer::routes() {
         send_json(res, 200, {{"prompt", tok_->decode_lossy(ids)}});
     });
     auto generate = [this](Endpoint ep) {
-        return [this, ep](const httplib::Request& req, httplib::Response& res) {
-            const J b = parse_body(req.body);
+        return [this, ep](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+            const J b = parse_body(read_body(req, reader, cfg_.max_body_bytes));
             const ParseContext pc{tok_, cfg_.served_model_name, engine_->max_model_len(), int32_t(model_->vocab_size)};
             auto job = std::make_shared<GenerationJob>(ep == Endpoint::kChat ? parse_chat_request(b, pc)
                                                                               : parse_completion_request(b, pc));

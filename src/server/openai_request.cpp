@@ -163,7 +163,8 @@ void fit_context(GenerationJob& job, const ParseContext& c, int32_t default_max_
         if (len >= c.max_model_len)
             throw ApiError(400, "This model's maximum context length is " + std::to_string(c.max_model_len) +
                                     " tokens. However, your prompt has " + std::to_string(len) +
-                                    " tokens. Please reduce the length of the prompt.", "messages", "context_length_exceeded");
+                                    " tokens. Please reduce the length of the prompt.",
+                           job.endpoint == Endpoint::kChat ? "messages" : "prompt", "context_length_exceeded");
         if (job.max_tokens_given && len + job.params.max_tokens > c.max_model_len)
             throw ApiError(400, "This model's maximum context length is " + std::to_string(c.max_model_len) +
                                     " tokens. However, you requested " + std::to_string(len + job.params.max_tokens) +
@@ -197,6 +198,26 @@ PromptInput prompt_from_text(const std::string& s, const ParseContext& c) {
 }  // namespace
 
 nlohmann::ordered_json parse_body(const std::string& body) {
+    // Nesting is bounded before parsing: copying or printing a value nested 100k deep would
+    // exhaust the stack. No OpenAI request needs more than a few levels.
+    constexpr int kMaxDepth = 64;
+    int depth = 0;
+    bool in_string = false, escaped = false;
+    for (char c : body) {
+        if (in_string) {
+            if (escaped) escaped = false;
+            else if (c == '\\') escaped = true;
+            else if (c == '"') in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > kMaxDepth)
+                throw ApiError(400, "the request body is nested deeper than " + std::to_string(kMaxDepth) + " levels", "",
+                               "invalid_json");
+        } else if (c == ']' || c == '}') {
+            --depth;
+        }
+    }
     J j;
     try {
         j = J::parse(body);

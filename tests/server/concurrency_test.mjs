@@ -8,119 +8,15 @@
 // (batching does not change results); afterwards the engine is idle again with every cache
 // block and state slot returned (the aborted requests' included) and the abort counter moved.
 // Prints a JSON summary (requests, wall time, tokens, tokens/s, mean TTFT). Exit 0 / 1.
-import { spawn, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import readline from 'node:readline';
+import {
+    MODEL_NAME, cliArgs, fmt, assert, eq, check, report, runMain, makeTinyModel, startServer, stopServers, checkShutdown,
+} from './common.mjs';
 
-// ---------------------------------------------------------------- arguments
-function parseArgs(argv) {
-    const out = {};
-    for (let i = 0; i < argv.length; ++i) {
-        const a = argv[i];
-        if (!a.startsWith('--')) throw new Error(`unexpected argument ${a}`);
-        const eq = a.indexOf('=');
-        if (eq > 0) out[a.slice(2, eq)] = a.slice(eq + 1);
-        else out[a.slice(2)] = argv[++i];
-    }
-    return out;
-}
-const args = parseArgs(process.argv.slice(2));
-const KIMI = args.kimi;
-if (!KIMI) {
-    console.error('usage: concurrency_test.mjs --kimi PATH [--node-modules DIR]');
-    process.exit(2);
-}
-const MODEL_NAME = 'kimi-tiny';
+const KIMI = cliArgs('usage: concurrency_test.mjs --kimi PATH [--node-modules DIR]', ['kimi']).kimi;
 const N_REQUESTS = 24;
 const MAX_NUM_SEQS = 8;
 const ABORT_AFTER_CHUNKS = 3;
-
-// ---------------------------------------------------------------- tiny harness
-let nPass = 0;
-const failures = [];
-function fmt(v) {
-    const s = JSON.stringify(v);
-    return s === undefined ? String(v) : s.length > 400 ? s.slice(0, 400) + '…' : s;
-}
-class CheckError extends Error {}
-function assert(cond, msg) {
-    if (!cond) throw new CheckError(msg);
-}
-function eq(got, want, msg) {
-    const g = JSON.stringify(got), w = JSON.stringify(want);
-    if (g !== w) throw new CheckError(`${msg}: got ${fmt(got)}, want ${fmt(want)}`);
-}
-async function check(name, fn) {
-    const t0 = Date.now();
-    try {
-        await fn();
-        ++nPass;
-        console.log(`ok    ${name}  (${Date.now() - t0} ms)`);
-    } catch (e) {
-        failures.push(name);
-        console.log(`FAIL  ${name}: ${e instanceof CheckError ? e.message : e && e.stack ? e.stack : e}`);
-    }
-}
-
-// ---------------------------------------------------------------- server process
-let server = null;
-function startServer(modelDir, extra = []) {
-    return new Promise((resolve, reject) => {
-        const argv = ['serve', '--model', modelDir, '--port', '0', '--served-model-name', MODEL_NAME, ...extra];
-        const proc = spawn(KIMI, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
-        const srv = { proc, url: null, stderr: '', exited: null };
-        server = srv;
-        proc.stderr.on('data', (d) => {
-            srv.stderr += d.toString();
-            if (srv.stderr.length > 200000) srv.stderr = srv.stderr.slice(-100000);
-        });
-        const timer = setTimeout(() => reject(new Error(`server did not print its URL in 30 s; stderr:\n${srv.stderr}`)), 30000);
-        proc.on('exit', (code, signal) => {
-            srv.exited = { code, signal };
-            clearTimeout(timer);
-            if (!srv.url) reject(new Error(`server exited early (code ${code}, signal ${signal}); stderr:\n${srv.stderr}`));
-        });
-        const rl = readline.createInterface({ input: proc.stdout });
-        rl.on('line', (line) => {
-            const m = /serving '.*' at (http:\/\/[0-9.]+:\d+)/.exec(line);
-            if (m && !srv.url) {
-                srv.url = m[1];
-                waitHealthy(srv).then(() => {
-                    clearTimeout(timer);
-                    resolve(srv);
-                }, reject);
-            }
-        });
-    });
-}
-async function waitHealthy(srv) {
-    const until = Date.now() + 30000;
-    for (;;) {
-        try {
-            const r = await fetch(srv.url + '/health');
-            if (r.status === 200) return;
-        } catch (_) { /* not yet */ }
-        if (Date.now() > until) throw new Error('server never became healthy');
-        await new Promise((r) => setTimeout(r, 50));
-    }
-}
-function stopServer(srv, timeoutMs = 15000) {
-    return new Promise((resolve) => {
-        if (srv.exited) return resolve(srv.exited);
-        const timer = setTimeout(() => srv.proc.kill('SIGKILL'), timeoutMs);
-        srv.proc.once('exit', (code, signal) => {
-            clearTimeout(timer);
-            resolve({ code, signal });
-        });
-        srv.proc.kill('SIGTERM');
-    });
-}
-process.on('exit', () => {
-    if (server && !server.exited) try { server.proc.kill('SIGKILL'); } catch (_) { /* gone */ }
-});
-for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(1));
 
 // ---------------------------------------------------------------- SSE over fetch
 // One streaming request. abortAfter: abort the connection after that many data chunks.
@@ -202,6 +98,8 @@ async function streamRequest(base, spec) {
                 if (abortAfter && out.chunks.length >= abortAfter && !out.aborted) {
                     out.aborted = true;
                     ac.abort();
+                    buf = '';   // what was already read past the abort point is not looked at
+                    break;
                 }
             }
         }
@@ -296,13 +194,11 @@ function checkComplete(r) {
 }
 
 async function main() {
-    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kimi-concurrency-test-'));
-    const modelDir = path.join(tmp, 'model');
-    execFileSync(KIMI, ['make-model', '--preset', 'tiny', '--seed', '1', '--out', modelDir], { stdio: 'pipe' });
+    const { tmp, modelDir } = makeTinyModel(KIMI, 'kimi-concurrency-test-');
     const tStart = Date.now();
     let summary = null;
     try {
-        const srv = await startServer(modelDir, ['--max-num-seqs', String(MAX_NUM_SEQS), '--threads', '2']);
+        const srv = await startServer(KIMI, modelDir, ['--max-num-seqs', String(MAX_NUM_SEQS), '--threads', '2']);
         console.log(`server at ${srv.url}`);
 
         let alone = null;
@@ -408,25 +304,13 @@ async function main() {
                 keep_alives: results.reduce((s, r) => s + r.keepAlives, 0),
             };
         }
-        const ex = await stopServer(srv);
-        if (ex.code === 0) {
-            ++nPass;
-            console.log('ok    server shut down cleanly on SIGTERM (exit 0)');
-        } else {
-            failures.push('server shutdown');
-            console.log(`FAIL  server shutdown: exit ${fmt(ex)}; stderr tail:\n${srv.stderr.slice(-2000)}`);
-        }
+        await checkShutdown('server', srv);
     } finally {
-        if (server && !server.exited) await stopServer(server);
+        await stopServers();
         fs.rmSync(tmp, { recursive: true, force: true });
     }
     if (summary) console.log('summary ' + JSON.stringify(summary));
-    console.log(`\n${nPass} passed, ${failures.length} failed in ${((Date.now() - tStart) / 1000).toFixed(1)} s`);
-    if (failures.length) console.log('failed: ' + failures.join('; '));
-    return failures.length === 0;
+    return report(tStart);
 }
 
-main().then((ok) => process.exit(ok ? 0 : 1), (e) => {
-    console.error(e && e.stack ? e.stack : e);
-    process.exit(1);
-});
+runMain(main);

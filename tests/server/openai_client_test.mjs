@@ -6,63 +6,17 @@
 //   node tests/server/openai_client_test.mjs --kimi /abs/kimi-cpp --node-modules /abs/node_modules
 //
 // Exit code 0 when every check passed, 1 otherwise.
-import { spawn, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import readline from 'node:readline';
 import { pathToFileURL } from 'node:url';
+import {
+    MODEL_NAME, cliArgs, fmt, assert, eq, near, check, report, runMain, makeTinyModel, startServer, checkShutdown,
+} from './common.mjs';
 
-// ---------------------------------------------------------------- arguments
-function parseArgs(argv) {
-    const out = {};
-    for (let i = 0; i < argv.length; ++i) {
-        const a = argv[i];
-        if (!a.startsWith('--')) throw new Error(`unexpected argument ${a}`);
-        const eq = a.indexOf('=');
-        if (eq > 0) out[a.slice(2, eq)] = a.slice(eq + 1);
-        else out[a.slice(2)] = argv[++i];
-    }
-    return out;
-}
-const args = parseArgs(process.argv.slice(2));
+const args = cliArgs('usage: openai_client_test.mjs --kimi PATH --node-modules DIR', ['kimi', 'node-modules']);
 const KIMI = args.kimi;
 const NODE_MODULES = args['node-modules'];
-if (!KIMI || !NODE_MODULES) {
-    console.error('usage: openai_client_test.mjs --kimi PATH --node-modules DIR');
-    process.exit(2);
-}
-const MODEL_NAME = 'kimi-tiny';
 
-// ---------------------------------------------------------------- tiny harness
-let nPass = 0;
-const failures = [];
-function fmt(v) {
-    const s = JSON.stringify(v);
-    return s === undefined ? String(v) : s.length > 400 ? s.slice(0, 400) + '…' : s;
-}
-class CheckError extends Error {}
-function assert(cond, msg) {
-    if (!cond) throw new CheckError(msg);
-}
-function eq(got, want, msg) {
-    const g = JSON.stringify(got), w = JSON.stringify(want);
-    if (g !== w) throw new CheckError(`${msg}: got ${fmt(got)}, want ${fmt(want)}`);
-}
-function near(got, want, tol, msg) {
-    if (!(typeof got === 'number' && Math.abs(got - want) <= tol)) throw new CheckError(`${msg}: got ${got}, want ${want} ± ${tol}`);
-}
-async function check(name, fn) {
-    const t0 = Date.now();
-    try {
-        await fn();
-        ++nPass;
-        console.log(`ok    ${name}  (${Date.now() - t0} ms)`);
-    } catch (e) {
-        failures.push(name);
-        console.log(`FAIL  ${name}: ${e instanceof CheckError ? e.message : e && e.stack ? e.stack : e}`);
-    }
-}
 // Runs fn, which must throw an APIError of class cls with this status.
 async function expectApiError(fn, cls, status, what) {
     let err = null;
@@ -77,67 +31,7 @@ async function expectApiError(fn, cls, status, what) {
     return err;
 }
 
-// ---------------------------------------------------------------- server process
-const servers = [];
-function startServer(modelDir, extra = []) {
-    return new Promise((resolve, reject) => {
-        const argv = ['serve', '--model', modelDir, '--port', '0', '--served-model-name', MODEL_NAME, '--threads', '2', ...extra];
-        const proc = spawn(KIMI, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
-        const srv = { proc, url: null, stderr: '', exited: null };
-        servers.push(srv);
-        proc.stderr.on('data', (d) => {
-            srv.stderr += d.toString();
-            if (srv.stderr.length > 200000) srv.stderr = srv.stderr.slice(-100000);
-        });
-        const timer = setTimeout(() => reject(new Error(`server did not print its URL in 30 s; stderr:\n${srv.stderr}`)), 30000);
-        proc.on('exit', (code, signal) => {
-            srv.exited = { code, signal };
-            clearTimeout(timer);
-            if (!srv.url) reject(new Error(`server exited early (code ${code}, signal ${signal}); stderr:\n${srv.stderr}`));
-        });
-        const rl = readline.createInterface({ input: proc.stdout });
-        rl.on('line', (line) => {
-            const m = /serving '.*' at (http:\/\/[0-9.]+:\d+)/.exec(line);
-            if (m && !srv.url) {
-                srv.url = m[1];
-                waitHealthy(srv).then(() => {
-                    clearTimeout(timer);
-                    resolve(srv);
-                }, reject);
-            }
-        });
-    });
-}
-async function waitHealthy(srv) {
-    const until = Date.now() + 30000;
-    for (;;) {
-        try {
-            const r = await fetch(srv.url + '/health');
-            if (r.status === 200) return;
-        } catch (_) { /* not yet */ }
-        if (Date.now() > until) throw new Error('server never became healthy');
-        await new Promise((r) => setTimeout(r, 50));
-    }
-}
-// SIGTERM, then wait for the exit; the exit status of a graceful shutdown is 0.
-function stopServer(srv, timeoutMs = 15000) {
-    return new Promise((resolve) => {
-        if (srv.exited) return resolve(srv.exited);
-        const timer = setTimeout(() => {
-            srv.proc.kill('SIGKILL');
-        }, timeoutMs);
-        srv.proc.once('exit', (code, signal) => {
-            clearTimeout(timer);
-            resolve({ code, signal });
-        });
-        srv.proc.kill('SIGTERM');
-    });
-}
-process.on('exit', () => {
-    for (const s of servers) if (!s.exited) try { s.proc.kill('SIGKILL'); } catch (_) { /* gone */ }
-});
-for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(1));
-
+// ---------------------------------------------------------------- helpers on responses
 async function postJson(url, body, headers = {}) {
     const r = await fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/json', ...headers }, body: JSON.stringify(body) });
     const text = await r.text();
@@ -147,48 +41,44 @@ async function postJson(url, body, headers = {}) {
     } catch (_) { /* not JSON */ }
     return { status: r.status, json, text };
 }
-
-// ---------------------------------------------------------------- helpers on responses
 async function collectStream(stream) {
     const chunks = [];
     for await (const c of stream) chunks.push(c);
     return chunks;
 }
-// Reassembles a chat stream: per choice index, content, role, finish_reason, token chunks.
-function reassembleChat(chunks) {
+// Reassembles a stream per choice index: fresh(choice) makes a choice's state, add(state, choice)
+// takes in each chunk's choice; finish_reason, token chunks and chunks after the finish are counted.
+function reassemble(chunks, fresh, add) {
     const by = new Map();
     let usage = null;
     for (const c of chunks) {
         if (c.usage) usage = c.usage;
         for (const ch of c.choices) {
-            if (!by.has(ch.index)) by.set(ch.index, { content: '', firstDelta: ch.delta, role: null, finish: null, nChunks: 0, logprobs: [], toolCalls: [], afterFinish: 0 });
+            if (!by.has(ch.index)) by.set(ch.index, fresh(ch));
             const s = by.get(ch.index);
             if (s.finish !== null) s.afterFinish++;
             s.nChunks++;
-            if (ch.delta.role) s.role = s.role ?? ch.delta.role;
-            if (typeof ch.delta.content === 'string') s.content += ch.delta.content;
-            if (ch.delta.tool_calls) s.toolCalls.push(...ch.delta.tool_calls);
-            if (ch.logprobs && ch.logprobs.content) s.logprobs.push(...ch.logprobs.content);
+            add(s, ch);
             if (ch.finish_reason) s.finish = ch.finish_reason;
         }
     }
     return { by, usage };
 }
+// A chat stream: content, first delta, role, tool calls and logprobs.
+function reassembleChat(chunks) {
+    return reassemble(chunks, (ch) => ({ content: '', firstDelta: ch.delta, role: null, finish: null, nChunks: 0, logprobs: [], toolCalls: [], afterFinish: 0 }),
+                      (s, ch) => {
+                          if (ch.delta.role) s.role = s.role ?? ch.delta.role;
+                          if (typeof ch.delta.content === 'string') s.content += ch.delta.content;
+                          if (ch.delta.tool_calls) s.toolCalls.push(...ch.delta.tool_calls);
+                          if (ch.logprobs && ch.logprobs.content) s.logprobs.push(...ch.logprobs.content);
+                      });
+}
+// A completions stream: text.
 function reassembleCompletion(chunks) {
-    const by = new Map();
-    let usage = null;
-    for (const c of chunks) {
-        if (c.usage) usage = c.usage;
-        for (const ch of c.choices) {
-            if (!by.has(ch.index)) by.set(ch.index, { text: '', finish: null, nChunks: 0, afterFinish: 0 });
-            const s = by.get(ch.index);
-            if (s.finish !== null) s.afterFinish++;
-            s.nChunks++;
-            s.text += ch.text;
-            if (ch.finish_reason) s.finish = ch.finish_reason;
-        }
-    }
-    return { by, usage };
+    return reassemble(chunks, () => ({ text: '', finish: null, nChunks: 0, afterFinish: 0 }), (s, ch) => {
+        s.text += ch.text;
+    });
 }
 function checkUsage(u, what) {
     assert(u && typeof u === 'object', `${what}: usage missing`);
@@ -240,14 +130,12 @@ async function main() {
     const version = JSON.parse(fs.readFileSync(path.join(NODE_MODULES, 'openai/package.json'), 'utf8')).version;
     console.log(`openai client ${version} (${entry})`);
 
-    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kimi-openai-test-'));
-    const modelDir = path.join(tmp, 'model');
-    execFileSync(KIMI, ['make-model', '--preset', 'tiny', '--seed', '1', '--out', modelDir], { stdio: 'pipe' });
+    const { tmp, modelDir } = makeTinyModel(KIMI, 'kimi-openai-test-');
 
     const t0 = Date.now();
     let srv = null, authSrv = null;
     try {
-        srv = await startServer(modelDir);
+        srv = await startServer(KIMI, modelDir, ['--threads', '2']);
         console.log(`server at ${srv.url}`);
         const client = new OpenAI({ baseURL: srv.url + '/v1', apiKey: 'whatever', maxRetries: 0, timeout: 60000 });
 
@@ -620,7 +508,7 @@ async function main() {
 
         // ------------------------------------------------------------ API key
         await check('--api-key: wrong key → AuthenticationError 401, right key works', async () => {
-            authSrv = await startServer(modelDir, ['--api-key', 'sekrit-key']);
+            authSrv = await startServer(KIMI, modelDir, ['--threads', '2', '--api-key', 'sekrit-key']);
             const bad = new OpenAI({ baseURL: authSrv.url + '/v1', apiKey: 'wrong-key', maxRetries: 0, timeout: 30000 });
             await expectApiError(() => bad.models.list(), AuthenticationError, 401, 'models.list with a wrong key');
             await expectApiError(() => bad.chat.completions.create(chatParams), AuthenticationError, 401, 'chat with a wrong key');
@@ -634,26 +522,10 @@ async function main() {
             eq(h.status, 200, '/health needs no key');
         });
     } finally {
-        for (const [name, s] of [['auth server', authSrv], ['server', srv]]) {
-            if (!s) continue;
-            const ex = await stopServer(s);
-            if (ex.code !== 0) {
-                failures.push(`${name} shutdown`);
-                console.log(`FAIL  ${name} shutdown: exit ${fmt(ex)}; stderr tail:\n${s.stderr.slice(-2000)}`);
-            } else {
-                ++nPass;
-                console.log(`ok    ${name} shut down cleanly on SIGTERM (exit 0)`);
-            }
-        }
+        for (const [name, s] of [['auth server', authSrv], ['server', srv]]) if (s) await checkShutdown(name, s);
         fs.rmSync(tmp, { recursive: true, force: true });
     }
-    const secs = ((Date.now() - t0) / 1000).toFixed(1);
-    console.log(`\n${nPass} passed, ${failures.length} failed in ${secs} s`);
-    if (failures.length) console.log('failed: ' + failures.join('; '));
-    return failures.length === 0;
+    return report(t0);
 }
 
-main().then((ok) => process.exit(ok ? 0 : 1), (e) => {
-    console.error(e && e.stack ? e.stack : e);
-    process.exit(1);
-});
+runMain(main);

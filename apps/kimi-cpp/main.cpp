@@ -26,7 +26,7 @@ const Command kCommands[] = {
     {"detokenize",    kimi::app::cmd_detokenize,    "token ids → text"},
     {"chat-template", kimi::app::cmd_chat_template, "render a conversation with the Kimi chat format"},
     {"eval",          kimi::app::cmd_eval,          "evaluations: eval gsm8k, eval compare A.jsonl B.jsonl (exact McNemar)"},
-    {"bench",         kimi::app::cmd_bench,         "benchmarks: bench tokenizer ..."},
+    {"bench",         kimi::app::cmd_bench,         "benchmarks: bench decode (direct/copy A/B), bench serve (load generator), bench tokenizer"},
 };
 
 void usage(FILE* f) {

@@ -25,6 +25,9 @@ import sys
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from http_common import request  # noqa: E402
+
 
 def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -71,14 +74,9 @@ class Pump:
 
 
 def http_request(port, method, path, body=None, timeout=60):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        data = json.dumps(body).encode() if body is not None else None
-        conn.request(method, path, body=data, headers={"Content-Type": "application/json"} if data else {})
-        r = conn.getresponse()
-        return r.status, r.read()
-    finally:
-        conn.close()
+    """(status, body bytes) of one request on a fresh connection; body: a dict sent as JSON."""
+    r = request(port, method, path, body, timeout=timeout)
+    return r.status, r.body
 
 
 def main():

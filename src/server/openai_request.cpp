@@ -143,8 +143,8 @@ void parse_common(const J& b, const ParseContext& c, GenerationJob& job) {
         if ((*rf)["type"] != "text") reject_if_set(b, "response_format", "only {\"type\": \"text\"} (no structured output)");
     }
     for (const char* k : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"})
-        reject_if_set(b, k, "structured output is not implemented");
-    reject_if_set(b, "prompt_logprobs", "prompt logprobs are not implemented");
+        reject_if_set(b, k, "structured output (constrained decoding) is not supported by this server");
+    reject_if_set(b, "prompt_logprobs", "prompt logprobs are not supported by this server");
     const J* mt = field(b, "max_completion_tokens");
     if (!mt) mt = field(b, "max_tokens");
     if (mt) {
@@ -255,7 +255,7 @@ GenerationJob parse_completion_request(const J& b, const ParseContext& c) {
         job.logprobs = true;
         job.params.logprobs = int32_t(integer(b, "logprobs", 0, 0, 20));
     }
-    if (job.echo && job.logprobs) reject_if_set(b, "logprobs", "logprobs together with echo needs prompt logprobs, not implemented");
+    if (job.echo && job.logprobs) reject_if_set(b, "logprobs", "logprobs together with echo needs prompt logprobs, which this server does not compute");
     fit_context(job, c, 16);
     return job;
 }
@@ -295,7 +295,7 @@ GenerationJob parse_chat_request(const J& b, const ParseContext& c) {
     }
     for (const char* k : {"functions", "function_call"}) reject_if_set(b, k, "deprecated; use tools");
     reject_if_set(b, "chat_template", "the model's own chat format is always used");
-    if (boolean(b, "continue_final_message", false)) reject_if_set(b, "continue_final_message", "not implemented");
+    if (boolean(b, "continue_final_message", false)) reject_if_set(b, "continue_final_message", "continuing a final assistant message is not supported");
     job.parse_tools = !tools.is_null() && !tool_choice_none;
 
     job.logprobs = boolean(b, "logprobs", false);

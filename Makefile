@@ -59,7 +59,10 @@ SERVE_ARGS ?=
 serve: build $(MODEL_DIR)/config.json
 	$(KIMI) serve --model $(MODEL_DIR) --served-model-name kimi-tiny --host $(HOST) --port $(PORT) $(SERVE_ARGS)
 
+# Benchmarks (never fail on speed): machine limits into bench/results/, then the slow ctest targets.
 bench: build
+	@mkdir -p bench/results
+	$(KIMI) bench machine --json bench/results/machine.json
 	ctest --test-dir $(BUILD) -L slow --output-on-failure
 
 clean:

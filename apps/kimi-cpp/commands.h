@@ -22,4 +22,5 @@ namespace kimi::app {
 int cmd_bench_tokenizer(int argc, char** argv);   // cmd_tokenizer.cpp: `bench tokenizer`
 int cmd_bench_decode(int argc, char** argv);      // cmd_bench_decode.cpp: `bench decode`
 int cmd_bench_serve(int argc, char** argv);       // cmd_bench_serve.cpp: `bench serve`
+int cmd_bench_machine(int argc, char** argv);     // cmd_bench_machine.cpp: `bench machine`
 }  // namespace kimi::app

@@ -83,6 +83,22 @@ class BenchDecode(unittest.TestCase):
         self.assertIn("--output-len", err)
 
 
+class BenchMachine(unittest.TestCase):
+    def test_probes_json(self):
+        js = os.path.join(WORK, "machine.json")
+        rc, out, err = run("bench", "machine", "--size-mb", "64", "--reps", "2", "--threads", "2", "--json", js)
+        self.assertEqual(rc, 0, err)
+        j = json.load(open(js))
+        for k in ("cpu", "cpu_flags", "threads", "read_bandwidth_gbs", "peak_gflops"):
+            self.assertIn(k, j)
+        for part in (j["read_bandwidth_gbs"], j["peak_gflops"]["f32"], j["peak_gflops"]["bf16"]):
+            for t in ("1_thread", "all_threads"):
+                self.assertGreater(part[t]["median"], 0)
+                self.assertLessEqual(part[t]["min"], part[t]["median"])
+                self.assertLessEqual(part[t]["median"], part[t]["max"])
+        self.assertIn("| read bandwidth |", out)
+
+
 class BenchServe(unittest.TestCase):
     def test_against_our_server(self):
         js, png = os.path.join(WORK, "serve.json"), os.path.join(WORK, "serve.png")

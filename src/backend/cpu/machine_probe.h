@@ -1,0 +1,25 @@
+// Machine probes for `kimi-cpp bench machine`: streaming read bandwidth over a buffer far
+// larger than the last-level cache, and the peak multiply-add rate of register-only loops
+// for the best instruction set present (AVX2+FMA, else scalar). The limits the engine's
+// decode (bandwidth) and prefill (matrix units) are measured against.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace kimi::cpu {
+
+// Sum of the buffer's 64-bit words (so the reads cannot be optimised away).
+uint64_t read_sum(const uint64_t* p, int64_t n_words);
+
+// A register-only loop of n_iter iterations of independent FMAs; returns the flops done
+// (2 per multiply-add) and writes a result the caller must consume.
+struct PeakResult {
+    double flops = 0.0;
+    float sink = 0.0f;
+    std::string isa;
+};
+PeakResult fma_f32_loop(int64_t n_iter);
+// bf16 inputs widened to f32 (shift) then FMA — the bf16 weight path without AVX-512 BF16.
+PeakResult fma_bf16_loop(int64_t n_iter);
+
+}  // namespace kimi::cpu

@@ -12,23 +12,17 @@
 
 #include "args.h"
 #include "backend/cpu/cpu_features.h"
-#include "backend/cpu/machine_probe.h"
 #include "bench/stats.h"
 #include "commands.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "machine_limits.h"
 #include "progress.h"
 
 namespace kimi::app {
 
 namespace {
 using J = nlohmann::ordered_json;
-
-double seconds_of(const std::function<void()>& fn) {
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 J stats_json(const std::vector<double>& v) {
     std::vector<double> s = v;
@@ -57,61 +51,25 @@ int cmd_bench_machine(int argc, char** argv) {
     if (reps < 1 || reps > 1000) throw Error("--reps must be in [1, 1000]");
     if (threads < 1 || threads > 1024) throw Error("--threads must be in [1, 1024]");
 
-    const int64_t n_words = size_mb * (int64_t(1) << 20) / 8;
-    std::unique_ptr<uint64_t, decltype(&std::free)> buf(
-        static_cast<uint64_t*>(std::aligned_alloc(64, size_t(n_words) * 8)), &std::free);
-    if (!buf) throw Error("cannot allocate " + std::to_string(size_mb) + " MiB");
     ThreadPool pool{int(threads)};
-    pool.parallel_ranges(n_words, [&](int64_t b, int64_t e, int) {
-        for (int64_t i = b; i < e; ++i) buf.get()[i] = uint64_t(i) * 0x9e3779b97f4a7c15ull;
-    });
-
+    const ProbeBuffer buf(pool, size_mb * (int64_t(1) << 20) / 8);
     Progress bar("bench machine", quiet);
     const double total_steps = double(reps) * 6;
     double done = 0;
-    volatile uint64_t sink = 0;
-    const double gb = double(n_words) * 8 / 1e9;
     std::vector<double> bw1, bwn, f1, fn, b1, bn;
-    std::vector<uint64_t> part(static_cast<size_t>(threads));
-    const int64_t iters = 20'000'000;
     std::string isa_f32, isa_bf16;
     for (int64_t r = 0; r < reps; ++r) {
-        bw1.push_back(gb / seconds_of([&] { sink = sink + cpu::read_sum(buf.get(), n_words); }));
+        bw1.push_back(read_gbs(buf, nullptr));
         bar.update(++done, total_steps, "probes");
-        bwn.push_back(gb / seconds_of([&] {
-                          pool.parallel_ranges(n_words, [&](int64_t b, int64_t e, int w) {
-                              part[size_t(w)] = cpu::read_sum(buf.get() + b, e - b);
-                          });
-                      }));
-        for (uint64_t p : part) sink = sink + p;
+        bwn.push_back(read_gbs(buf, &pool));
         bar.update(++done, total_steps, "probes");
-        cpu::PeakResult pr;
-        f1.push_back(seconds_of([&] { pr = cpu::fma_f32_loop(iters); }));
-        f1.back() = pr.flops / f1.back() / 1e9;
-        isa_f32 = pr.isa;
+        f1.push_back(peak_gflops(false, nullptr, isa_f32));
         bar.update(++done, total_steps, "probes");
-        double flops = 0;
-        const double t = seconds_of([&] {
-            pool.parallel_ranges(threads, [&](int64_t b, int64_t e, int) {
-                for (int64_t k = b; k < e; ++k) {
-                    const cpu::PeakResult q = cpu::fma_f32_loop(iters);
-                    sink = sink + uint64_t(q.sink);
-                }
-            });
-        });
-        flops = pr.flops * double(threads);
-        fn.push_back(flops / t / 1e9);
+        fn.push_back(peak_gflops(false, &pool, isa_f32));
         bar.update(++done, total_steps, "probes");
-        b1.push_back(seconds_of([&] { pr = cpu::fma_bf16_loop(iters); }));
-        b1.back() = pr.flops / b1.back() / 1e9;
-        isa_bf16 = pr.isa;
+        b1.push_back(peak_gflops(true, nullptr, isa_bf16));
         bar.update(++done, total_steps, "probes");
-        const double tb = seconds_of([&] {
-            pool.parallel_ranges(threads, [&](int64_t b, int64_t e, int) {
-                for (int64_t k = b; k < e; ++k) sink = sink + uint64_t(cpu::fma_bf16_loop(iters).sink);
-            });
-        });
-        bn.push_back(pr.flops * double(threads) / tb / 1e9);
+        bn.push_back(peak_gflops(true, &pool, isa_bf16));
         bar.update(++done, total_steps, "probes");
     }
     bar.finish();
@@ -143,7 +101,6 @@ int cmd_bench_machine(int argc, char** argv) {
         if (!f) throw Error(json_path + ": cannot create");
         f << out.dump(2) << "\n";
     }
-    (void)sink;
     return 0;
 }
 

@@ -5,12 +5,11 @@
 #include "args.h"
 #include "commands.h"
 #include "model/kimi_linear.h"
+#include "model/step_traffic.h"
 
 namespace kimi::app {
 
 namespace {
-int64_t bytes_of(const Tensor& t) { return int64_t(t.nbytes()); }
-int64_t mlp_bytes(const MlpWeights& m) { return bytes_of(m.gate) + bytes_of(m.up) + bytes_of(m.down); }
 double mib(double b) { return b / 1048576.0; }
 }  // namespace
 
@@ -39,30 +38,17 @@ int cmd_inspect(int argc, char** argv) {
                 (long long)c.first_k_dense_replace);
 
     std::printf("\nlayer map (0-based):\n");
-    int64_t decode_bytes = bytes_of(w.lm_head) + c.hidden_size * int64_t(dtype_size(w.embed.dtype)) + bytes_of(w.final_norm);
     for (int64_t i = 0; i < c.n_layers; ++i) {
         const LayerWeights& l = w.layers[size_t(i)];
         std::printf("  %3lld  %-4s %s\n", (long long)i, l.kind == LayerKind::kKda ? "KDA" : "MLA", l.is_moe ? "MoE" : "dense");
-        if (l.kind == LayerKind::kKda) {
-            const KdaWeights& a = l.kda;
-            for (const Tensor* t : {&a.q_proj, &a.k_proj, &a.v_proj, &a.f_a, &a.f_b, &a.b_proj, &a.g_a, &a.g_b, &a.o_proj})
-                decode_bytes += bytes_of(*t);
-        } else {
-            const MlaWeights& a = l.mla;
-            for (const Tensor* t : {&a.q_proj, &a.kv_a_c, &a.kv_a_rope, &a.w_uk_t, &a.w_uv, &a.o_proj}) decode_bytes += bytes_of(*t);
-        }
-        if (l.is_moe)
-            decode_bytes += bytes_of(l.moe.router) + c.n_experts_per_token * mlp_bytes(l.moe.experts[0]) +
-                            (l.moe.has_shared ? mlp_bytes(l.moe.shared) : 0);
-        else
-            decode_bytes += mlp_bytes(l.mlp);
     }
+    const double decode_bytes = decode_step_traffic(*model, 1, 0).weight_bytes;
     const int64_t file_bytes = int64_t(model->store().tensor_bytes());
     const int64_t params = model->store().n_params();
     const CacheGeometry g = model->cache_geometry(1, 1);
     std::printf("\nparameters:   %lld (%.1f MiB of tensors in %zu file(s))\n", (long long)params, mib(double(file_bytes)),
                 model->store().n_files());
-    std::printf("decode read:  %.2f MiB of weights per step at batch 1 (selected experts only)\n", mib(double(decode_bytes)));
+    std::printf("decode read:  %.2f MiB of weights per step at batch 1 (selected experts only)\n", mib(decode_bytes));
     std::printf("cache:        KDA state %.2f MiB per sequence; MLA latents %lld B per token of context\n",
                 mib(double(g.bytes_per_slot())), (long long)(g.bytes_per_block() / g.block_size));
     return 0;

@@ -1,0 +1,53 @@
+// StepTraffic (see step_traffic.h).
+#include "model/step_traffic.h"
+
+#include <cmath>
+
+namespace kimi {
+
+namespace {
+double bytes_of(const Tensor& t) { return double(t.nbytes()); }
+double elems_of(const Tensor& t) { return double(t.numel()); }
+double mlp_bytes(const MlpWeights& m) { return bytes_of(m.gate) + bytes_of(m.up) + bytes_of(m.down); }
+double mlp_elems(const MlpWeights& m) { return elems_of(m.gate) + elems_of(m.up) + elems_of(m.down); }
+}  // namespace
+
+StepTraffic decode_step_traffic(const KimiLinearModel& model, int64_t batch, int64_t context) {
+    const ModelConfig& c = model.config();
+    const ModelWeights& w = model.weights();
+    StepTraffic t;
+    t.weight_bytes = bytes_of(w.lm_head) + bytes_of(w.final_norm) + double(batch) * double(c.hidden_size) * double(dtype_size(w.embed.dtype));
+    t.macs_per_token = elems_of(w.lm_head);
+    for (const LayerWeights& l : w.layers) {
+        if (l.kind == LayerKind::kKda) {
+            const KdaWeights& a = l.kda;
+            for (const Tensor* x : {&a.q_proj, &a.k_proj, &a.v_proj, &a.f_a, &a.f_b, &a.b_proj, &a.g_a, &a.g_b, &a.o_proj}) {
+                t.weight_bytes += bytes_of(*x);
+                t.macs_per_token += elems_of(*x);
+            }
+        } else {
+            const MlaWeights& a = l.mla;
+            for (const Tensor* x : {&a.q_proj, &a.kv_a_c, &a.kv_a_rope, &a.w_uk_t, &a.w_uv, &a.o_proj}) {
+                t.weight_bytes += bytes_of(*x);
+                t.macs_per_token += elems_of(*x);
+            }
+        }
+        if (l.is_moe) {
+            const double e = double(c.n_experts), k = double(c.n_experts_per_token);
+            const double touched = e * (1.0 - std::pow(1.0 - k / e, double(batch)));
+            t.weight_bytes += bytes_of(l.moe.router) + touched * mlp_bytes(l.moe.experts[0]) +
+                              (l.moe.has_shared ? mlp_bytes(l.moe.shared) : 0.0);
+            t.macs_per_token += elems_of(l.moe.router) + k * mlp_elems(l.moe.experts[0]) +
+                                (l.moe.has_shared ? mlp_elems(l.moe.shared) : 0.0);
+        } else {
+            t.weight_bytes += mlp_bytes(l.mlp);
+            t.macs_per_token += mlp_elems(l.mlp);
+        }
+    }
+    const CacheGeometry g = model.cache_geometry(1, 1);
+    t.cache_bytes = double(batch) * (2.0 * double(g.bytes_per_slot()) +
+                                     double(context) * double(g.bytes_per_block()) / double(g.block_size));
+    return t;
+}
+
+}  // namespace kimi

@@ -1,0 +1,24 @@
+// StepTraffic: what one forward step must move, from the loaded weights and the config —
+// the weight bytes read (dense weights, the router, the experts the batch selects: with
+// uniform routing a batch of B tokens touches E·(1 − (1 − k/E)^B) of E experts, plus the
+// shared ones), the cache bytes (each sequence's KDA state read and written, its MLA latents
+// for the context), and the multiply-adds per token. The roofline of a decode step is
+// bytes / read bandwidth.
+#pragma once
+#include <cstdint>
+
+#include "model/kimi_linear.h"
+
+namespace kimi {
+
+struct StepTraffic {
+    double weight_bytes = 0;        // weights read once per step
+    double cache_bytes = 0;         // KDA state (read + write) + MLA latents read
+    double macs_per_token = 0;      // weight multiply-adds per token (matrix products)
+    double total_bytes() const { return weight_bytes + cache_bytes; }
+};
+
+// A decode step of `batch` sequences, each with `context` tokens already cached.
+StepTraffic decode_step_traffic(const KimiLinearModel& m, int64_t batch, int64_t context);
+
+}  // namespace kimi

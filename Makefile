@@ -60,9 +60,14 @@ serve: build $(MODEL_DIR)/config.json
 	$(KIMI) serve --model $(MODEL_DIR) --served-model-name kimi-tiny --host $(HOST) --port $(PORT) $(SERVE_ARGS)
 
 # Benchmarks (never fail on speed): machine limits into bench/results/, then the slow ctest targets.
-bench: build
+BENCH_MODEL ?= models/bench
+$(BENCH_MODEL)/config.json: | build
+	$(KIMI) make-model --out $(BENCH_MODEL) --preset bench --seed 0
+
+bench: build $(BENCH_MODEL)/config.json
 	@mkdir -p bench/results
 	$(KIMI) bench machine --json bench/results/machine.json
+	$(KIMI) bench model --model $(BENCH_MODEL) --json bench/results/model.json --plot bench/results/model.png
 	ctest --test-dir $(BUILD) -L slow --output-on-failure
 
 clean:

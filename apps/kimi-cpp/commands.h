@@ -23,4 +23,5 @@ int cmd_bench_tokenizer(int argc, char** argv);   // cmd_tokenizer.cpp: `bench t
 int cmd_bench_decode(int argc, char** argv);      // cmd_bench_decode.cpp: `bench decode`
 int cmd_bench_serve(int argc, char** argv);       // cmd_bench_serve.cpp: `bench serve`
 int cmd_bench_machine(int argc, char** argv);     // cmd_bench_machine.cpp: `bench machine`
+int cmd_bench_model(int argc, char** argv);       // cmd_bench_model.cpp: `bench model`
 }  // namespace kimi::app

@@ -99,6 +99,31 @@ class BenchMachine(unittest.TestCase):
         self.assertIn("| read bandwidth |", out)
 
 
+class BenchModel(unittest.TestCase):
+    def test_matrix_json(self):
+        js, png = os.path.join(WORK, "model.json"), os.path.join(WORK, "model.png")
+        rc, out, err = run("bench", "model", "--model", MODEL, "--prompt-lens", "16,32", "--batches", "1,3",
+                           "--contexts", "0,20", "--reps", "2", "--decode-steps", "3", "--threads", "2",
+                           "--max-num-batched-tokens", "16", "--json", js, "--plot", png)
+        self.assertEqual(rc, 0, err)
+        j = json.load(open(js))
+        self.assertEqual([p["test"] for p in j["prefill"]], ["pp16", "pp32"])
+        self.assertEqual(len(j["decode"]), 4)
+        self.assertGreater(j["read_bandwidth_gbs"], 0)
+        self.assertGreater(j["peak_gflops"], 0)
+        for row in j["decode"]:
+            for k in ("tokens_per_s", "step_ms", "bytes_per_step", "roofline_step_ms", "pct_of_roofline"):
+                self.assertIn(k, row)
+            t = row["tokens_per_s"]
+            self.assertTrue(0 < t["min"] <= t["median"] <= t["max"])
+        # More context, more cache bytes; more batch, more (or equal) weight bytes.
+        d = {(r["batch"], r["context"]): r for r in j["decode"]}
+        self.assertGreater(d[(1, 20)]["cache_bytes"], d[(1, 0)]["cache_bytes"])
+        self.assertGreaterEqual(d[(3, 0)]["weight_bytes"], d[(1, 0)]["weight_bytes"])
+        self.assertIn("| pp16 |", out)
+        self.assertEqual(open(png, "rb").read(4), b"\x89PNG")
+
+
 class BenchServe(unittest.TestCase):
     def test_against_our_server(self):
         js, png = os.path.join(WORK, "serve.json"), os.path.join(WORK, "serve.png")

@@ -1,0 +1,194 @@
+// `kimi-cpp bench model`: the llama-bench matrix for one checkpoint, through the real
+// engine step. Prefill tokens/s for each --prompt-lens (one step each); decode tokens/s for
+// each --batches × --contexts (B sequences with D cached tokens each, all decoding). For
+// every decode row: the bytes one step reads (weights the batch touches + KDA state + MLA
+// latents, model/step_traffic.h), the roofline step time at the bandwidth measured in the
+// same run, and the % of it achieved; for prefill, the % of the measured multiply-add peak.
+// --reps repetitions with min/median/max; a table, --json and --plot.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "args.h"
+#include "backend/cpu/cpu_features.h"
+#include "bench/plot.h"
+#include "bench/stats.h"
+#include "commands.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "engine_options.h"
+#include "machine_limits.h"
+#include "model/step_traffic.h"
+#include "progress.h"
+
+namespace kimi::app {
+
+namespace {
+using J = nlohmann::ordered_json;
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+J mmm(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return {{"min", v.front()}, {"median", bench::percentile(v, 50)}, {"max", v.back()}};
+}
+
+std::vector<int32_t> random_ids(Rng& rng, int64_t n, int64_t vocab) {
+    std::vector<int32_t> v;
+    for (int64_t i = 0; i < n; ++i) v.push_back(int32_t(rng.below(uint64_t(vocab))));
+    return v;
+}
+
+// Steps the engine until every stream has produced `n` tokens (draining events).
+void run_until_tokens(Engine& e, std::vector<std::shared_ptr<RequestStream>>& ss, std::vector<int64_t>& got, int64_t n) {
+    for (;;) {
+        bool all = true;
+        for (size_t i = 0; i < ss.size(); ++i) {
+            TokenEvent ev;
+            while (ss[i]->try_next(ev)) got[i] += ev.token >= 0;
+            all &= got[i] >= n;
+        }
+        if (all) return;
+        if (!e.step()) throw Error("internal: the engine went idle early");
+    }
+}
+}  // namespace
+
+int cmd_bench_model(int argc, char** argv) {
+    ArgParser args("bench model", argc, argv);
+    const std::string model_dir = args.required("--model");
+    const std::vector<int32_t> prompt_lens = parse_int_list("--prompt-lens", args.str("--prompt-lens", "128,512"));
+    const std::vector<int32_t> batches = parse_int_list("--batches", args.str("--batches", "1,4,16"));
+    const std::vector<int32_t> contexts = parse_int_list("--contexts", args.str("--contexts", "0,1024,4096"));
+    const int64_t steps = args.integer("--decode-steps", 8), reps = args.integer("--reps", 3);
+    const std::string json_path = args.str("--json", ""), plot_path = args.str("--plot", "");
+    const bool quiet = args.flag("--quiet");
+    const bool explicit_budget = args.has("--max-num-batched-tokens");
+    EngineConfig cfg = parse_engine_options(args);
+    args.done();
+    if (steps < 1 || reps < 1 || reps > 100) throw Error("--decode-steps >= 1 and --reps in [1, 100]");
+    for (int32_t v : prompt_lens) if (v < 1) throw Error("--prompt-lens must be >= 1");
+    for (int32_t v : batches) if (v < 1 || v > 1024) throw Error("--batches must be in [1, 1024]");
+    for (int32_t v : contexts) if (v < 0) throw Error("--contexts must be >= 0");
+
+    auto model = load_model_with_progress(model_dir, quiet);
+    const int64_t vocab = model->config().vocab_size;
+    const int32_t max_b = *std::max_element(batches.begin(), batches.end());
+    const int32_t max_ctx = *std::max_element(contexts.begin(), contexts.end());
+    const int32_t max_p = *std::max_element(prompt_lens.begin(), prompt_lens.end());
+    cfg.max_num_seqs = std::max(cfg.max_num_seqs, max_b);
+    if (!explicit_budget) cfg.max_num_batched_tokens = std::max(cfg.max_num_batched_tokens, max_p);
+    // Sequences whose prefill ends early decode while the others still prefill: give them room
+    // for that skew so that every sequence is still decoding in the measured steps.
+    auto skew = [&](int64_t b, int64_t d) { return (b * std::max<int64_t>(d, 1) + cfg.max_num_batched_tokens - 1) / cfg.max_num_batched_tokens + 2; };
+    cfg.max_model_len = std::max<int32_t>(cfg.max_model_len, int32_t(max_ctx + 1 + steps * reps + skew(max_b, max_ctx) + 2));
+    cfg.max_model_len = std::max(cfg.max_model_len, max_p + 2);
+    Engine engine(*model, cfg);
+    if (!quiet) std::fprintf(stderr, "bench model: %s\n", engine.sizing().describe().c_str());
+
+    // The limits, measured now on the same threads.
+    ThreadPool pool{cfg.threads};
+    double bw = 0, peak = 0;
+    std::string isa;
+    {
+        const ProbeBuffer buf(pool, int64_t(512) << 17);   // 512 MiB
+        for (int r = 0; r < 3; ++r) bw = std::max(bw, read_gbs(buf, &pool));
+        for (int r = 0; r < 2; ++r) peak = std::max(peak, peak_gflops(cfg.precision == Precision::kBF16, &pool, isa));
+    }
+
+    Rng rng(12345);
+    Progress bar("bench model", quiet);
+    const double total = double(prompt_lens.size() + batches.size() * contexts.size()) * double(reps);
+    double done = 0;
+    J prefill = J::array(), decode = J::array();
+    std::printf("| test | tokens/s (median [min, max]) | step ms | bytes/step | roofline ms | %% of limit |\n");
+    std::printf("| --- | --- | --- | --- | --- | --- |\n");
+    for (int32_t p : prompt_lens) {
+        std::vector<double> tps;
+        for (int64_t r = 0; r < reps; ++r) {
+            SamplingParams sp;
+            sp.temperature = 0;
+            sp.max_tokens = 1;
+            std::vector<std::shared_ptr<RequestStream>> ss = {engine.submit(random_ids(rng, p, vocab), sp)};
+            std::vector<int64_t> got = {0};
+            const double t0 = now_s();
+            run_until_tokens(engine, ss, got, 1);
+            tps.push_back(double(p) / (now_s() - t0));
+            engine.run_until_idle();
+            bar.update(++done, total, "runs");
+        }
+        const J s = mmm(tps);
+        const double macs = decode_step_traffic(*model, 1, 0).macs_per_token * double(p);
+        const double pct = 100.0 * (2.0 * macs / 1e9 * s["median"].get<double>() / double(p)) / peak;
+        prefill.push_back({{"test", "pp" + std::to_string(p)}, {"prompt_tokens", p}, {"tokens_per_s", s},
+                           {"gflops", 2.0 * macs / 1e9 * s["median"].get<double>() / double(p)}, {"pct_of_peak", pct}});
+        std::printf("| pp%d | %.1f [%.1f, %.1f] | %.1f | | | %.1f%% of peak |\n", p, s["median"].get<double>(), s["min"].get<double>(),
+                    s["max"].get<double>(), 1e3 * double(p) / s["median"].get<double>(), pct);
+    }
+    for (int32_t d : contexts) {
+        for (int32_t b : batches) {
+            SamplingParams sp;
+            sp.temperature = 0;
+            sp.ignore_eos = true;
+            sp.max_tokens = int32_t(1 + steps * reps + skew(b, d));
+            std::vector<std::shared_ptr<RequestStream>> ss;
+            for (int32_t i = 0; i < b; ++i) ss.push_back(engine.submit(random_ids(rng, std::max(d, 1), vocab), sp));
+            std::vector<int64_t> got(ss.size(), 0);
+            run_until_tokens(engine, ss, got, 1);   // prefill (not timed)
+            std::vector<double> tps, step_ms;
+            for (int64_t r = 0; r < reps; ++r) {
+                const double t0 = now_s();
+                for (int64_t k = 0; k < steps; ++k) {
+                    engine.step();
+                    if (engine.last_step().n_decode_seqs != b || engine.last_step().n_prefill_tokens != 0)
+                        throw Error("internal: a measured step was not a pure decode step of the whole batch");
+                }
+                const double dt = now_s() - t0;
+                tps.push_back(double(b) * double(steps) / dt);
+                step_ms.push_back(1e3 * dt / double(steps));
+                bar.update(++done, total, "runs");
+            }
+            for (auto& st : ss) engine.cancel(st->id());
+            engine.run_until_idle();
+            const StepTraffic tr = decode_step_traffic(*model, b, d + 1 + steps * reps / 2);
+            const double roof_ms = 1e3 * tr.total_bytes() / (bw * 1e9);
+            const J s = mmm(tps), st = mmm(step_ms);
+            const double pct = 100.0 * roof_ms / st["median"].get<double>();
+            const std::string name = "tg" + std::to_string(steps) + " b" + std::to_string(b) + " @ d" + std::to_string(d);
+            decode.push_back({{"test", name}, {"batch", b}, {"context", d}, {"tokens_per_s", s}, {"step_ms", st},
+                              {"bytes_per_step", tr.total_bytes()}, {"weight_bytes", tr.weight_bytes},
+                              {"cache_bytes", tr.cache_bytes}, {"roofline_step_ms", roof_ms}, {"pct_of_roofline", pct}});
+            std::printf("| %s | %.1f [%.1f, %.1f] | %.2f | %.1f MiB | %.2f | %.1f%% of roofline |\n", name.c_str(),
+                        s["median"].get<double>(), s["min"].get<double>(), s["max"].get<double>(), st["median"].get<double>(),
+                        tr.total_bytes() / 1048576.0, roof_ms, pct);
+        }
+    }
+    bar.finish();
+    std::printf("\nlimits measured in this run: read bandwidth %.1f GB/s, %s peak %.1f GFLOP/s (%d threads)\n", bw, isa.c_str(),
+                peak, cfg.threads);
+    J out = {{"benchmark", "model"}, {"model", model_dir}, {"threads", cfg.threads},
+             {"activation_dtype", cfg.precision == Precision::kBF16 ? "bf16" : "f32"}, {"cpu_flags", cpu::cpu_features_string()},
+             {"read_bandwidth_gbs", bw}, {"peak_gflops", peak}, {"peak_isa", isa}, {"reps", reps}, {"decode_steps", steps},
+             {"prefill", prefill}, {"decode", decode}};
+    if (!json_path.empty()) {
+        std::ofstream f(json_path);
+        if (!f) throw Error(json_path + ": cannot create");
+        f << out.dump(2) << "\n";
+    }
+    if (!plot_path.empty()) {
+        std::vector<bench::PlotSeries> series;
+        for (int32_t d : contexts) {
+            bench::PlotSeries s;
+            s.name = "d" + std::to_string(d);
+            for (const auto& row : decode)
+                if (row["context"] == d) s.points.push_back({double(row["batch"].get<int>()), row["tokens_per_s"]["median"].get<double>()});
+            series.push_back(std::move(s));
+        }
+        bench::write_line_plot(plot_path, "decode tokens/s by batch", "batch", "tokens/s", series);
+    }
+    return 0;
+}
+
+}  // namespace kimi::app

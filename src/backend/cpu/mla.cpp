@@ -37,33 +37,34 @@ void mla_attention(Exec& ex, const Tensor& q_abs, const PagedLatents& cache, std
     const int64_t n = q_abs.dim(0), n_heads = q_abs.dim(1), width = q_abs.dim(2), rank = o_lat.dim(2);
     const float* qs = q_abs.f32();
     float* os = o_lat.f32();
-    ex.pool->parallel_ranges(n, [&](int64_t t0, int64_t t1, int) {
+    // One task per (token, head): a decode step of one sequence still uses every thread, and
+    // each output row is computed by one task with the same arithmetic (thread-invariant).
+    ex.pool->parallel_ranges(n * n_heads, [&](int64_t i0, int64_t i1, int) {
         // note: per-thread score buffer, grown once to the longest context seen.
         thread_local std::vector<float> scores;
-        for (int64_t t = t0; t < t1; ++t) {
+        for (int64_t i = i0; i < i1; ++i) {
+            const int64_t t = i / n_heads, h = i % n_heads;
             const int64_t b = seq_of(seq_starts, t);
             const int64_t ctx = n_past[size_t(b)] + (t - seq_starts[size_t(b)]) + 1;
             if (int64_t(scores.size()) < ctx) scores.resize(std::max({size_t(ctx), 2 * scores.size(), size_t(4096)}));
-            for (int64_t h = 0; h < n_heads; ++h) {
-                const float* q = qs + (t * n_heads + h) * width;
-                float* o = os + (t * n_heads + h) * rank;
-                float m = -INFINITY;
-                for (int64_t j = 0; j < ctx; ++j) {
-                    scores[size_t(j)] = dot_f32(q, latent_row(cache, b, j), width) * scale;
-                    m = std::max(m, scores[size_t(j)]);
-                }
-                float sum = 0.0f;
-                for (int64_t j = 0; j < ctx; ++j) {
-                    scores[size_t(j)] = std::exp(scores[size_t(j)] - m);
-                    sum += scores[size_t(j)];
-                }
-                const float inv = 1.0f / sum;
-                for (int64_t r = 0; r < rank; ++r) o[r] = 0.0f;
-                for (int64_t j = 0; j < ctx; ++j) {
-                    const float p = scores[size_t(j)] * inv;
-                    const float* c = latent_row(cache, b, j);
-                    for (int64_t r = 0; r < rank; ++r) o[r] += p * c[r];
-                }
+            const float* q = qs + (t * n_heads + h) * width;
+            float* o = os + (t * n_heads + h) * rank;
+            float m = -INFINITY;
+            for (int64_t j = 0; j < ctx; ++j) {
+                scores[size_t(j)] = dot_f32(q, latent_row(cache, b, j), width) * scale;
+                m = std::max(m, scores[size_t(j)]);
+            }
+            float sum = 0.0f;
+            for (int64_t j = 0; j < ctx; ++j) {
+                scores[size_t(j)] = std::exp(scores[size_t(j)] - m);
+                sum += scores[size_t(j)];
+            }
+            const float inv = 1.0f / sum;
+            for (int64_t r = 0; r < rank; ++r) o[r] = 0.0f;
+            for (int64_t j = 0; j < ctx; ++j) {
+                const float p = scores[size_t(j)] * inv;
+                const float* c = latent_row(cache, b, j);
+                for (int64_t r = 0; r < rank; ++r) o[r] += p * c[r];
             }
         }
     });

@@ -24,6 +24,17 @@ void matmul_strided(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, const
     cpu::matmul_strided(ex, x, n_rows, ldx, w, p, y, ldy);
 }
 
+void matmul_grouped(Exec& ex, const Tensor& x, std::span<const Tensor* const> ws, std::span<const int32_t> starts,
+                    Precision p, Tensor& y) {
+    CONTRACT(x.rank == 2 && y.rank == 2 && x.dim(0) == y.dim(0) && starts.size() == ws.size() + 1);
+    CONTRACT(starts.front() == 0 && starts.back() == x.dim(0));
+    for (size_t g = 0; g < ws.size(); ++g) {
+        CONTRACT(starts[g] <= starts[g + 1]);
+        CONTRACT(ws[g]->rank == 2 && is_float_class(ws[g]->dtype) && ws[g]->dim(1) == x.dim(1) && ws[g]->dim(0) == y.dim(1));
+    }
+    cpu::matmul_grouped(ex, x, ws, starts, p, y);
+}
+
 void rms_norm(Exec& ex, const Tensor& x, const Tensor& w, float eps, Tensor& y) {
     CONTRACT(x.rank == 2 && same_shape(x, y) && w.numel() == x.dim(1) && is_float_class(w.dtype));
     cpu::rms_norm(ex, x, w, eps, y);

@@ -22,6 +22,13 @@ void matmul(Exec& ex, const Tensor& x, const Tensor& w, Precision p, Tensor& y);
 void matmul_strided(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, const Tensor& w, Precision p,
                     float* y, int64_t ldy);
 
+// Grouped products (MoE experts): rows [starts[g], starts[g+1]) of x times ws[g]ᵀ into the
+// same rows of y, for every group, in one parallel pass over (group, 16-column block); each
+// element is computed exactly as matmul would.  x: [R, I] · ws[g]: [O, I] · y: [R, O] ·
+// starts: G + 1 ascending row offsets, starts[G] = R.
+void matmul_grouped(Exec& ex, const Tensor& x, std::span<const Tensor* const> ws, std::span<const int32_t> starts,
+                    Precision p, Tensor& y);
+
 // y = x / sqrt(mean(x²) + eps) * w.   x, y: [T, D] (may alias) · w: [D]
 void rms_norm(Exec& ex, const Tensor& x, const Tensor& w, float eps, Tensor& y);
 

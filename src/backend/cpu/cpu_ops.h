@@ -13,6 +13,8 @@ using ops::SeqLayout;
 using ops::SlotState;
 
 void matmul(Exec& ex, const Tensor& x, const Tensor& w, Precision p, Tensor& y);
+void matmul_grouped(Exec& ex, const Tensor& x, std::span<const Tensor* const> ws, std::span<const int32_t> starts,
+                    Precision p, Tensor& y);
 void matmul_strided(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, const Tensor& w, Precision p, float* y,
                     int64_t ldy);
 void rms_norm(Exec& ex, const Tensor& x, const Tensor& w, float eps, Tensor& y);

@@ -1,6 +1,7 @@
 // matmul: splits the output columns into blocks over the thread pool and runs the kernel
 // chosen at start-up. bf16 mode rounds the activations once into an arena copy first.
 #include <algorithm>
+#include <span>
 #include <vector>
 
 #include "backend/cpu/cpu_features.h"
@@ -37,6 +38,44 @@ void matmul_strided(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, const
     ex.pool->parallel_ranges(n_blocks, [&](int64_t b0, int64_t b1, int) {
         float* scratch = thread_scratch(4 * in);
         kernel(a, b0 * kBlock, std::min(out, b1 * kBlock), scratch);
+    });
+}
+
+void matmul_grouped(Exec& ex, const Tensor& x, std::span<const Tensor* const> ws, std::span<const int32_t> starts,
+                    Precision p, Tensor& y) {
+    const int64_t in = x.dim(1), out = y.dim(1), n_groups = int64_t(ws.size());
+    if (out == 0 || x.dim(0) == 0) return;
+    const float* xs = x.f32();
+    if (p == Precision::kBF16) {   // rounded once, as matmul rounds each row
+        float* xr = static_cast<float*>(ex.arena->alloc_bytes(size_t(x.numel()) * sizeof(float)));
+        for (int64_t i = 0; i < x.numel(); ++i) xr[i] = round_to_bf16(xs[i]);
+        xs = xr;
+    }
+    constexpr int64_t kBlock = 16;   // as matmul_strided: each column block entirely by one task
+    const int64_t per_group = (out + kBlock - 1) / kBlock;
+    // Work items (group, block) of the non-empty groups, block-major: the pool's contiguous
+    // split then gives every thread its share of every group, however unevenly tokens are routed.
+    int32_t* items = static_cast<int32_t*>(ex.arena->alloc_bytes(size_t(n_groups * per_group) * 2 * sizeof(int32_t)));
+    int64_t n_items = 0;
+    for (int64_t b = 0; b < per_group; ++b) {
+        for (int64_t g = 0; g < n_groups; ++g) {
+            if (starts[size_t(g)] == starts[size_t(g) + 1]) continue;
+            items[2 * n_items] = int32_t(g);
+            items[2 * n_items + 1] = int32_t(b);
+            ++n_items;
+        }
+    }
+    const auto kernel = use_avx2() ? matmul_range_avx2 : matmul_range_scalar;
+    float* ys = y.f32();
+    ex.pool->parallel_ranges(n_items, [&](int64_t i0, int64_t i1, int) {
+        float* scratch = thread_scratch(4 * in);
+        for (int64_t i = i0; i < i1; ++i) {
+            const int64_t g = items[2 * i], b = items[2 * i + 1];
+            const int64_t r0 = starts[size_t(g)], r1 = starts[size_t(g) + 1];
+            const Tensor& w = *ws[size_t(g)];
+            const MatmulArgs a{xs + r0 * in, r1 - r0, in, w.data, w.dtype, in, ys + r0 * out, out};
+            kernel(a, b * kBlock, std::min(out, (b + 1) * kBlock), scratch);
+        }
     });
 }
 

@@ -53,13 +53,24 @@ Tensor moe_forward(Exec& ex, const ModelConfig& c, const MoeWeights& w, const Te
         row_of[i] = r;
         std::memcpy(xg.f32() + int64_t(r) * d, x.f32() + (i / k) * d, size_t(d) * sizeof(float));
     }
-    Tensor yg = a.alloc_f32({n * k, d});                       // [T*A, D]
+    // Every expert's MLP at once: one parallel pass per product over (expert, column block),
+    // instead of three per expert (few tokens each at decode).
+    const Tensor** gate = static_cast<const Tensor**>(a.alloc_bytes(size_t(3 * n_exp) * sizeof(Tensor*)));
+    const Tensor** up = gate + n_exp;
+    const Tensor** down = up + n_exp;
     for (int64_t e = 0; e < n_exp; ++e) {
-        if (start[e] == start[e + 1]) continue;
-        Tensor xe = xg.rows(start[e], start[e + 1]);
-        Tensor ye = yg.rows(start[e], start[e + 1]);
-        mlp_forward_into(ex, w.experts[size_t(e)], xe, ye);
+        gate[e] = &w.experts[size_t(e)].gate;
+        up[e] = &w.experts[size_t(e)].up;
+        down[e] = &w.experts[size_t(e)].down;
     }
+    const std::span<const int32_t> starts(start, size_t(n_exp + 1));
+    const int64_t f = w.experts[0].gate.dim(0);
+    Tensor g = a.alloc_f32({n * k, f}), u = a.alloc_f32({n * k, f});   // [T*A, F]
+    ops::matmul_grouped(ex, xg, std::span<const Tensor* const>(gate, size_t(n_exp)), starts, ex.precision, g);
+    ops::matmul_grouped(ex, xg, std::span<const Tensor* const>(up, size_t(n_exp)), starts, ex.precision, u);
+    ops::silu_mul(ex, g, u, g);
+    Tensor yg = a.alloc_f32({n * k, d});                       // [T*A, D]
+    ops::matmul_grouped(ex, g, std::span<const Tensor* const>(down, size_t(n_exp)), starts, ex.precision, yg);
 
     Tensor out = w.has_shared ? mlp_forward(ex, w.shared, x) : Tensor();
     Tensor y = a.alloc_f32({n, d});                            // [T, D]

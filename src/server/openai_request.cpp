@@ -299,9 +299,8 @@ GenerationJob parse_chat_request(const J& b, const ParseContext& c) {
     job.parse_tools = !tools.is_null() && !tool_choice_none;
 
     job.logprobs = boolean(b, "logprobs", false);
-    if (const J* tl = field(b, "top_logprobs")) {
+    if (field(b, "top_logprobs")) {
         if (!job.logprobs) throw bad_param("top_logprobs", "top_logprobs requires logprobs to be true");
-        (void)tl;
         job.params.logprobs = int32_t(integer(b, "top_logprobs", 0, 0, 20));
     } else if (job.logprobs) {
         job.params.logprobs = 0;

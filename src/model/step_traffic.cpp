@@ -17,7 +17,8 @@ StepTraffic decode_step_traffic(const KimiLinearModel& model, int64_t batch, int
     const ModelWeights& w = model.weights();
     StepTraffic t;
     t.weight_bytes = bytes_of(w.lm_head) + bytes_of(w.final_norm) + double(batch) * double(c.hidden_size) * double(dtype_size(w.embed.dtype));
-    t.macs_per_token = elems_of(w.lm_head);
+    t.head_macs = elems_of(w.lm_head);
+    t.macs_per_token = t.head_macs;
     for (const LayerWeights& l : w.layers) {
         if (l.kind == LayerKind::kKda) {
             const KdaWeights& a = l.kda;

@@ -15,6 +15,7 @@ struct StepTraffic {
     double weight_bytes = 0;        // weights read once per step
     double cache_bytes = 0;         // KDA state (read + write) + MLA latents read
     double macs_per_token = 0;      // weight multiply-adds per token (matrix products)
+    double head_macs = 0;           // of which lm_head: a prefill pays it for its last token only
     double total_bytes() const { return weight_bytes + cache_bytes; }
 };
 

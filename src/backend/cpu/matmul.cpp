@@ -1,6 +1,7 @@
 // matmul: splits the output columns into blocks over the thread pool and runs the kernel
 // chosen at start-up. bf16 mode rounds the activations once into an arena copy first.
 #include <algorithm>
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -11,11 +12,19 @@
 namespace kimi::cpu {
 
 namespace {
-float* thread_scratch(int64_t n) {
+float* thread_scratch(int64_t in) {
     // note: grows once per thread to the largest I seen; steady-state steps never allocate.
-    thread_local std::vector<float> buf;
-    if (int64_t(buf.size()) < n) buf.resize(size_t(n));
-    return buf.data();
+    struct Aligned {
+        std::vector<float> buf;
+        float* at = nullptr;
+    };
+    thread_local Aligned s;
+    const int64_t n = matmul_scratch_floats(in) + 8;
+    if (int64_t(s.buf.size()) < n) {
+        s.buf.resize(size_t(n));
+        s.at = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(s.buf.data()) + 31) & ~uintptr_t(31));
+    }
+    return s.at;
 }
 }  // namespace
 
@@ -32,11 +41,11 @@ void matmul_strided(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, const
     }
     const MatmulArgs a{x, n_rows, ldx, w.data, w.dtype, in, y, ldy};
     const auto kernel = use_avx2() ? matmul_range_avx2 : matmul_range_scalar;
-    // Blocks of 16 output columns; each column is computed entirely by one task.
-    constexpr int64_t kBlock = 16;
+    // Blocks of output columns; each column is computed entirely by one task.
+    constexpr int64_t kBlock = kMatmulColumnBlock;
     const int64_t n_blocks = (out + kBlock - 1) / kBlock;
     ex.pool->parallel_ranges(n_blocks, [&](int64_t b0, int64_t b1, int) {
-        float* scratch = thread_scratch(4 * in);
+        float* scratch = thread_scratch(in);
         kernel(a, b0 * kBlock, std::min(out, b1 * kBlock), scratch);
     });
 }
@@ -51,7 +60,7 @@ void matmul_grouped(Exec& ex, const Tensor& x, std::span<const Tensor* const> ws
         for (int64_t i = 0; i < x.numel(); ++i) xr[i] = round_to_bf16(xs[i]);
         xs = xr;
     }
-    constexpr int64_t kBlock = 16;   // as matmul_strided: each column block entirely by one task
+    constexpr int64_t kBlock = kMatmulColumnBlock;   // as matmul_strided: each column block entirely by one task
     const int64_t per_group = (out + kBlock - 1) / kBlock;
     // Work items (group, block) of the non-empty groups, block-major: the pool's contiguous
     // split then gives every thread its share of every group, however unevenly tokens are routed.
@@ -68,7 +77,7 @@ void matmul_grouped(Exec& ex, const Tensor& x, std::span<const Tensor* const> ws
     const auto kernel = use_avx2() ? matmul_range_avx2 : matmul_range_scalar;
     float* ys = y.f32();
     ex.pool->parallel_ranges(n_items, [&](int64_t i0, int64_t i1, int) {
-        float* scratch = thread_scratch(4 * in);
+        float* scratch = thread_scratch(in);
         for (int64_t i = i0; i < i1; ++i) {
             const int64_t g = items[2 * i], b = items[2 * i + 1];
             const int64_t r0 = starts[size_t(g)], r1 = starts[size_t(g) + 1];

@@ -20,7 +20,17 @@ struct MatmulArgs {
     int64_t ldy;
 };
 
-// scratch: at least 4 * I floats, private to the calling thread.
+// The unit of work the callers split a product's output columns into: a multiple of the
+// kernels' 8-, 4- and 3-row blocks, small enough to balance 2-16 threads on narrow products.
+constexpr int64_t kMatmulColumnBlock = 24;
+
+// The most weight rows a kernel widens at once.
+constexpr int64_t kMaxRowBlock = 48;
+
+// Floats of per-thread scratch a kernel needs for products with I = in (32-byte aligned).
+constexpr int64_t matmul_scratch_floats(int64_t in) { return 16 * kMaxRowBlock * 8 + kMaxRowBlock * in; }
+
+// scratch: matmul_scratch_floats(I) floats, 32-byte aligned, private to the calling thread.
 void matmul_range_scalar(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch);
 void matmul_range_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch);
 

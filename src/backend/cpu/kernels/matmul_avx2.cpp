@@ -1,14 +1,23 @@
 // AVX2 + FMA + F16C matrix-product kernel (this TU alone is compiled with those flags and is
-// only called after cpu_features() confirmed them). Weights are widened to f32 into a
-// per-thread scratch block of 4 rows once, then reused for every token row; the tile is
-// 4 weight rows × 2 token rows (8 independent accumulators). Reduction order per element:
-// see matmul_kernel.h.
+// only called after cpu_features() confirmed them). Two paths, one reduction order (see
+// matmul_kernel.h), so a row's result never depends on which path the batch size picked:
+// - few token rows (decode, MoE experts with a handful of tokens): the weights are converted
+//   in registers straight from memory, 8 or 4 weight rows at a time, with software prefetch
+//   16 rows ahead — this is the bandwidth-bound matrix-vector product;
+// - many token rows (prefill, large batches): blocks of weight rows are widened to f32 once
+//   into a per-thread scratch and reused by every token row, blocked so the working set
+//   stays in L1/L2 (12 independent accumulators per micro-tile, the weights in registers).
 #include <immintrin.h>
+
+#include <algorithm>
 
 #include "backend/cpu/matmul_kernel.h"
 
 namespace kimi::cpu {
 namespace {
+
+constexpr int64_t kPrefetchRows = 16;   // how far ahead (in weight rows) the direct path prefetches
+constexpr int64_t kDirectMaxRows = 4;   // token rows up to which the direct path is used
 
 inline float hsum8(__m256 v) {
     // fixed order: (l0+l4, l1+l5, l2+l6, l3+l7) then (a0+a2, a1+a3) then (b0+b1)
@@ -18,79 +27,203 @@ inline float hsum8(__m256 v) {
     return _mm_cvtss_f32(c);
 }
 
-void widen_row(const void* w, DType dt, int64_t in, int64_t row, float* out) {
-    const int64_t in8 = in - in % 8;
-    if (dt == DType::kF32) {
-        const float* src = static_cast<const float*>(w) + row * in;
-        for (int64_t i = 0; i < in; ++i) out[i] = src[i];
-        return;
-    }
-    const uint16_t* src = static_cast<const uint16_t*>(w) + row * in;
-    int64_t i = 0;
-    if (dt == DType::kBF16) {
-        for (; i < in8; i += 8) {
-            const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
-            const __m256i u = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
-            _mm256_storeu_ps(out + i, _mm256_castsi256_ps(u));
-        }
-        for (; i < in; ++i) out[i] = bf16_to_f32(src[i]);
+// 8 weights from element index `i` of a row, widened to f32.
+template <DType DT>
+inline __m256 load8(const void* w, int64_t i) {
+    if constexpr (DT == DType::kF32) {
+        return _mm256_loadu_ps(static_cast<const float*>(w) + i);
+    } else if constexpr (DT == DType::kBF16) {
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w) + i));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
     } else {
-        for (; i < in8; i += 8)
-            _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
-        for (; i < in; ++i) out[i] = f16_to_f32(src[i]);
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w) + i)));
     }
 }
 
-// NR weight rows (in wf, each `in` floats) × NT token rows.
-template <int NR, int NT>
-inline void tile(const float* const* xr, const float* wf, int64_t in, float* const* yr, int64_t o) {
-    const int64_t in8 = in - in % 8;
+template <DType DT>
+inline float load1(const void* w, int64_t i) {
+    if constexpr (DT == DType::kF32) return static_cast<const float*>(w)[i];
+    else if constexpr (DT == DType::kBF16) return bf16_to_f32(static_cast<const uint16_t*>(w)[i]);
+    else return f16_to_f32(static_cast<const uint16_t*>(w)[i]);
+}
+
+template <DType DT>
+constexpr int64_t elems_per_line() {
+    return DT == DType::kF32 ? 16 : 32;
+}
+
+// Direct path: NR weight rows from o (read from memory) × NT token rows from t.
+template <DType DT, int NR, int NT>
+inline void direct_tile(const MatmulArgs& a, int64_t t, int64_t o) {
+    const int64_t in = a.in, in8 = in - in % 8;
+    const float* xr[NT];
+    for (int j = 0; j < NT; ++j) xr[j] = a.x + (t + j) * a.ldx;
+    const int64_t w0 = o * in;   // element offset of row o
     __m256 acc[NT][NR];
-    for (int t = 0; t < NT; ++t)
-        for (int r = 0; r < NR; ++r) acc[t][r] = _mm256_setzero_ps();
+    for (int j = 0; j < NT; ++j)
+        for (int r = 0; r < NR; ++r) acc[j][r] = _mm256_setzero_ps();
     for (int64_t i = 0; i < in8; i += 8) {
+        __m256 xv[NT];
+        for (int j = 0; j < NT; ++j) xv[j] = _mm256_loadu_ps(xr[j] + i);
+        for (int r = 0; r < NR; ++r) {
+            const __m256 wv = load8<DT>(a.w, w0 + r * in + i);
+            for (int j = 0; j < NT; ++j) acc[j][r] = _mm256_fmadd_ps(xv[j], wv, acc[j][r]);
+        }
+        if (i % elems_per_line<DT>() == 0) {
+            // note: may run past the tensor's end; prefetch never faults.
+            const char* base = static_cast<const char*>(a.w) + (w0 + kPrefetchRows * in + i) * (DT == DType::kF32 ? 4 : 2);
+            for (int r = 0; r < NR; ++r) _mm_prefetch(base + r * in * (DT == DType::kF32 ? 4 : 2), _MM_HINT_T0);
+        }
+    }
+    for (int j = 0; j < NT; ++j) {
+        for (int r = 0; r < NR; ++r) {
+            float s = hsum8(acc[j][r]);
+            for (int64_t i = in8; i < in; ++i) s += xr[j][i] * load1<DT>(a.w, w0 + r * in + i);
+            a.y[(t + j) * a.ldy + o + r] = s;
+        }
+    }
+}
+
+template <DType DT, int NR>
+inline void direct_rows(const MatmulArgs& a, int64_t o) {
+    int64_t t = 0;
+    for (; t + 2 <= a.n_rows; t += 2) direct_tile<DT, NR, 2>(a, t, o);
+    if (t < a.n_rows) direct_tile<DT, NR, 1>(a, t, o);
+}
+
+template <DType DT>
+void direct_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
+    int64_t o = o_begin;
+    if (a.n_rows == 1)
+        for (; o + 8 <= o_end; o += 8) direct_tile<DT, 8, 1>(a, 0, o);
+    for (; o + 4 <= o_end; o += 4) direct_rows<DT, 4>(a, o);
+    for (; o < o_end; ++o) direct_rows<DT, 1>(a, o);
+}
+
+void widen_row(const void* w, DType dt, int64_t in, int64_t row, float* out) {
+    const int64_t in8 = in - in % 8, base = row * in;
+    const size_t esize = dt == DType::kF32 ? 4 : 2;
+    const char* ahead = static_cast<const char*>(w) + size_t(base + kPrefetchRows * in) * esize;
+    int64_t i = 0;
+    if (dt == DType::kBF16 || dt == DType::kF16) {
+        for (; i < in8; i += 8) {
+            if (i % 32 == 0) _mm_prefetch(ahead + size_t(i) * esize, _MM_HINT_T0);
+            _mm256_storeu_ps(out + i, dt == DType::kBF16 ? load8<DType::kBF16>(w, base + i) : load8<DType::kF16>(w, base + i));
+        }
+        for (; i < in; ++i) out[i] = dt == DType::kBF16 ? load1<DType::kBF16>(w, base + i) : load1<DType::kF16>(w, base + i);
+    } else {
+        for (; i < in; ++i) out[i] = load1<DType::kF32>(w, base + i);
+    }
+}
+
+// Widened path, blocked for the caches: a block of up to kRowBlock weight rows is widened
+// once (scratch, L2), then for each block of up to kTokBlock token rows the reduction runs
+// in chunks of kChunk elements (x chunk + weight chunk stay in L1), 3 weight rows × 4 token
+// rows per micro-tile. The 8-lane partial sums live in `acc` between chunks, so each lane
+// still sums its elements in index order: the reduction order of matmul_kernel.h.
+constexpr int64_t kTokBlock = 16, kChunk = 256;
+
+struct Block {
+    const float* wf;    // widened rows, each `in` floats
+    int64_t o, n_w;     // first weight row, rows in the block
+    __m256* acc;        // [kTokBlock][n_w] partial sums
+    int64_t next_rows;  // rows of the next block to prefetch while this one computes
+};
+
+// Prefetches (into L2) elements [c0, c1) of rows [r0, r1) of the next block, so that its
+// widening finds them there: the memory reads overlap this block's arithmetic.
+inline void prefetch_next(const MatmulArgs& a, const Block& b, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    const size_t esize = dtype_size(a.w_dtype);
+    const int64_t step = 64 / int64_t(esize);
+    for (int64_t r = r0; r < std::min(r1, b.next_rows); ++r) {
+        const char* row = static_cast<const char*>(a.w) + size_t((b.o + b.n_w + r) * a.in) * esize;
+        for (int64_t i = c0; i < c1; i += step) _mm_prefetch(row + size_t(i) * esize, _MM_HINT_T1);
+    }
+}
+
+template <int NR, int NT>
+inline void tile_chunk(const MatmulArgs& a, const Block& b, int64_t t0, int64_t t, int64_t r0, int64_t c0, int64_t c1) {
+    const int64_t in = a.in;
+    const float* xr[NT];
+    __m256 acc[NT][NR];
+    for (int j = 0; j < NT; ++j) {
+        xr[j] = a.x + (t + j) * a.ldx;
+        for (int r = 0; r < NR; ++r)
+            acc[j][r] = c0 == 0 ? _mm256_setzero_ps() : b.acc[(t - t0 + j) * b.n_w + r0 + r];
+    }
+    const float* wf = b.wf + r0 * in;
+    for (int64_t i = c0; i < c1; i += 8) {
         __m256 wv[NR];
         for (int r = 0; r < NR; ++r) wv[r] = _mm256_loadu_ps(wf + r * in + i);
-        for (int t = 0; t < NT; ++t) {
-            const __m256 xv = _mm256_loadu_ps(xr[t] + i);
-            for (int r = 0; r < NR; ++r) acc[t][r] = _mm256_fmadd_ps(xv, wv[r], acc[t][r]);
+        for (int j = 0; j < NT; ++j) {
+            const __m256 xv = _mm256_loadu_ps(xr[j] + i);
+            for (int r = 0; r < NR; ++r) acc[j][r] = _mm256_fmadd_ps(xv, wv[r], acc[j][r]);
         }
     }
-    for (int t = 0; t < NT; ++t) {
-        for (int r = 0; r < NR; ++r) {
-            float s = hsum8(acc[t][r]);
-            for (int64_t i = in8; i < in; ++i) s += xr[t][i] * wf[r * in + i];
-            yr[t][o + r] = s;
-        }
-    }
+    for (int j = 0; j < NT; ++j)
+        for (int r = 0; r < NR; ++r) b.acc[(t - t0 + j) * b.n_w + r0 + r] = acc[j][r];
 }
 
 template <int NR>
-void rows_block(const MatmulArgs& a, const float* wf, int64_t o) {
-    int64_t t = 0;
-    for (; t + 2 <= a.n_rows; t += 2) {
-        const float* xr[2] = {a.x + t * a.ldx, a.x + (t + 1) * a.ldx};
-        float* yr[2] = {a.y + t * a.ldy, a.y + (t + 1) * a.ldy};
-        tile<NR, 2>(xr, wf, a.in, yr, o);
+inline void rows_chunk(const MatmulArgs& a, const Block& b, int64_t t0, int64_t t1, int64_t r0, int64_t c0, int64_t c1) {
+    int64_t t = t0;
+    for (; t + 4 <= t1; t += 4) tile_chunk<NR, 4>(a, b, t0, t, r0, c0, c1);
+    switch (t1 - t) {
+        case 3: return tile_chunk<NR, 3>(a, b, t0, t, r0, c0, c1);
+        case 2: return tile_chunk<NR, 2>(a, b, t0, t, r0, c0, c1);
+        case 1: return tile_chunk<NR, 1>(a, b, t0, t, r0, c0, c1);
+        default: return;
     }
-    if (t < a.n_rows) {
-        const float* xr[1] = {a.x + t * a.ldx};
-        float* yr[1] = {a.y + t * a.ldy};
-        tile<NR, 1>(xr, wf, a.in, yr, o);
+}
+
+void block_tokens(const MatmulArgs& a, const Block& b, int64_t t0, int64_t t1) {
+    const int64_t in = a.in, in8 = in - in % 8;
+    for (int64_t c0 = 0; c0 < in8; c0 += kChunk) {
+        const int64_t c1 = std::min(in8, c0 + kChunk);
+        const bool first_tokens = t0 == 0;
+        int64_t r = 0;
+        for (; r + 3 <= b.n_w; r += 3) {
+            if (first_tokens) prefetch_next(a, b, r, r + 3, c0, c1);
+            rows_chunk<3>(a, b, t0, t1, r, c0, c1);
+        }
+        for (; r < b.n_w; ++r) {
+            if (first_tokens) prefetch_next(a, b, r, r + 1, c0, c1);
+            rows_chunk<1>(a, b, t0, t1, r, c0, c1);
+        }
+    }
+    for (int64_t t = t0; t < t1; ++t) {
+        const float* x = a.x + t * a.ldx;
+        for (int64_t r = 0; r < b.n_w; ++r) {
+            float s = in8 > 0 ? hsum8(b.acc[(t - t0) * b.n_w + r]) : 0.0f;
+            for (int64_t i = in8; i < in; ++i) s += x[i] * b.wf[r * in + i];
+            a.y[t * a.ldy + b.o + r] = s;
+        }
+    }
+}
+
+// Weight rows widened together: as many as keep the block within about 192 KiB (L2).
+int64_t row_block(int64_t in) { return std::clamp<int64_t>((49152 / std::max<int64_t>(in, 1)) / 3 * 3, 3, kMaxRowBlock); }
+
+void widened_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch) {
+    const int64_t rb = row_block(a.in);
+    __m256* acc = reinterpret_cast<__m256*>(scratch);   // scratch is 32-byte aligned
+    float* wf = scratch + kTokBlock * kMaxRowBlock * 8;
+    for (int64_t o = o_begin; o < o_end; o += rb) {
+        const int64_t n_w = std::min(rb, o_end - o);
+        const Block b{wf, o, n_w, acc, std::min(rb, o_end - o - n_w)};
+        for (int64_t r = 0; r < b.n_w; ++r) widen_row(a.w, a.w_dtype, a.in, o + r, wf + r * a.in);
+        for (int64_t t = 0; t < a.n_rows; t += kTokBlock) block_tokens(a, b, t, std::min(a.n_rows, t + kTokBlock));
     }
 }
 
 }  // namespace
 
 void matmul_range_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch) {
-    int64_t o = o_begin;
-    for (; o + 4 <= o_end; o += 4) {
-        for (int r = 0; r < 4; ++r) widen_row(a.w, a.w_dtype, a.in, o + r, scratch + r * a.in);
-        rows_block<4>(a, scratch, o);
-    }
-    for (; o < o_end; ++o) {
-        widen_row(a.w, a.w_dtype, a.in, o, scratch);
-        rows_block<1>(a, scratch, o);
+    if (a.n_rows > kDirectMaxRows) return widened_range(a, o_begin, o_end, scratch);
+    switch (a.w_dtype) {
+        case DType::kBF16: return direct_range<DType::kBF16>(a, o_begin, o_end);
+        case DType::kF16: return direct_range<DType::kF16>(a, o_begin, o_end);
+        default: return direct_range<DType::kF32>(a, o_begin, o_end);
     }
 }
 

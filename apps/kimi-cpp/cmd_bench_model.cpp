@@ -4,7 +4,8 @@
 // every decode row: the bytes one step reads (weights the batch touches + KDA state + MLA
 // latents, model/step_traffic.h), the roofline step time at the bandwidth measured in the
 // same run, and the % of it achieved; for prefill, the % of the measured multiply-add peak.
-// --reps repetitions with min/median/max; a table, --json and --plot.
+// --reps repetitions with min/median/max; a table, --json and --plot. --compare-torch then
+// runs the PyTorch eager bf16 baseline over the same matrix and reports the speedup per row.
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -22,6 +23,7 @@
 #include "machine_limits.h"
 #include "model/step_traffic.h"
 #include "progress.h"
+#include "torch_compare.h"
 
 namespace kimi::app {
 
@@ -65,6 +67,10 @@ int cmd_bench_model(int argc, char** argv) {
     const int64_t steps = args.integer("--decode-steps", 8), reps = args.integer("--reps", 3);
     const std::string json_path = args.str("--json", ""), plot_path = args.str("--plot", "");
     const bool quiet = args.flag("--quiet");
+    const bool compare_torch = args.flag("--compare-torch");
+    TorchCompareOptions torch_opt;
+    torch_opt.script = args.str("--torch-script", default_torch_script());
+    torch_opt.python = args.str("--python", torch_opt.python);
     const bool explicit_budget = args.has("--max-num-batched-tokens");
     EngineConfig cfg = parse_engine_options(args);
     args.done();
@@ -72,6 +78,7 @@ int cmd_bench_model(int argc, char** argv) {
     for (int32_t v : prompt_lens) if (v < 1) throw Error("--prompt-lens must be >= 1");
     for (int32_t v : batches) if (v < 1 || v > 1024) throw Error("--batches must be in [1, 1024]");
     for (int32_t v : contexts) if (v < 0) throw Error("--contexts must be >= 0");
+    if (compare_torch) check_torch_baseline(torch_opt);
 
     auto model = load_model_with_progress(model_dir, quiet);
     const int64_t vocab = model->config().vocab_size;
@@ -171,10 +178,30 @@ int cmd_bench_model(int argc, char** argv) {
     bar.finish();
     std::printf("\nlimits measured in this run: read bandwidth %.1f GB/s, %s peak %.1f GFLOP/s (%d threads)\n", bw, isa.c_str(),
                 peak, cfg.threads);
+    J torch_info = nullptr;
+    if (compare_torch) {
+        torch_opt.model_dir = model_dir;
+        torch_opt.prompt_lens = prompt_lens;
+        torch_opt.batches = batches;
+        torch_opt.contexts = contexts;
+        torch_opt.reps = reps;
+        torch_opt.decode_steps = steps;
+        torch_opt.threads = cfg.threads;
+        torch_opt.quiet = quiet;
+        const J t = run_torch_baseline(torch_opt);
+        std::printf("\nagainst the PyTorch eager bf16 baseline (torch %s, same threads; tokens/s medians):\n",
+                    t.value("torch_version", "?").c_str());
+        std::printf("| test | kimi.cpp | torch | speedup |\n| --- | --- | --- | --- |\n");
+        join_torch_rows(prefill, t["prefill"]);
+        join_torch_rows(decode, t["decode"]);
+        torch_info = {{"benchmark", t.value("benchmark", "")}, {"torch_version", t.value("torch_version", "")},
+                      {"script", torch_opt.script}, {"prefill", t["prefill"]}, {"decode", t["decode"]}};
+    }
     J out = {{"benchmark", "model"}, {"model", model_dir}, {"threads", cfg.threads},
              {"activation_dtype", cfg.precision == Precision::kBF16 ? "bf16" : "f32"}, {"cpu_flags", cpu::cpu_features_string()},
              {"read_bandwidth_gbs", bw}, {"peak_gflops", peak}, {"peak_isa", isa}, {"reps", reps}, {"decode_steps", steps},
              {"prefill", prefill}, {"decode", decode}};
+    if (compare_torch) out["torch"] = torch_info;
     if (!json_path.empty()) {
         std::ofstream f(json_path);
         if (!f) throw Error(json_path + ": cannot create");
@@ -187,6 +214,15 @@ int cmd_bench_model(int argc, char** argv) {
             s.name = "d" + std::to_string(d);
             for (const auto& row : decode)
                 if (row["context"] == d) s.points.push_back({double(row["batch"].get<int>()), row["tokens_per_s"]["median"].get<double>()});
+            series.push_back(std::move(s));
+        }
+        for (int32_t d : contexts) {
+            if (!compare_torch) break;
+            bench::PlotSeries s;
+            s.name = "torch d" + std::to_string(d);
+            for (const auto& row : decode)
+                if (row["context"] == d && row.contains("torch_tokens_per_s"))
+                    s.points.push_back({double(row["batch"].get<int>()), row["torch_tokens_per_s"]["median"].get<double>()});
             series.push_back(std::move(s));
         }
         bench::write_line_plot(plot_path, "decode tokens/s by batch", "batch", "tokens/s", series);

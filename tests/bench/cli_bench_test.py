@@ -123,6 +123,24 @@ class BenchModel(unittest.TestCase):
         self.assertIn("| pp16 |", out)
         self.assertEqual(open(png, "rb").read(4), b"\x89PNG")
 
+    def test_compare_torch(self):
+        js = os.path.join(WORK, "model_torch.json")
+        rc, out, err = run("bench", "model", "--model", MODEL, "--prompt-lens", "8", "--batches", "1,2",
+                           "--contexts", "0,5", "--reps", "1", "--decode-steps", "2", "--threads", "1",
+                           "--compare-torch", "--quiet", "--json", js)
+        self.assertEqual(rc, 0, err)
+        j = json.load(open(js))
+        self.assertTrue(j["torch"]["torch_version"])
+        for row in j["prefill"] + j["decode"]:
+            self.assertGreater(row["speedup_vs_torch"], 0, row["test"])
+            t = row["torch_tokens_per_s"]
+            self.assertTrue(0 < t["min"] <= t["median"] <= t["max"])
+            self.assertIn(f"| {row['test']} |", out.split("PyTorch")[1])
+        # A missing baseline script is a clear error before any work.
+        rc, _, err = run("bench", "model", "--model", MODEL, "--compare-torch", "--torch-script", "/nonexistent.py")
+        self.assertEqual(rc, 1)
+        self.assertIn("no baseline script", err)
+
 
 class BenchServe(unittest.TestCase):
     def test_against_our_server(self):

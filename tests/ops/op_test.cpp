@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "backend/ref/ref_ops.h"
@@ -78,26 +79,28 @@ TEST_P(Ops, MatmulRowsIndependentOfBatch) {
 // batch size must still match the one-row product bit for bit, and the scalar reference.
 TEST_P(Ops, MatmulPathsAgreeBitForBit) {
     Rng rng(12);
-    for (DType wt : {DType::kBF16, DType::kF16, DType::kF32})
-        for (auto [in, out] : {std::pair{2311, 53}, {520, 100}, {9219, 7}}) {
-            const int64_t max_t = 21;
-            Buf x(DType::kF32, {max_t, in}, &rng), w(wt, {out, in}, &rng, 0.05);
-            std::vector<Buf> single;
-            for (int64_t t = 0; t < max_t; ++t) {
-                single.emplace_back(DType::kF32, std::initializer_list<int64_t>{1, out});
-                ops::matmul(r.ex, x.t.rows(t, t + 1), w.t, Precision::kF32, single.back().t);
+    for (Precision p : {Precision::kF32, Precision::kBF16})
+        for (DType wt : {DType::kBF16, DType::kF16, DType::kF32})
+            for (auto [in, out] : {std::pair{2311, 53}, {520, 100}, {9219, 7}}) {
+                const int64_t max_t = 21;
+                Buf x(DType::kF32, {max_t, in}, &rng), w(wt, {out, in}, &rng, 0.05);
+                std::vector<Buf> single;
+                for (int64_t t = 0; t < max_t; ++t) {
+                    single.emplace_back(DType::kF32, std::initializer_list<int64_t>{1, out});
+                    ops::matmul(r.ex, x.t.rows(t, t + 1), w.t, p, single.back().t);
+                }
+                for (int64_t n : {2, 3, 4, 5, 8, 16, 17, 21}) {
+                    Buf y(DType::kF32, {n, out}), yr(DType::kF32, {n, out});
+                    const Tensor xs = x.t.rows(0, n);
+                    ops::matmul(r.ex, xs, w.t, p, y.t);
+                    ref::matmul(xs, w.t, p, yr.t);
+                    const std::string what = "n=" + std::to_string(n) + " I=" + std::to_string(in) + " w=" + dtype_name(wt) +
+                                             (p == Precision::kBF16 ? " bf16" : " f32");
+                    EXPECT_LT(rel_err(y.t, yr.t), 2e-6) << what;
+                    for (int64_t t = 0; t < n; ++t)
+                        ASSERT_EQ(0, std::memcmp(single[size_t(t)].f(), y.f() + t * out, size_t(out) * 4)) << "row " << t << " " << what;
+                }
             }
-            for (int64_t n : {2, 3, 4, 5, 8, 16, 17, 21}) {
-                Buf y(DType::kF32, {n, out}), yr(DType::kF32, {n, out});
-                const Tensor xs = x.t.rows(0, n);
-                ops::matmul(r.ex, xs, w.t, Precision::kF32, y.t);
-                ref::matmul(xs, w.t, Precision::kF32, yr.t);
-                EXPECT_LT(rel_err(y.t, yr.t), 2e-6) << "n=" << n << " I=" << in << " w=" << dtype_name(wt);
-                for (int64_t t = 0; t < n; ++t)
-                    ASSERT_EQ(0, std::memcmp(single[size_t(t)].f(), y.f() + t * out, size_t(out) * 4))
-                        << "row " << t << " of " << n << " I=" << in << " w=" << dtype_name(wt);
-            }
-        }
 }
 
 TEST_P(Ops, Norms) {

@@ -1,7 +1,10 @@
 // CPU feature detection via the compiler's cpuid builtins.
 #include "backend/cpu/cpu_features.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace kimi::cpu {
 
@@ -51,5 +54,35 @@ bool use_avx2() {
     }();
     return on;
 }
+
+Isa matmul_isa() {
+    static const Isa isa = [] {
+        const CpuFeatures& c = cpu_features();
+        Isa best = !use_avx2() ? Isa::kScalar : (c.avx512f && c.avx512bw && c.avx512vl) ? Isa::kAvx512 : Isa::kAvx2;
+        const char* cap = std::getenv("KIMI_ISA");
+        if (cap && *cap) {
+            Isa want = Isa::kAvx512;
+            if (std::strcmp(cap, "scalar") == 0) want = Isa::kScalar;
+            else if (std::strcmp(cap, "avx2") == 0) want = Isa::kAvx2;
+            else if (std::strcmp(cap, "avx512") != 0)
+                std::fprintf(stderr, "kimi: ignoring KIMI_ISA=%s (expected scalar, avx2 or avx512)\n", cap);
+            best = std::min(best, want);
+        }
+        return best;
+    }();
+    return isa;
+}
+
+const char* isa_name(Isa isa) {
+    switch (isa) {
+        case Isa::kAvx512: return "avx512";
+        case Isa::kAvx2: return "avx2";
+        default: return "scalar";
+    }
+}
+
+bool use_avx512() { return matmul_isa() == Isa::kAvx512; }
+
+bool use_avx512_bf16() { return use_avx512() && cpu_features().avx512bf16; }
 
 }  // namespace kimi::cpu

@@ -1,4 +1,4 @@
-// Machine probes: dispatch to the AVX2 loops or the scalar ones (see machine_probe.h).
+// Machine probes: dispatch to the AVX-512, AVX2 or scalar loops (see machine_probe.h).
 #include "backend/cpu/machine_probe.h"
 
 #include <cstring>
@@ -12,6 +12,10 @@ uint64_t read_sum(const uint64_t* p, int64_t n);
 float fma_f32(int64_t n_iter);
 float fma_bf16(int64_t n_iter);
 }  // namespace avx2
+namespace avx512 {
+float fma_f32(int64_t n_iter);
+float dot_bf16(int64_t n_iter);
+}  // namespace avx512
 
 uint64_t read_sum(const uint64_t* p, int64_t n) {
     if (use_avx2()) return avx2::read_sum(p, n);
@@ -25,6 +29,12 @@ uint64_t read_sum(const uint64_t* p, int64_t n) {
 
 PeakResult fma_f32_loop(int64_t n_iter) {
     PeakResult r;
+    if (use_avx512()) {
+        r.sink = avx512::fma_f32(n_iter);
+        r.flops = double(n_iter) * 12 * 16 * 2;
+        r.isa = "avx512f";
+        return r;
+    }
     if (use_avx2()) {
         r.sink = avx2::fma_f32(n_iter);
         r.flops = double(n_iter) * 10 * 8 * 2;
@@ -42,6 +52,12 @@ PeakResult fma_f32_loop(int64_t n_iter) {
 
 PeakResult fma_bf16_loop(int64_t n_iter) {
     PeakResult r;
+    if (use_avx512_bf16()) {
+        r.sink = avx512::dot_bf16(n_iter);
+        r.flops = double(n_iter) * 12 * 32 * 2;
+        r.isa = "avx512-bf16 (vdpbf16ps)";
+        return r;
+    }
     if (use_avx2()) {
         r.sink = avx2::fma_bf16(n_iter);
         r.flops = double(n_iter) * 10 * 8 * 2;

@@ -1,6 +1,6 @@
 // Machine probes for `kimi-cpp bench machine`: streaming read bandwidth over a buffer far
 // larger than the last-level cache, and the peak multiply-add rate of register-only loops
-// for the best instruction set present (AVX2+FMA, else scalar). The limits the engine's
+// for the best instruction set present (AVX-512 / AVX-512 BF16, AVX2+FMA, else scalar). The limits the engine's
 // decode (bandwidth) and prefill (matrix units) are measured against.
 #pragma once
 #include <cstdint>
@@ -19,7 +19,7 @@ struct PeakResult {
     std::string isa;
 };
 PeakResult fma_f32_loop(int64_t n_iter);
-// bf16 inputs widened to f32 (shift) then FMA — the bf16 weight path without AVX-512 BF16.
+// bf16 multiply-adds: vdpbf16ps with AVX-512 BF16, else bf16 widened to f32 (shift) then FMA.
 PeakResult fma_bf16_loop(int64_t n_iter);
 
 }  // namespace kimi::cpu

@@ -19,12 +19,40 @@ float* thread_scratch(int64_t in) {
         float* at = nullptr;
     };
     thread_local Aligned s;
-    const int64_t n = matmul_scratch_floats(in) + 8;
+    const int64_t n = matmul_scratch_floats(in) + 16;
     if (int64_t(s.buf.size()) < n) {
         s.buf.resize(size_t(n));
-        s.at = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(s.buf.data()) + 31) & ~uintptr_t(31));
+        s.at = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(s.buf.data()) + 63) & ~uintptr_t(63));
     }
     return s.at;
+}
+}  // namespace
+
+// The kernel of the ISA chosen at start-up.
+MatmulKernel matmul_kernel() {
+    switch (matmul_isa()) {
+        case Isa::kAvx512: return matmul_range_avx512;
+        case Isa::kAvx2: return matmul_range_avx2;
+        default: return matmul_range_scalar;
+    }
+}
+
+namespace {
+// bf16 activations: the rows rounded once into the arena, as f32 values (every kernel) and,
+// for a kernel with native bf16 pairs, as bf16 bits too.
+struct RoundedRows {
+    const float* x;
+    const uint16_t* xb = nullptr;
+};
+
+RoundedRows round_rows(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, int64_t in) {
+    float* xr = static_cast<float*>(ex.arena->alloc_bytes(size_t(n_rows * in) * sizeof(float)));
+    uint16_t* xb = use_avx512_bf16() ? static_cast<uint16_t*>(ex.arena->alloc_bytes(size_t(n_rows * in) * sizeof(uint16_t))) : nullptr;
+    for (int64_t t = 0; t < n_rows; ++t)
+        for (int64_t i = 0; i < in; ++i) xr[t * in + i] = round_to_bf16(x[t * ldx + i]);
+    if (xb)
+        for (int64_t i = 0; i < n_rows * in; ++i) xb[i] = f32_to_bf16(xr[i]);   // exact: already bf16 values
+    return {xr, xb};
 }
 }  // namespace
 
@@ -32,15 +60,16 @@ void matmul_strided(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, const
                     int64_t ldy) {
     const int64_t out = w.dim(0), in = w.dim(1);
     if (n_rows == 0 || out == 0) return;
+    const uint16_t* xb = nullptr;
     if (p == Precision::kBF16) {
-        float* xr = static_cast<float*>(ex.arena->alloc_bytes(size_t(n_rows * in) * sizeof(float)));
-        for (int64_t t = 0; t < n_rows; ++t)
-            for (int64_t i = 0; i < in; ++i) xr[t * in + i] = round_to_bf16(x[t * ldx + i]);
-        x = xr;
+        const RoundedRows r = round_rows(ex, x, n_rows, ldx, in);
+        x = r.x;
+        xb = r.xb;
         ldx = in;
     }
-    const MatmulArgs a{x, n_rows, ldx, w.data, w.dtype, in, y, ldy};
-    const auto kernel = use_avx2() ? matmul_range_avx2 : matmul_range_scalar;
+    MatmulArgs a{x, n_rows, ldx, w.data, w.dtype, in, y, ldy};
+    if (w.dtype == DType::kBF16) a.xb = xb;
+    const MatmulKernel kernel = matmul_kernel();
     // Blocks of output columns; each column is computed entirely by one task.
     constexpr int64_t kBlock = kMatmulColumnBlock;
     const int64_t n_blocks = (out + kBlock - 1) / kBlock;
@@ -55,10 +84,11 @@ void matmul_grouped(Exec& ex, const Tensor& x, std::span<const Tensor* const> ws
     const int64_t in = x.dim(1), out = y.dim(1), n_groups = int64_t(ws.size());
     if (out == 0 || x.dim(0) == 0) return;
     const float* xs = x.f32();
+    const uint16_t* xbs = nullptr;
     if (p == Precision::kBF16) {   // rounded once, as matmul rounds each row
-        float* xr = static_cast<float*>(ex.arena->alloc_bytes(size_t(x.numel()) * sizeof(float)));
-        for (int64_t i = 0; i < x.numel(); ++i) xr[i] = round_to_bf16(xs[i]);
-        xs = xr;
+        const RoundedRows r = round_rows(ex, xs, x.dim(0), in, in);
+        xs = r.x;
+        xbs = r.xb;
     }
     constexpr int64_t kBlock = kMatmulColumnBlock;   // as matmul_strided: each column block entirely by one task
     const int64_t per_group = (out + kBlock - 1) / kBlock;
@@ -74,7 +104,7 @@ void matmul_grouped(Exec& ex, const Tensor& x, std::span<const Tensor* const> ws
             ++n_items;
         }
     }
-    const auto kernel = use_avx2() ? matmul_range_avx2 : matmul_range_scalar;
+    const MatmulKernel kernel = matmul_kernel();
     float* ys = y.f32();
     ex.pool->parallel_ranges(n_items, [&](int64_t i0, int64_t i1, int) {
         float* scratch = thread_scratch(in);
@@ -82,7 +112,8 @@ void matmul_grouped(Exec& ex, const Tensor& x, std::span<const Tensor* const> ws
             const int64_t g = items[2 * i], b = items[2 * i + 1];
             const int64_t r0 = starts[size_t(g)], r1 = starts[size_t(g) + 1];
             const Tensor& w = *ws[size_t(g)];
-            const MatmulArgs a{xs + r0 * in, r1 - r0, in, w.data, w.dtype, in, ys + r0 * out, out};
+            MatmulArgs a{xs + r0 * in, r1 - r0, in, w.data, w.dtype, in, ys + r0 * out, out};
+            if (xbs && w.dtype == DType::kBF16) a.xb = xbs + r0 * in;
             kernel(a, b * kBlock, std::min(out, (b + 1) * kBlock), scratch);
         }
     });

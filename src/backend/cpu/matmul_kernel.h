@@ -1,8 +1,11 @@
 // The matrix-product micro-kernel interface shared by the scalar and ISA-specific versions.
 // A kernel computes y[t, o] = Σ_i x[t, i] · w[o, i] for rows t < n_rows and o in [o_begin, o_end).
-// Per output element the reduction order is fixed: 8 lane partial sums over i ≡ lane (mod 8)
-// for i < I - I % 8, a fixed pairwise lane reduction, then the tail i in order — so the
-// result does not depend on n_rows, the o range or the blocking used.
+// Per output element the reduction order is fixed by the kernel the process picked at
+// start-up (matmul_isa()) and the product's (activation, weight) types: the scalar and AVX2
+// kernels sum 8 lane partial sums over i ≡ lane (mod 8) for i < I - I % 8, reduce the lanes
+// pairwise in a fixed order, then add the tail i in order; the AVX-512 BF16 kernel (bf16
+// activations × bf16 weights) sums 16 lanes of bf16 pairs (kernels/matmul_avx512.cpp). So
+// within a process the result never depends on n_rows, the o range, the blocking or the thread.
 #pragma once
 #include <cstdint>
 
@@ -18,20 +21,28 @@ struct MatmulArgs {
     int64_t in;       // I
     float* y;         // n_rows rows, ldy apart
     int64_t ldy;
+    // x rounded to bf16, n_rows rows I apart: given (bf16 activations) only to a kernel that
+    // multiplies bf16 pairs natively (AVX-512 BF16), and used only with bf16 weights.
+    const uint16_t* xb = nullptr;
 };
 
 // The unit of work the callers split a product's output columns into: a multiple of the
 // kernels' 8-, 4- and 3-row blocks, small enough to balance 2-16 threads on narrow products.
 constexpr int64_t kMatmulColumnBlock = 24;
 
-// The most weight rows a kernel widens at once.
+// The most weight rows a kernel blocks together.
 constexpr int64_t kMaxRowBlock = 48;
 
-// Floats of per-thread scratch a kernel needs for products with I = in (32-byte aligned).
-constexpr int64_t matmul_scratch_floats(int64_t in) { return 16 * kMaxRowBlock * 8 + kMaxRowBlock * in; }
+// Floats of per-thread scratch a kernel needs for products with I = in: partial sums of
+// 16 token rows × kMaxRowBlock rows × 16 lanes, then kMaxRowBlock widened rows.
+constexpr int64_t matmul_scratch_floats(int64_t in) { return 16 * kMaxRowBlock * 16 + kMaxRowBlock * in; }
 
-// scratch: matmul_scratch_floats(I) floats, 32-byte aligned, private to the calling thread.
+// scratch: matmul_scratch_floats(I) floats, 64-byte aligned, private to the calling thread.
 void matmul_range_scalar(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch);
 void matmul_range_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch);
+void matmul_range_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch);
+
+using MatmulKernel = void (*)(const MatmulArgs&, int64_t, int64_t, float*);
+MatmulKernel matmul_kernel();   // the kernel of matmul_isa()
 
 }  // namespace kimi::cpu

@@ -54,8 +54,11 @@ constexpr int64_t elems_per_line() {
 
 // Direct path: NR weight rows from o (read from memory) × NT token rows from t.
 template <DType DT, int NR, int NT>
-inline void direct_tile(const MatmulArgs& a, int64_t t, int64_t o) {
+inline void direct_tile(const MatmulArgs& a, int64_t t, int64_t o, int64_t o_end) {
     const int64_t in = a.in, in8 = in - in % 8;
+    // Rows kPrefetchRows ahead are prefetched only inside this range: past its end lie rows
+    // another task reads, or another product's.
+    const int64_t n_pf = std::clamp<int64_t>(o_end - o - kPrefetchRows, 0, NR);
     const float* xr[NT];
     for (int j = 0; j < NT; ++j) xr[j] = a.x + (t + j) * a.ldx;
     const int64_t w0 = o * in;   // element offset of row o
@@ -69,10 +72,9 @@ inline void direct_tile(const MatmulArgs& a, int64_t t, int64_t o) {
             const __m256 wv = load8<DT>(a.w, w0 + r * in + i);
             for (int j = 0; j < NT; ++j) acc[j][r] = _mm256_fmadd_ps(xv[j], wv, acc[j][r]);
         }
-        if (i % elems_per_line<DT>() == 0) {
-            // note: may run past the tensor's end; prefetch never faults.
+        if (n_pf > 0 && i % elems_per_line<DT>() == 0) {
             const char* base = static_cast<const char*>(a.w) + (w0 + kPrefetchRows * in + i) * (DT == DType::kF32 ? 4 : 2);
-            for (int r = 0; r < NR; ++r) _mm_prefetch(base + r * in * (DT == DType::kF32 ? 4 : 2), _MM_HINT_T0);
+            for (int r = 0; r < n_pf; ++r) _mm_prefetch(base + r * in * (DT == DType::kF32 ? 4 : 2), _MM_HINT_T0);
         }
     }
     for (int j = 0; j < NT; ++j) {
@@ -85,19 +87,19 @@ inline void direct_tile(const MatmulArgs& a, int64_t t, int64_t o) {
 }
 
 template <DType DT, int NR>
-inline void direct_rows(const MatmulArgs& a, int64_t o) {
+inline void direct_rows(const MatmulArgs& a, int64_t o, int64_t o_end) {
     int64_t t = 0;
-    for (; t + 2 <= a.n_rows; t += 2) direct_tile<DT, NR, 2>(a, t, o);
-    if (t < a.n_rows) direct_tile<DT, NR, 1>(a, t, o);
+    for (; t + 2 <= a.n_rows; t += 2) direct_tile<DT, NR, 2>(a, t, o, o_end);
+    if (t < a.n_rows) direct_tile<DT, NR, 1>(a, t, o, o_end);
 }
 
 template <DType DT>
 void direct_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
     int64_t o = o_begin;
     if (a.n_rows == 1)
-        for (; o + 8 <= o_end; o += 8) direct_tile<DT, 8, 1>(a, 0, o);
-    for (; o + 4 <= o_end; o += 4) direct_rows<DT, 4>(a, o);
-    for (; o < o_end; ++o) direct_rows<DT, 1>(a, o);
+        for (; o + 8 <= o_end; o += 8) direct_tile<DT, 8, 1>(a, 0, o, o_end);
+    for (; o + 4 <= o_end; o += 4) direct_rows<DT, 4>(a, o, o_end);
+    for (; o < o_end; ++o) direct_rows<DT, 1>(a, o, o_end);
 }
 
 void widen_row(const void* w, DType dt, int64_t in, int64_t row, float* out) {
@@ -206,8 +208,8 @@ int64_t row_block(int64_t in) { return std::clamp<int64_t>((49152 / std::max<int
 
 void widened_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch) {
     const int64_t rb = row_block(a.in);
-    __m256* acc = reinterpret_cast<__m256*>(scratch);   // scratch is 32-byte aligned
-    float* wf = scratch + kTokBlock * kMaxRowBlock * 8;
+    __m256* acc = reinterpret_cast<__m256*>(scratch);   // scratch is 64-byte aligned
+    float* wf = scratch + kTokBlock * kMaxRowBlock * 16;
     for (int64_t o = o_begin; o < o_end; o += rb) {
         const int64_t n_w = std::min(rb, o_end - o);
         const Block b{wf, o, n_w, acc, std::min(rb, o_end - o - n_w)};

@@ -1,0 +1,707 @@
+#!/usr/bin/python3
+"""PyTorch eager bf16 baseline of the Kimi Linear forward pass (speed reference).
+
+This is "the baseline a user would otherwise reach for on a CPU": plain torch eager code,
+weights and activations in bf16, every projection a batched `torch.nn.functional.linear`,
+the numerically sensitive parts in float32 the way the HF / fla code does it (RMSNorm
+statistics, gates, softmax, and the KDA recurrent state).  The only per-token Python loop
+is the KDA recurrence over time inside a KDA layer; batch and heads are vectorised, and the
+MoE loops over experts (never over tokens).
+
+The semantics mirror the float64 numpy reference tests/golden/kimi_ref.py (itself written
+from docs/model-spec.md sections 3-6): KDA with short conv + SiLU, L2-normalised q/k
+(q scaled by K^-0.5), gate g = -exp(A_log) * softplus(f + dt_bias), beta = sigmoid(b_proj),
+recurrence decay -> predict -> delta -> write -> read, gated RMSNorm with sigmoid(z),
+o_proj; NoPE MLA (expanded form for a fresh prefill, weight-absorbed form over the latent
+cache otherwise); sigmoid/softmax router with e_score_correction_bias for selection only,
+grouped top-k, renormalisation, routed_scaling_factor, shared experts; dense MLP before
+first_k_dense_replace; final norm; lm_head or tied embeddings.
+
+Uses only the standard library, numpy and torch (Debian python3-torch 1.13).
+
+CLI (called by `kimi-cpp bench model --compare-torch`):
+  kimi_torch.py --model DIR --prompt-lens 128,512 --batches 1,4,16 --contexts 0,1024,4096 \
+                --reps 3 --decode-steps 8 --threads 2 --json OUT.json [--seed 0] [--quiet]
+  kimi_torch.py --model DIR --logits --tokens 1,2,3 --out FILE
+      (correctness mode: little-endian float32 logits [T, vocab] of every position,
+       the same format as kimi_ref.py's CLI)
+
+Benchmark method: prefill rows time a batch-1 prefill of p random token ids from a fresh
+state (tokens/s = p / seconds).  Decode rows set up a synthetic state of B sequences with
+D tokens of context (random KDA states, conv histories and MLA latent caches; the values do
+not change the cost), run one untimed decode step, then time `reps` runs of
+`decode_steps` greedy steps (each step feeds the argmax of the previous step's logits).
+"""
+
+import argparse
+import glob
+import json
+import math
+import os
+import statistics
+import struct
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+# --------------------------------------------------------------------------------------
+# safetensors loading (no safetensors package)
+# --------------------------------------------------------------------------------------
+
+_ST_DTYPES = {  # safetensors dtype -> (torch dtype to read the raw bytes as, item size)
+    "BF16": (torch.int16, 2),   # reinterpreted as bfloat16 below
+    "F16": (torch.float16, 2),
+    "F32": (torch.float32, 4),
+    "F64": (torch.float64, 8),
+}
+
+
+class ModelError(Exception):
+    """A bad model directory or checkpoint (reported as `kimi_torch: ...`, exit 2)."""
+
+
+def _read_file(path):
+    """Whole file into one bytearray (tensors below are zero-copy views of it)."""
+    size = os.path.getsize(path)
+    buf = bytearray(size)
+    view = memoryview(buf)
+    with open(path, "rb") as fh:
+        pos = 0
+        while pos < size:
+            n = fh.readinto(view[pos:pos + (256 << 20)])
+            if not n:
+                raise ModelError(f"{path}: short read")
+            pos += n
+    return buf
+
+
+def read_safetensors(path, dtype):
+    """{name: tensor} of one .safetensors file; floating tensors converted to `dtype`."""
+    buf = _read_file(path)
+    if len(buf) < 8:
+        raise ModelError(f"{path}: too short for a safetensors file")
+    (n,) = struct.unpack("<Q", buf[:8])
+    try:
+        header = json.loads(bytes(buf[8:8 + n]).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ModelError(f"{path}: bad safetensors header ({e})")
+    header.pop("__metadata__", None)
+    base = 8 + n
+    out = {}
+    for name, info in header.items():
+        dt = info.get("dtype")
+        if dt not in _ST_DTYPES:
+            raise ModelError(f"{path}: tensor {name}: unsupported dtype {dt}")
+        raw_dtype, size = _ST_DTYPES[dt]
+        shape = [int(s) for s in info["shape"]]
+        begin, end = (int(v) for v in info["data_offsets"])
+        count = math.prod(shape)
+        if end - begin != count * size or base + end > len(buf):
+            raise ModelError(f"{path}: tensor {name}: bad data offsets")
+        off = base + begin
+        if count == 0:
+            t = torch.zeros(shape, dtype=raw_dtype)
+        elif off % size == 0:
+            t = torch.frombuffer(buf, dtype=raw_dtype, count=count, offset=off)
+        else:  # misaligned: copy the bytes out
+            t = torch.frombuffer(bytearray(buf[off:off + count * size]), dtype=raw_dtype)
+        if dt == "BF16":
+            t = t.view(torch.bfloat16)
+        t = t.reshape(shape)
+        out[name] = t if t.dtype == dtype else t.to(dtype)
+    return out
+
+
+def load_model_dir(model_dir, dtype):
+    """(config dict, {name: tensor in `dtype`}) of a model directory."""
+    cfg_path = os.path.join(model_dir, "config.json")
+    if not os.path.isdir(model_dir):
+        raise ModelError(f"model directory {model_dir} does not exist")
+    try:
+        with open(cfg_path) as fh:
+            cfg = json.load(fh)
+    except (OSError, json.JSONDecodeError) as e:
+        raise ModelError(f"cannot read {cfg_path}: {e}")
+    files = sorted(glob.glob(os.path.join(model_dir, "*.safetensors")))
+    if not files:
+        raise ModelError(f"no *.safetensors in {model_dir}")
+    weights = {}
+    for f in files:
+        w = read_safetensors(f, dtype)
+        dup = set(w) & set(weights)
+        if dup:
+            raise ModelError(f"duplicate tensors across shards: {sorted(dup)[:3]}")
+        weights.update(w)
+    return cfg, weights
+
+
+# --------------------------------------------------------------------------------------
+# config
+# --------------------------------------------------------------------------------------
+
+class Config:
+    """The config.json keys the forward pass uses (same defaults as kimi_ref.Cfg)."""
+
+    def __init__(self, c):
+        try:
+            self.hidden = int(c["hidden_size"])
+            self.n_layers = int(c["num_hidden_layers"])
+            self.vocab = int(c["vocab_size"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise ModelError(f"config.json: missing or bad key {e}")
+        self.eps = float(c.get("rms_norm_eps", 1e-5))
+        la = c.get("linear_attn_config") or {}
+        self.kda_layers = set(int(v) for v in (la.get("kda_layers") or []))  # 1-based
+        self.kda_heads = int(la.get("num_heads", 0) or 0)
+        self.kda_dim = int(la.get("head_dim", 0) or 0)
+        self.conv_w = int(la.get("short_conv_kernel_size", 4) or 4)
+        self.mla_heads = int(c.get("num_attention_heads", 0) or 0)
+        self.nope = int(c.get("qk_nope_head_dim", 0) or 0)
+        self.rope = int(c.get("qk_rope_head_dim", 0) or 0)
+        self.vdim = int(c.get("v_head_dim", 0) or 0)
+        self.kv_lora = int(c.get("kv_lora_rank", 0) or 0)
+        self.q_lora = c.get("q_lora_rank")
+        self.mla_use_nope = bool(c.get("mla_use_nope", True))
+        self.n_experts = int(c.get("num_experts", 0) or 0)
+        self.top_k = int(c.get("num_experts_per_token", 0) or 0)
+        self.n_shared = int(c.get("num_shared_experts", 0) or 0)
+        self.first_dense = int(c.get("first_k_dense_replace", 0) or 0)
+        self.moe_freq = int(c.get("moe_layer_freq", 1) or 1)
+        self.renorm = bool(c.get("moe_renormalize", True))
+        self.scale = float(c.get("routed_scaling_factor", 1.0))
+        self.n_group = int(c.get("num_expert_group", 1) or 1)
+        self.topk_group = int(c.get("topk_group", 1) or 1)
+        self.grouped = bool(c.get("use_grouped_topk", True))
+        self.router_act = c.get("moe_router_activation_func", "sigmoid")
+        self.tie = bool(c.get("tie_word_embeddings", False))
+        if not self.mla_use_nope:
+            raise ModelError("mla_use_nope=false (RoPE MLA) is not part of Kimi Linear")
+        if self.router_act not in ("sigmoid", "softmax"):
+            raise ModelError(f"router activation {self.router_act} is not supported")
+
+    def is_kda(self, i):
+        return (i + 1) in self.kda_layers
+
+    def is_moe(self, i):
+        return self.n_experts > 0 and i >= self.first_dense and i % self.moe_freq == 0
+
+
+# --------------------------------------------------------------------------------------
+# small ops
+# --------------------------------------------------------------------------------------
+
+def rms_norm(x, w, eps):
+    """RMSNorm with float32 statistics (HF style); returns x's dtype."""
+    xf = x.float()
+    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return (y * w.float()).to(x.dtype)
+
+
+def l2_norm(x, eps=1e-6):
+    """x / sqrt(sum(x^2) + eps) over the last dim (fla form)."""
+    return x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) + eps)
+
+
+def swiglu(x, wg, wu, wd):
+    return F.linear(F.silu(F.linear(x, wg)) * F.linear(x, wu), wd)
+
+
+# --------------------------------------------------------------------------------------
+# KDA (model-spec §3)
+# --------------------------------------------------------------------------------------
+
+class KDAState:
+    """Per-layer decode state of B sequences."""
+
+    def __init__(self, S, conv):
+        self.S = S          # [B, H, K, V] float32 recurrent state
+        self.conv = conv    # {"q"|"k"|"v": [B, W-1, C]} last W-1 pre-conv projections
+
+    @staticmethod
+    def zeros(B, cfg, dtype):
+        H, K, W = cfg.kda_heads, cfg.kda_dim, cfg.conv_w
+        S = torch.zeros(B, H, K, K, dtype=torch.float32)
+        conv = {n: torch.zeros(B, W - 1, H * K, dtype=dtype) for n in "qkv"}
+        return KDAState(S, conv)
+
+
+def short_conv_silu(raw, w, hist):
+    """Depthwise causal conv (tap W-1 = current token) + SiLU, computed in float32.
+
+    raw [B, T, C], w [C, 1, W], hist [B, W-1, C].  Returns (out [B, T, C] f32, new hist)."""
+    T = raw.shape[1]
+    wf = w.reshape(w.shape[0], -1).float()                      # [C, W]
+    W = wf.shape[1]
+    full = torch.cat([hist.to(raw.dtype), raw], dim=1)          # [B, W-1+T, C]
+    fullf = full.float()
+    acc = fullf[:, 0:T] * wf[:, 0]
+    for i in range(1, W):                                       # loop over taps, not tokens
+        acc += fullf[:, i:i + T] * wf[:, i]
+    return F.silu(acc), full[:, T:].clone()                     # [B, T, C], [B, W-1, C]
+
+
+def kda_recurrence(q, k, v, g, beta, S):
+    """Token-by-token KDA recurrence (§3.3), batched over B and heads, in float32.
+
+    q, k, g [B, T, H, K]; v [B, T, H, V]; beta [B, T, H]; S [B, H, K, V] (updated in place).
+    Returns o [B, T, H, V]."""
+    B, T, H, _ = q.shape
+    decay = g.exp()                                             # [B, T, H, K]
+    bv = beta.unsqueeze(-1)                                     # [B, T, H, 1]
+    o = torch.empty(B, T, H, v.shape[-1], dtype=torch.float32)
+    for t in range(T):
+        S.mul_(decay[:, t].unsqueeze(-1))                       # decay rows     [B, H, K, V]
+        k_t = k[:, t].unsqueeze(-2)                             # [B, H, 1, K]
+        pred = torch.matmul(k_t, S).squeeze(-2)                 # S^T k          [B, H, V]
+        u = bv[:, t] * (v[:, t] - pred)                         # delta          [B, H, V]
+        S.addcmul_(k_t.transpose(-1, -2), u.unsqueeze(-2))      # write k u^T    [B, H, K, V]
+        o[:, t] = torch.matmul(q[:, t].unsqueeze(-2), S).squeeze(-2)  # read after write
+    return o
+
+
+class KDALayer:
+    def __init__(self, W, p, cfg):
+        self.cfg = cfg
+        self.w = {n: W[p + n] for n in (
+            "q_proj.weight", "k_proj.weight", "v_proj.weight",
+            "q_conv1d.weight", "k_conv1d.weight", "v_conv1d.weight",
+            "f_a_proj.weight", "f_b_proj.weight", "b_proj.weight",
+            "g_a_proj.weight", "g_b_proj.weight", "o_norm.weight", "o_proj.weight",
+            "A_log", "dt_bias")}
+        if self.w["A_log"].numel() != cfg.kda_heads:
+            raise ModelError(f"{p}A_log has {self.w['A_log'].numel()} values, expected {cfg.kda_heads}")
+
+    def new_state(self, B, dtype):
+        return KDAState.zeros(B, self.cfg, dtype)
+
+    def __call__(self, x, st):
+        """x [B, T, D] (normed) -> [B, T, D]; st: KDAState, updated."""
+        w, cfg = self.w, self.cfg
+        B, T, _ = x.shape
+        H, K = cfg.kda_heads, cfg.kda_dim
+        qkv = {}
+        for n in "qkv":
+            raw = F.linear(x, w[f"{n}_proj.weight"])                       # [B, T, H*K]
+            out, st.conv[n] = short_conv_silu(raw, w[f"{n}_conv1d.weight"], st.conv[n])
+            qkv[n] = out.view(B, T, H, K)                                  # f32
+        q = l2_norm(qkv["q"]) * (K ** -0.5)                                # [B, T, H, K]
+        k = l2_norm(qkv["k"])                                              # [B, T, H, K]
+        f = F.linear(F.linear(x, w["f_a_proj.weight"]), w["f_b_proj.weight"]).float()
+        A = -torch.exp(w["A_log"].float().reshape(H, 1))                   # [H, 1]
+        g = A * F.softplus(f.view(B, T, H, K) + w["dt_bias"].float().view(H, K))  # [B, T, H, K]
+        beta = torch.sigmoid(F.linear(x, w["b_proj.weight"]).float())      # [B, T, H]
+        z = F.linear(F.linear(x, w["g_a_proj.weight"]), w["g_b_proj.weight"])  # [B, T, H*K]
+        o = kda_recurrence(q, k, qkv["v"], g, beta, st.S)                  # [B, T, H, V] f32
+        o = o.to(x.dtype)                                                  # core output in act dtype
+        y = rms_norm(o, w["o_norm.weight"], cfg.eps).float() * torch.sigmoid(z.float().view(B, T, H, K))
+        return F.linear(y.to(x.dtype).view(B, T, H * K), w["o_proj.weight"])  # [B, T, D]
+
+
+# --------------------------------------------------------------------------------------
+# MLA (model-spec §4)
+# --------------------------------------------------------------------------------------
+
+class MLACache:
+    """Latent cache [c_hat ; k_r] of B sequences, preallocated and grown by doubling."""
+
+    def __init__(self, B, width, dtype, capacity=0):
+        self.buf = torch.empty(B, max(capacity, 16), width, dtype=dtype)  # [B, cap, R+rope]
+        self.length = 0
+
+    def append(self, ckv):
+        """ckv [B, T, R+rope]; returns the filled view [B, length, R+rope]."""
+        B, T, Wd = ckv.shape
+        need = self.length + T
+        if need > self.buf.shape[1]:
+            nb = torch.empty(B, max(need, 2 * self.buf.shape[1]), Wd, dtype=self.buf.dtype)
+            nb[:, :self.length] = self.buf[:, :self.length]
+            self.buf = nb
+        self.buf[:, self.length:need] = ckv
+        self.length = need
+        return self.buf[:, :need]
+
+
+def causal_mask(T, Tk):
+    """[T, Tk] bool, query t sits at absolute position Tk - T + t."""
+    pos_q = torch.arange(T).unsqueeze(1) + (Tk - T)
+    return torch.arange(Tk).unsqueeze(0) <= pos_q
+
+
+class MLALayer:
+    def __init__(self, W, p, cfg):
+        self.cfg = cfg
+        H, nope, vd, R = cfg.mla_heads, cfg.nope, cfg.vdim, cfg.kv_lora
+        names = ["kv_a_proj_with_mqa.weight", "kv_a_layernorm.weight", "kv_b_proj.weight", "o_proj.weight"]
+        names += ["q_a_proj.weight", "q_a_layernorm.weight", "q_b_proj.weight"] if cfg.q_lora else ["q_proj.weight"]
+        self.w = {n: W[p + n] for n in names}
+        kvb = self.w["kv_b_proj.weight"].view(H, nope + vd, R)
+        self.w_uk = kvb[:, :nope].contiguous()                     # [H, nope, R]
+        self.w_uv_t = kvb[:, nope:].transpose(1, 2).contiguous()   # [H, R, vd]
+
+    def new_state(self, B, dtype, capacity=0):
+        return MLACache(B, self.cfg.kv_lora + self.cfg.rope, dtype, capacity)
+
+    def _project(self, x):
+        """x [B, T, D] -> q [B, T, H, nope+rope], ckv [B, T, R+rope] (c normed)."""
+        w, cfg = self.w, self.cfg
+        B, T, _ = x.shape
+        if cfg.q_lora:
+            qa = rms_norm(F.linear(x, w["q_a_proj.weight"]), w["q_a_layernorm.weight"], 1e-6)
+            q = F.linear(qa, w["q_b_proj.weight"])
+        else:
+            q = F.linear(x, w["q_proj.weight"])
+        q = q.view(B, T, cfg.mla_heads, cfg.nope + cfg.rope)
+        ckv = F.linear(x, w["kv_a_proj_with_mqa.weight"])[..., :cfg.kv_lora + cfg.rope]
+        c_hat = rms_norm(ckv[..., :cfg.kv_lora], w["kv_a_layernorm.weight"], 1e-6)
+        return q, torch.cat([c_hat, ckv[..., cfg.kv_lora:]], dim=-1)
+
+    def _softmax(self, s, T, Tk):
+        """s [B, H, T, Tk] raw scores -> bf16 probabilities (causal, f32 softmax)."""
+        cfg = self.cfg
+        s = s.float() * ((cfg.nope + cfg.rope) ** -0.5)
+        if T > 1:
+            s = s.masked_fill(~causal_mask(T, Tk), float("-inf"))
+        return torch.softmax(s, dim=-1)
+
+    def _attend_expanded(self, q, kv):
+        """Keys/values materialised per head (cheaper for a fresh prefill).
+        q [B, T, H, dqk], kv [B, Tk, R+rope] -> [B, T, H*vd]."""
+        cfg = self.cfg
+        B, T, H, _ = q.shape
+        Tk = kv.shape[1]
+        e = F.linear(kv[..., :cfg.kv_lora], self.w["kv_b_proj.weight"]).view(B, Tk, H, cfg.nope + cfg.vdim)
+        k_r = kv[..., cfg.kv_lora:].unsqueeze(2).expand(B, Tk, H, cfg.rope)
+        key = torch.cat([e[..., :cfg.nope], k_r], dim=-1).permute(0, 2, 3, 1)   # [B, H, dqk, Tk]
+        val = e[..., cfg.nope:].transpose(1, 2)                                 # [B, H, Tk, vd]
+        a = self._softmax(torch.matmul(q.transpose(1, 2), key), T, Tk)          # [B, H, T, Tk]
+        o = torch.matmul(a.to(q.dtype), val)                                    # [B, H, T, vd]
+        return o.transpose(1, 2).reshape(B, T, H * cfg.vdim)
+
+    def _attend_absorbed(self, q, kv):
+        """Weight-absorbed form over the latent cache (§4.1).
+        q [B, T, H, dqk], kv [B, Tk, R+rope] -> [B, T, H*vd]."""
+        cfg = self.cfg
+        B, T, H, _ = q.shape
+        Tk, R = kv.shape[1], cfg.kv_lora
+        q_nope = q[..., :cfg.nope].permute(2, 0, 1, 3).reshape(H, B * T, cfg.nope)   # [H, B*T, nope]
+        q_lat = torch.bmm(q_nope, self.w_uk)                                       # [H, B*T, R]
+        q_lat = q_lat.view(H, B, T, R).permute(1, 0, 2, 3)                        # [B, H, T, R]
+        q_t = torch.cat([q_lat, q[..., cfg.nope:].transpose(1, 2)], dim=-1)       # [B, H, T, R+rope]
+        s = torch.bmm(q_t.reshape(B, H * T, R + cfg.rope), kv.transpose(1, 2))    # [B, H*T, Tk]
+        a = self._softmax(s.view(B, H, T, Tk), T, Tk).to(q.dtype)                 # [B, H, T, Tk]
+        o_lat = torch.bmm(a.view(B, H * T, Tk), kv[..., :R])                       # [B, H*T, R]
+        o_lat = o_lat.view(B, H, T, R).permute(1, 0, 2, 3).reshape(H, B * T, R)   # [H, B*T, R]
+        o = torch.bmm(o_lat, self.w_uv_t)                                          # [H, B*T, vd]
+        return o.view(H, B, T, cfg.vdim).permute(1, 2, 0, 3).reshape(B, T, H * cfg.vdim)
+
+    def __call__(self, x, cache):
+        """x [B, T, D] (normed) -> [B, T, D]; cache: MLACache, appended to."""
+        q, ckv = self._project(x)
+        fresh = cache.length == 0
+        kv = cache.append(ckv)                                       # [B, Tk, R+rope]
+        o = self._attend_expanded(q, kv) if fresh else self._attend_absorbed(q, kv)
+        return F.linear(o, self.w["o_proj.weight"])
+
+
+# --------------------------------------------------------------------------------------
+# MoE / dense MLP (model-spec §5)
+# --------------------------------------------------------------------------------------
+
+class MoELayer:
+    def __init__(self, W, p, cfg):
+        self.cfg = cfg
+        self.gate = W[p + "gate.weight"]                          # [E, D]
+        self.bias = W.get(p + "gate.e_score_correction_bias")     # [E] or None
+        self.experts = [tuple(W[p + f"experts.{e}.{n}.weight"] for n in ("w1", "w3", "w2"))
+                        for e in range(cfg.n_experts)]
+        q = p + "shared_experts."
+        self.shared = (tuple(W[q + n] for n in ("gate_proj.weight", "up_proj.weight", "down_proj.weight"))
+                       if cfg.n_shared > 0 else None)
+
+    def route(self, x):
+        """x [N, D] -> (expert ids [N, k], weights [N, k] float32)."""
+        cfg = self.cfg
+        logits = F.linear(x, self.gate).float()                   # [N, E]
+        s = torch.sigmoid(logits) if cfg.router_act == "sigmoid" else torch.softmax(logits, -1)
+        sel = s if self.bias is None else s + self.bias.float()
+        if cfg.grouped and cfg.n_group > 1:
+            N, E = sel.shape
+            grp = sel.view(N, cfg.n_group, E // cfg.n_group)
+            gscore = grp.topk(min(2, grp.shape[-1]), dim=-1).values.sum(-1)      # [N, G]
+            keep = gscore.topk(cfg.topk_group, dim=-1).indices                   # [N, topk_group]
+            allowed = torch.zeros_like(gscore, dtype=torch.bool).scatter_(1, keep, True)
+            sel = sel.masked_fill(~allowed.repeat_interleave(E // cfg.n_group, dim=1), float("-inf"))
+        idx = sel.topk(cfg.top_k, dim=-1).indices                  # [N, k]
+        wts = s.gather(1, idx)                                     # unbiased scores
+        if cfg.renorm:
+            wts = wts / wts.sum(-1, keepdim=True)
+        return idx, wts * cfg.scale
+
+    def __call__(self, x):
+        """x [B, T, D] -> [B, T, D]; tokens grouped by expert, a Python loop over experts."""
+        B, T, D = x.shape
+        xf = x.reshape(B * T, D)                                   # [N, D]
+        idx, wts = self.route(xf)
+        k = idx.shape[1]
+        flat = idx.reshape(-1)                                     # [N*k]
+        order = torch.argsort(flat)
+        counts = torch.bincount(flat, minlength=len(self.experts)).tolist()
+        tok = order // k                                           # token of each slot, by expert
+        wsorted = wts.reshape(-1)[order]
+        out = torch.zeros(B * T, D, dtype=torch.float32)
+        start = 0
+        for e, c in enumerate(counts):
+            if c == 0:
+                continue
+            t = tok[start:start + c]
+            y = swiglu(xf.index_select(0, t), *self.experts[e])    # [c, D]
+            out.index_add_(0, t, y.float() * wsorted[start:start + c, None])
+            start += c
+        if self.shared is not None:
+            out += swiglu(xf, *self.shared).float()
+        return out.to(x.dtype).view(B, T, D)
+
+
+class DenseMLP:
+    def __init__(self, W, p):
+        self.w = tuple(W[p + n] for n in ("gate_proj.weight", "up_proj.weight", "down_proj.weight"))
+
+    def __call__(self, x):
+        return swiglu(x, *self.w)
+
+
+# --------------------------------------------------------------------------------------
+# model (model-spec §6)
+# --------------------------------------------------------------------------------------
+
+class KimiTorch:
+    """Kimi Linear in torch eager; holds the weights and a batched decode state."""
+
+    def __init__(self, model_dir, dtype=torch.bfloat16):
+        cfg_dict, W = load_model_dir(model_dir, dtype)
+        self.cfg = cfg = Config(cfg_dict)
+        self.dtype = dtype
+        try:
+            self.embed = W["model.embed_tokens.weight"]            # [vocab, D]
+            self.head = self.embed if cfg.tie else W["lm_head.weight"]
+            self.norm = W["model.norm.weight"]
+            self.layers = []
+            for i in range(cfg.n_layers):
+                p = f"model.layers.{i}."
+                attn = (KDALayer if cfg.is_kda(i) else MLALayer)(W, p + "self_attn.", cfg)
+                ffn = MoELayer(W, p + "block_sparse_moe.", cfg) if cfg.is_moe(i) else DenseMLP(W, p + "mlp.")
+                self.layers.append((W[p + "input_layernorm.weight"], attn,
+                                    W[p + "post_attention_layernorm.weight"], ffn))
+        except KeyError as e:
+            raise ModelError(f"checkpoint lacks tensor {e}")
+        if tuple(self.embed.shape) != (cfg.vocab, cfg.hidden):
+            raise ModelError(f"embed_tokens shape {tuple(self.embed.shape)} does not match the config")
+        self.state = None    # list (per layer) of KDAState / MLACache
+        self.batch = 0
+
+    # -- state --------------------------------------------------------------------------
+
+    def reset(self, B, capacity=0):
+        """Fresh (empty) state for B sequences; MLA caches preallocated to `capacity`."""
+        self.batch = B
+        self.state = [attn.new_state(B, self.dtype, capacity) if isinstance(attn, MLALayer)
+                      else attn.new_state(B, self.dtype) for _, attn, _, _ in self.layers]
+
+    def synthetic_context(self, B, D, seed=0, reserve=256):
+        """State as if B sequences had D tokens of context, without running prefill:
+        random KDA states (normal*0.02, f32), conv histories and MLA latent caches."""
+        g = torch.Generator().manual_seed(seed)
+        self.reset(B, capacity=D + reserve)
+        for st in self.state:
+            if isinstance(st, KDAState):
+                st.S.copy_(torch.randn(st.S.shape, generator=g) * 0.02)
+                for n in st.conv:
+                    st.conv[n] = torch.randn(st.conv[n].shape, generator=g).to(self.dtype)
+            elif D > 0:
+                st.append(torch.randn(B, D, st.buf.shape[2], generator=g).to(self.dtype))
+
+    # -- forward ------------------------------------------------------------------------
+
+    def _forward(self, tokens):
+        """tokens [B, T] -> final-normed hidden states [B, T, D], advancing the state."""
+        x = F.embedding(tokens, self.embed)                        # [B, T, D]
+        for (ln1, attn, ln2, ffn), st in zip(self.layers, self.state):
+            h = x + attn(rms_norm(x, ln1, self.cfg.eps), st)
+            x = h + ffn(rms_norm(h, ln2, self.cfg.eps))
+        return rms_norm(x, self.norm, self.cfg.eps)
+
+    def _check_tokens(self, tokens):
+        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.cfg.vocab):
+            raise ValueError("token id out of range")
+
+    def prefill(self, tokens, all_logits=False):
+        """tokens LongTensor [B, T] from a fresh state -> float32 logits of the last
+        position [B, vocab] (every position [B, T, vocab] when all_logits)."""
+        self._check_tokens(tokens)
+        B, T = tokens.shape
+        self.reset(B, capacity=T + 256)
+        xn = self._forward(tokens)                                 # [B, T, D]
+        if not all_logits:
+            xn = xn[:, -1]                                         # [B, D]
+        return F.linear(xn, self.head).float()
+
+    def decode(self, tokens):
+        """tokens LongTensor [B] (one step of B equal-length sequences) -> logits [B, vocab]."""
+        self._check_tokens(tokens)
+        if self.state is None or tokens.shape[0] != self.batch:
+            raise ValueError("decode batch does not match the state (call prefill first)")
+        xn = self._forward(tokens.view(-1, 1))[:, 0]               # [B, D]
+        return F.linear(xn, self.head).float()
+
+
+# --------------------------------------------------------------------------------------
+# benchmark
+# --------------------------------------------------------------------------------------
+
+def summary(vals):
+    return {"min": min(vals), "median": statistics.median(vals), "max": max(vals)}
+
+
+def log(quiet, msg):
+    if not quiet:
+        print(f"kimi_torch: {msg}", file=sys.stderr, flush=True)
+
+
+def bench_prefill(m, p, reps, gen):
+    m.prefill(torch.randint(0, m.cfg.vocab, (1, min(p, 8)), generator=gen))    # warm-up
+    tps = []
+    for _ in range(reps):
+        toks = torch.randint(0, m.cfg.vocab, (1, p), generator=gen)
+        t0 = time.perf_counter()
+        m.prefill(toks)
+        tps.append(p / (time.perf_counter() - t0))
+    return {"test": f"pp{p}", "prompt_tokens": p, "tokens_per_s": summary(tps)}
+
+
+def bench_decode(m, b, d, reps, steps, seed, gen):
+    m.synthetic_context(b, d, seed=seed, reserve=1 + reps * steps)
+    tok = m.decode(torch.randint(0, m.cfg.vocab, (b,), generator=gen)).argmax(-1)  # warm-up
+    tps, ms = [], []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            tok = m.decode(tok).argmax(-1)                         # greedy: feed the argmax
+        s = time.perf_counter() - t0
+        tps.append(b * steps / s)
+        ms.append(1000.0 * s / steps)
+    return {"test": f"tg{steps} b{b} @ d{d}", "batch": b, "context": d,
+            "tokens_per_s": summary(tps), "step_ms": summary(ms)}
+
+
+def run_benchmark(m, a):
+    gen = torch.Generator().manual_seed(a.seed)
+    res = {"benchmark": "torch_eager_bf16" if m.dtype == torch.bfloat16 else "torch_eager_f32",
+           "torch_version": torch.__version__, "threads": a.threads, "model": a.model,
+           "prefill": [], "decode": []}
+    for p in a.prompt_lens:
+        row = bench_prefill(m, p, a.reps, gen)
+        res["prefill"].append(row)
+        log(a.quiet, f"{row['test']}: {row['tokens_per_s']['median']:.2f} tokens/s (median of {a.reps})")
+    for d in a.contexts:
+        for b in a.batches:
+            row = bench_decode(m, b, d, a.reps, a.decode_steps, a.seed, gen)
+            res["decode"].append(row)
+            log(a.quiet, f"{row['test']}: {row['tokens_per_s']['median']:.2f} tokens/s, "
+                         f"{row['step_ms']['median']:.1f} ms/step (median of {a.reps})")
+    m.state = None
+    with open(a.json, "w") as fh:
+        json.dump(res, fh, indent=1)
+        fh.write("\n")
+
+
+# --------------------------------------------------------------------------------------
+# CLI
+# --------------------------------------------------------------------------------------
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError(message)
+
+
+def _int_list(name, s, lo):
+    try:
+        vals = [int(v) for v in s.split(",") if v.strip() != ""]
+    except ValueError:
+        raise UsageError(f"{name}: expected comma-separated integers, got '{s}'")
+    if not vals or min(vals) < lo:
+        raise UsageError(f"{name}: expected integers >= {lo}, got '{s}'")
+    return vals
+
+
+def parse_args(argv):
+    ap = _Parser(prog="kimi_torch.py", description=__doc__.split("\n")[0])
+    ap.add_argument("--model", required=True, help="model directory (config.json + *.safetensors)")
+    ap.add_argument("--prompt-lens", default="128,512")
+    ap.add_argument("--batches", default="1,4,16")
+    ap.add_argument("--contexts", default="0,1024,4096")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--decode-steps", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--json", help="benchmark output file")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--dtype", choices=("bf16", "f32"), default="bf16",
+                    help="weight/activation dtype (default bf16; f32 is for comparison only)")
+    ap.add_argument("--logits", action="store_true", help="correctness mode: logits of every position")
+    ap.add_argument("--tokens", help="--logits: comma-separated token ids")
+    ap.add_argument("--out", help="--logits: output file, little-endian float32 [T, vocab]")
+    a = ap.parse_args(argv)
+    if a.reps < 1 or a.decode_steps < 1 or a.threads < 1:
+        raise UsageError("--reps, --decode-steps and --threads must be >= 1")
+    if a.logits:
+        if not a.tokens or not a.out:
+            raise UsageError("--logits needs --tokens and --out")
+        a.tokens = _int_list("--tokens", a.tokens, 0)
+    else:
+        if not a.json:
+            raise UsageError("benchmark mode needs --json OUT.json (or use --logits)")
+        if not os.path.isdir(os.path.dirname(os.path.abspath(a.json))):
+            raise UsageError(f"--json: directory of {a.json} does not exist")
+        a.prompt_lens = _int_list("--prompt-lens", a.prompt_lens, 1)
+        a.batches = _int_list("--batches", a.batches, 1)
+        a.contexts = _int_list("--contexts", a.contexts, 0)
+    return a
+
+
+def main(argv=None):
+    try:
+        a = parse_args(sys.argv[1:] if argv is None else argv)
+        torch.set_num_threads(a.threads)
+        dtype = torch.bfloat16 if a.dtype == "bf16" else torch.float32
+        with torch.inference_mode():
+            t0 = time.perf_counter()
+            try:
+                m = KimiTorch(a.model, dtype)
+            except (KeyError, ValueError, RuntimeError, struct.error) as e:
+                raise ModelError(f"{a.model}: unusable checkpoint ({type(e).__name__}: {e})")
+            if a.logits:
+                if max(a.tokens) >= m.cfg.vocab:
+                    raise UsageError(f"--tokens: token id {max(a.tokens)} >= vocab_size {m.cfg.vocab}")
+                logits = m.prefill(torch.tensor([a.tokens], dtype=torch.long), all_logits=True)[0]
+                logits.numpy().astype("<f4").tofile(a.out)
+            else:
+                log(a.quiet, f"loaded {a.model} ({a.dtype}) in {time.perf_counter() - t0:.1f} s, "
+                             f"torch {torch.__version__}, {a.threads} threads")
+                run_benchmark(m, a)
+    except (UsageError, ModelError) as e:
+        print(f"kimi_torch: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"kimi_torch: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -67,7 +67,7 @@ $(BENCH_MODEL)/config.json: | build
 bench: build $(BENCH_MODEL)/config.json
 	@mkdir -p bench/results
 	$(KIMI) bench machine --json bench/results/machine.json
-	$(KIMI) bench model --model $(BENCH_MODEL) --json bench/results/model.json --plot bench/results/model.png
+	$(KIMI) bench model --model $(BENCH_MODEL) --compare-torch --json bench/results/model.json --plot bench/results/model.png
 	ctest --test-dir $(BUILD) -L slow --output-on-failure
 
 clean:

@@ -37,34 +37,50 @@ void mla_attention(Exec& ex, const Tensor& q_abs, const PagedLatents& cache, std
     const int64_t n = q_abs.dim(0), n_heads = q_abs.dim(1), width = q_abs.dim(2), rank = o_lat.dim(2);
     const float* qs = q_abs.f32();
     float* os = o_lat.f32();
-    // One task per (token, head): a decode step of one sequence still uses every thread, and
-    // each output row is computed by one task with the same arithmetic (thread-invariant).
-    ex.pool->parallel_ranges(n * n_heads, [&](int64_t i0, int64_t i1, int) {
+    // One task per (token, group of up to kGroup heads): a decode step of one sequence still
+    // uses several threads, and each latent row read from the cache serves the whole group
+    // (the cache is read 2 · H / kGroup times per token, not 2 · H). Per (token, head) the
+    // arithmetic is the same whatever the grouping or the thread: scores in position order,
+    // one softmax, the weighted sum in position order.
+    constexpr int64_t kGroup = 8;
+    const int64_t n_groups = (n_heads + kGroup - 1) / kGroup;
+    ex.pool->parallel_ranges(n * n_groups, [&](int64_t i0, int64_t i1, int) {
         // note: per-thread score buffer, grown once to the longest context seen.
         thread_local std::vector<float> scores;
         for (int64_t i = i0; i < i1; ++i) {
-            const int64_t t = i / n_heads, h = i % n_heads;
+            const int64_t t = i / n_groups, h0 = (i % n_groups) * kGroup, nh = std::min(kGroup, n_heads - h0);
             const int64_t b = seq_of(seq_starts, t);
             const int64_t ctx = n_past[size_t(b)] + (t - seq_starts[size_t(b)]) + 1;
-            if (int64_t(scores.size()) < ctx) scores.resize(std::max({size_t(ctx), 2 * scores.size(), size_t(4096)}));
-            const float* q = qs + (t * n_heads + h) * width;
-            float* o = os + (t * n_heads + h) * rank;
-            float m = -INFINITY;
+            if (int64_t(scores.size()) < nh * ctx) scores.resize(std::max({size_t(nh * ctx), 2 * scores.size(), size_t(8 * 4096)}));
+            const float* q = qs + (t * n_heads + h0) * width;   // [nh, width]
+            float* o = os + (t * n_heads + h0) * rank;          // [nh, rank]
+            float m[kGroup], inv[kGroup];
+            for (int64_t h = 0; h < nh; ++h) m[h] = -INFINITY;
             for (int64_t j = 0; j < ctx; ++j) {
-                scores[size_t(j)] = dot_f32(q, latent_row(cache, b, j), width) * scale;
-                m = std::max(m, scores[size_t(j)]);
-            }
-            float sum = 0.0f;
-            for (int64_t j = 0; j < ctx; ++j) {
-                scores[size_t(j)] = std::exp(scores[size_t(j)] - m);
-                sum += scores[size_t(j)];
-            }
-            const float inv = 1.0f / sum;
-            for (int64_t r = 0; r < rank; ++r) o[r] = 0.0f;
-            for (int64_t j = 0; j < ctx; ++j) {
-                const float p = scores[size_t(j)] * inv;
                 const float* c = latent_row(cache, b, j);
-                for (int64_t r = 0; r < rank; ++r) o[r] += p * c[r];
+                for (int64_t h = 0; h < nh; ++h) {
+                    float& sc = scores[size_t(h * ctx + j)];
+                    sc = dot_f32(q + h * width, c, width) * scale;
+                    m[h] = std::max(m[h], sc);
+                }
+            }
+            for (int64_t h = 0; h < nh; ++h) {
+                float* sh = scores.data() + h * ctx;
+                float sum = 0.0f;
+                for (int64_t j = 0; j < ctx; ++j) {
+                    sh[j] = std::exp(sh[j] - m[h]);
+                    sum += sh[j];
+                }
+                inv[h] = 1.0f / sum;
+            }
+            for (int64_t r = 0; r < nh * rank; ++r) o[r] = 0.0f;
+            for (int64_t j = 0; j < ctx; ++j) {
+                const float* c = latent_row(cache, b, j);
+                for (int64_t h = 0; h < nh; ++h) {
+                    const float p = scores[size_t(h * ctx + j)] * inv[h];
+                    float* oh = o + h * rank;
+                    for (int64_t r = 0; r < rank; ++r) oh[r] += p * c[r];
+                }
             }
         }
     });

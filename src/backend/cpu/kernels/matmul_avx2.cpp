@@ -118,7 +118,7 @@ void widen_row(const void* w, DType dt, int64_t in, int64_t row, float* out) {
     }
 }
 
-// Widened path, blocked for the caches: a block of up to kRowBlock weight rows is widened
+// Widened path, blocked for the caches: a block of row_block(I) weight rows is widened
 // once (scratch, L2), then for each block of up to kTokBlock token rows the reduction runs
 // in chunks of kChunk elements (x chunk + weight chunk stay in L1), 3 weight rows × 4 token
 // rows per micro-tile. The 8-lane partial sums live in `acc` between chunks, so each lane

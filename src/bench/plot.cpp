@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <stdexcept>
 
 #include "bench/stats.h"
@@ -20,7 +21,7 @@ namespace {
 struct Rgb {
     uint8_t r, g, b;
 };
-const Rgb kPalette[] = {{31, 119, 180}, {214, 39, 40}, {44, 160, 44}, {255, 127, 14}, {148, 103, 189}};
+const Rgb kPalette[] = {{31, 119, 180}, {214, 39, 40}, {44, 160, 44}, {255, 127, 14}, {148, 103, 189}, {140, 86, 75}, {227, 119, 194}, {127, 127, 127}};
 const Rgb kBlack{0, 0, 0}, kGrey{200, 200, 200}, kWhite{255, 255, 255};
 
 // Stroke font on a 4×6 grid (y down): polylines of "x y x y ..." separated by '|'.
@@ -193,7 +194,7 @@ struct Axes {
     void legend(const std::vector<PlotSeries>& s) {
         int ly = y + 6;
         for (size_t i = 0; i < s.size(); ++i, ly += 16) {
-            c.rect(x + w - 110, ly, 10, 10, kPalette[i % 5]);
+            c.rect(x + w - 110, ly, 10, 10, kPalette[i % std::size(kPalette)]);
             c.text(x + w - 94, ly, s[i].name, kBlack, 1);
         }
     }
@@ -218,7 +219,7 @@ void bounds(const std::vector<PlotSeries>& series, double& x0, double& x1, doubl
 
 void draw_lines(Axes& a, const std::vector<PlotSeries>& series) {
     for (size_t i = 0; i < series.size(); ++i) {
-        const Rgb col = kPalette[i % 5];
+        const Rgb col = kPalette[i % std::size(kPalette)];
         const auto& p = series[i].points;
         for (size_t k = 0; k < p.size(); ++k) {
             a.c.rect(int(a.px(p[k].first)) - 3, int(a.py(p[k].second)) - 3, 7, 7, col);
@@ -248,7 +249,7 @@ void write_decode_ab_plot(const std::string& path, const std::vector<PlotSeries>
         std::vector<double> ys;
         for (const auto& pt : tpot_per_run[i].points) ys.push_back(pt.second);
         const double m = mean(ys), sd = pop_std(ys), bx = left.px(x1 + 0.5) + double(i) * 10 - 5;
-        const Rgb col = kPalette[i % 5];
+        const Rgb col = kPalette[i % std::size(kPalette)];
         left.c.line(bx, left.py(m - sd), bx, left.py(m + sd), col, 2);
         left.c.line(bx - 4, left.py(m - sd), bx + 4, left.py(m - sd), col);
         left.c.line(bx - 4, left.py(m + sd), bx + 4, left.py(m + sd), col);
@@ -284,7 +285,7 @@ void write_decode_ab_plot(const std::string& path, const std::vector<PlotSeries>
         const auto& p = hist[i].points;
         for (size_t k = 1; k < p.size(); ++k)
             c.line(right.px(p[k - 1].first), right.py(p[k - 1].second), right.px(p[k].first), right.py(p[k].second),
-                   kPalette[i % 5], 2);
+                   kPalette[i % std::size(kPalette)], 2);
     }
     right.legend(itl_samples);
     c.write_png(path);

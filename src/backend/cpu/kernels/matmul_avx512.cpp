@@ -54,6 +54,20 @@ struct Operands {
     const void* w;   // row 0 of the rows addressed below
 };
 
+// The end of a tile: the lanes reduced in the fixed order, the tail added in order, stored.
+template <class M, int NR, int NT>
+inline void finish(const MatmulArgs& a, const Operands<M>& op, const __m512 (&acc)[NT][NR], const typename M::X* const (&xr)[NT],
+                   int64_t w0, int64_t t, int64_t o) {
+    const int64_t in = a.in, in_v = in - in % M::kStep;
+    for (int j = 0; j < NT; ++j) {
+        for (int r = 0; r < NR; ++r) {
+            float s = hsum16(acc[j][r]);
+            for (int64_t i = in_v; i < in; ++i) s += M::x1(xr[j], i) * M::w1(op.w, w0 + r * in + i);
+            a.y[(t + j) * a.ldy + o + r] = s;
+        }
+    }
+}
+
 // Direct path: NR weight rows from o × NT token rows from t, weights read from memory.
 template <class M, int NR, int NT>
 inline void direct_tile(const MatmulArgs& a, const Operands<M>& op, int64_t t, int64_t o, int64_t o_end) {
@@ -76,13 +90,7 @@ inline void direct_tile(const MatmulArgs& a, const Operands<M>& op, int64_t t, i
         if (n_pf > 0 && (size_t(i) * M::kWBytes) % 64 == 0)
             for (int r = 0; r < n_pf; ++r) _mm_prefetch(ahead + size_t(r * in + i) * M::kWBytes, _MM_HINT_T0);
     }
-    for (int j = 0; j < NT; ++j) {
-        for (int r = 0; r < NR; ++r) {
-            float s = hsum16(acc[j][r]);
-            for (int64_t i = in_v; i < in; ++i) s += M::x1(xr[j], i) * M::w1(op.w, w0 + r * in + i);
-            a.y[(t + j) * a.ldy + o + r] = s;
-        }
-    }
+    finish<M, NR, NT>(a, op, acc, xr, w0, t, o);
 }
 
 template <class M, int NR>
@@ -121,13 +129,7 @@ inline void tile(const MatmulArgs& a, const Operands<M>& op, int64_t t, int64_t 
             for (int r = 0; r < NR; ++r) acc[j][r] = M::madd(acc[j][r], xv, wv[r]);
         }
     }
-    for (int j = 0; j < NT; ++j) {
-        for (int r = 0; r < NR; ++r) {
-            float s = hsum16(acc[j][r]);
-            for (int64_t i = in_v; i < in; ++i) s += M::x1(xr[j], i) * M::w1(op.w, w0 + r * in + i);
-            a.y[(t + j) * a.ldy + o + r] = s;
-        }
-    }
+    finish<M, NR, NT>(a, op, acc, xr, w0, t, o);
 }
 
 template <class M, int NR>

@@ -17,6 +17,16 @@ float fma_f32(int64_t n_iter);
 float dot_bf16(int64_t n_iter);
 }  // namespace avx512
 
+namespace {
+PeakResult peak(float sink, double flops, const char* isa) {
+    PeakResult r;
+    r.sink = sink;
+    r.flops = flops;
+    r.isa = isa;
+    return r;
+}
+}  // namespace
+
 uint64_t read_sum(const uint64_t* p, int64_t n) {
     if (use_avx2()) return avx2::read_sum(p, n);
     uint64_t a[4] = {0, 0, 0, 0};
@@ -28,42 +38,21 @@ uint64_t read_sum(const uint64_t* p, int64_t n) {
 }
 
 PeakResult fma_f32_loop(int64_t n_iter) {
-    PeakResult r;
-    if (use_avx512()) {
-        r.sink = avx512::fma_f32(n_iter);
-        r.flops = double(n_iter) * 12 * 16 * 2;
-        r.isa = "avx512f";
-        return r;
-    }
-    if (use_avx2()) {
-        r.sink = avx2::fma_f32(n_iter);
-        r.flops = double(n_iter) * 10 * 8 * 2;
-        r.isa = "avx2-fma";
-        return r;
-    }
+    const double n = double(n_iter);
+    if (use_avx512()) return peak(avx512::fma_f32(n_iter), n * 12 * 16 * 2, "avx512f");
+    if (use_avx2()) return peak(avx2::fma_f32(n_iter), n * 10 * 8 * 2, "avx2-fma");
     float acc[8] = {0, 1e-3f, 2e-3f, 3e-3f, 4e-3f, 5e-3f, 6e-3f, 7e-3f};
     for (int64_t i = 0; i < n_iter; ++i)
         for (float& a : acc) a = a * 0.999999f + 1e-7f;
-    for (float a : acc) r.sink += a;
-    r.flops = double(n_iter) * 8 * 2;
-    r.isa = "scalar";
-    return r;
+    float sink = 0.0f;
+    for (float a : acc) sink += a;
+    return peak(sink, n * 8 * 2, "scalar");
 }
 
 PeakResult fma_bf16_loop(int64_t n_iter) {
-    PeakResult r;
-    if (use_avx512_bf16()) {
-        r.sink = avx512::dot_bf16(n_iter);
-        r.flops = double(n_iter) * 12 * 32 * 2;
-        r.isa = "avx512-bf16 (vdpbf16ps)";
-        return r;
-    }
-    if (use_avx2()) {
-        r.sink = avx2::fma_bf16(n_iter);
-        r.flops = double(n_iter) * 10 * 8 * 2;
-        r.isa = "avx2-fma (bf16 widened to f32)";
-        return r;
-    }
+    const double n = double(n_iter);
+    if (use_avx512_bf16()) return peak(avx512::dot_bf16(n_iter), n * 12 * 32 * 2, "avx512-bf16 (vdpbf16ps)");
+    if (use_avx2()) return peak(avx2::fma_bf16(n_iter), n * 10 * 8 * 2, "avx2-fma (bf16 widened to f32)");
     uint32_t w = 0x3f803f80u;
     float acc[8] = {};
     for (int64_t i = 0; i < n_iter; ++i) {
@@ -75,10 +64,9 @@ PeakResult fma_bf16_loop(int64_t n_iter) {
         for (int k = 4; k < 8; ++k) acc[k] += hi * 1e-7f;
         w ^= 1u;
     }
-    for (float a : acc) r.sink += a;
-    r.flops = double(n_iter) * 8 * 2;
-    r.isa = "scalar (bf16 widened to f32)";
-    return r;
+    float sink = 0.0f;
+    for (float a : acc) sink += a;
+    return peak(sink, n * 8 * 2, "scalar (bf16 widened to f32)");
 }
 
 }  // namespace kimi::cpu

@@ -39,15 +39,16 @@ MatmulKernel matmul_kernel() {
 
 namespace {
 // bf16 activations: the rows rounded once into the arena, as f32 values (every kernel) and,
-// for a kernel with native bf16 pairs, as bf16 bits too.
+// when the weights are bf16 and the kernel multiplies bf16 pairs natively, as bf16 bits too.
 struct RoundedRows {
     const float* x;
     const uint16_t* xb = nullptr;
 };
 
-RoundedRows round_rows(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, int64_t in) {
+RoundedRows round_rows(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, int64_t in, DType w_dtype) {
     float* xr = static_cast<float*>(ex.arena->alloc_bytes(size_t(n_rows * in) * sizeof(float)));
-    uint16_t* xb = use_avx512_bf16() ? static_cast<uint16_t*>(ex.arena->alloc_bytes(size_t(n_rows * in) * sizeof(uint16_t))) : nullptr;
+    const bool bits = w_dtype == DType::kBF16 && use_avx512_bf16();
+    uint16_t* xb = bits ? static_cast<uint16_t*>(ex.arena->alloc_bytes(size_t(n_rows * in) * sizeof(uint16_t))) : nullptr;
     for (int64_t t = 0; t < n_rows; ++t)
         for (int64_t i = 0; i < in; ++i) xr[t * in + i] = round_to_bf16(x[t * ldx + i]);
     if (xb)
@@ -62,13 +63,13 @@ void matmul_strided(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, const
     if (n_rows == 0 || out == 0) return;
     const uint16_t* xb = nullptr;
     if (p == Precision::kBF16) {
-        const RoundedRows r = round_rows(ex, x, n_rows, ldx, in);
+        const RoundedRows r = round_rows(ex, x, n_rows, ldx, in, w.dtype);
         x = r.x;
         xb = r.xb;
         ldx = in;
     }
     MatmulArgs a{x, n_rows, ldx, w.data, w.dtype, in, y, ldy};
-    if (w.dtype == DType::kBF16) a.xb = xb;
+    a.xb = xb;
     const MatmulKernel kernel = matmul_kernel();
     // Blocks of output columns; each column is computed entirely by one task.
     constexpr int64_t kBlock = kMatmulColumnBlock;
@@ -86,7 +87,8 @@ void matmul_grouped(Exec& ex, const Tensor& x, std::span<const Tensor* const> ws
     const float* xs = x.f32();
     const uint16_t* xbs = nullptr;
     if (p == Precision::kBF16) {   // rounded once, as matmul rounds each row
-        const RoundedRows r = round_rows(ex, xs, x.dim(0), in, in);
+        // note: keyed on the first expert; bits are only ever used with bf16 weights (below)
+        const RoundedRows r = round_rows(ex, xs, x.dim(0), in, in, ws.empty() ? DType::kF32 : ws[0]->dtype);
         xs = r.x;
         xbs = r.xb;
     }

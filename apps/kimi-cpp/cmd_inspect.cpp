@@ -4,7 +4,7 @@
 
 #include "args.h"
 #include "commands.h"
-#include "model/kimi_linear.h"
+#include "model/kimi_model.h"
 #include "model/step_traffic.h"
 
 namespace kimi::app {
@@ -17,7 +17,7 @@ int cmd_inspect(int argc, char** argv) {
     ArgParser args("inspect", argc, argv);
     const std::string dir = args.required("--model");
     args.done();
-    auto model = KimiLinearModel::load(dir);
+    auto model = KimiModel::load(dir);
     const ModelConfig& c = model->config();
     const ModelWeights& w = model->weights();
 

@@ -7,7 +7,7 @@
 #include "args.h"
 #include "commands.h"
 #include "core/error.h"
-#include "model/kimi_linear.h"
+#include "model/kimi_model.h"
 #include "model/sequence_driver.h"
 #include "run_options.h"
 
@@ -30,7 +30,7 @@ int cmd_score(int argc, char** argv) {
     if (drive.n_fillers < 0 || drive.n_fillers > 256) throw Error("score: --batch-filler must be in [0, 256]");
     if (tokens.empty()) throw Error("score: --tokens is empty");
 
-    auto model = KimiLinearModel::load(model_dir);
+    auto model = KimiModel::load(model_dir);
     for (int32_t id : tokens)
         if (id < 0 || id >= model->config().vocab_size)
             throw Error("score: token id " + std::to_string(id) + " is out of range [0, " +

@@ -85,9 +85,9 @@ void check_sampling_params(const SamplingParams& p) {
     for (const auto& s : p.stop) need(!s.empty(), "stop strings must not be empty");
 }
 
-std::unique_ptr<KimiLinearModel> load_model_with_progress(const std::string& dir, bool quiet) {
+std::unique_ptr<KimiModel> load_model_with_progress(const std::string& dir, bool quiet) {
     Progress bar("load", quiet);
-    auto m = KimiLinearModel::load(dir, [&](uint64_t done, uint64_t total) { bar.update(double(done), double(total), "bytes"); });
+    auto m = KimiModel::load(dir, [&](uint64_t done, uint64_t total) { bar.update(double(done), double(total), "bytes"); });
     bar.finish();
     return m;
 }

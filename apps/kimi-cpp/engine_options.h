@@ -14,7 +14,7 @@
 #include <string>
 
 #include "args.h"
-#include "model/kimi_linear.h"
+#include "model/kimi_model.h"
 #include "runtime/engine.h"
 #include "tokenizer/tokenizer.h"
 
@@ -25,7 +25,7 @@ SamplingParams parse_sampling_options(ArgParser& args, const SamplingParams& def
 void check_sampling_params(const SamplingParams& p);   // throws kimi::Error naming the parameter
 
 // Loads the model, drawing "load [####....]" on a terminal unless quiet.
-std::unique_ptr<KimiLinearModel> load_model_with_progress(const std::string& dir, bool quiet);
+std::unique_ptr<KimiModel> load_model_with_progress(const std::string& dir, bool quiet);
 
 // The tokenizer in `dir`, checked against the model's vocabulary. Returns nullopt only if
 // `dir` has no tiktoken.model and !required; otherwise a missing/bad tokenizer throws.

@@ -79,16 +79,51 @@ int64_t ModelConfig::n_kda_layers() const {
 }
 int64_t ModelConfig::n_mla_layers() const { return int64_t(layer_kinds.size()) - n_kda_layers(); }
 
-ModelConfig parse_model_config(const json& j, const std::string& source) {
-    if (!j.is_object()) throw Error(source + ": config must be a JSON object");
-    Reader r{j, source, ""};
+namespace {
+
+// A quantization_config (top level, or inside text_config) names a format the engine does
+// not read yet: say which, instead of failing later on a U8 tensor.
+void reject_quantization(const json& obj, const std::string& source, const std::string& where) {
+    auto it = obj.find("quantization_config");
+    if (it == obj.end() || it->is_null()) return;
+    std::string method = "?", format = "?";
+    if (it->is_object()) {
+        if (auto m = it->find("quant_method"); m != it->end() && m->is_string()) method = m->get<std::string>();
+        if (auto f = it->find("format"); f != it->end() && f->is_string()) format = f->get<std::string>();
+        if (auto g = it->find("config_groups"); g != it->end() && g->is_object())
+            for (const auto& grp : *g)
+                if (grp.is_object() && grp.contains("format") && grp["format"].is_string()) format = grp["format"].get<std::string>();
+    }
+    throw Error(source + ": config key '" + where + "quantization_config' declares quantized weights (quant_method '" + method +
+                "', format '" + format + "'), which this version does not load: only unquantized BF16/F16/F32 checkpoints are supported");
+}
+
+}  // namespace
+
+ModelConfig parse_model_config(const json& top, const std::string& source) {
+    if (!top.is_object()) throw Error(source + ": config must be a JSON object");
+    Reader tr{top, source, ""};
     ModelConfig c;
-    if (auto it = j.find("architectures"); it != j.end() && it->is_array() && !it->empty() && (*it)[0].is_string())
+    if (auto it = top.find("architectures"); it != top.end() && it->is_array() && !it->empty() && (*it)[0].is_string())
         c.architecture = (*it)[0].get<std::string>();
     else
-        r.fail("architectures", "is missing (expected [\"KimiLinearForCausalLM\"])");
-    if (c.architecture != "KimiLinearForCausalLM")
-        r.fail("architectures", "names '" + c.architecture + "'; only KimiLinearForCausalLM is supported");
+        tr.fail("architectures", "is missing (expected [\"KimiLinearForCausalLM\"] or [\"KimiK3ForConditionalGeneration\"])");
+    if (c.architecture != "KimiLinearForCausalLM" && c.architecture != "KimiK3ForConditionalGeneration")
+        tr.fail("architectures", "names '" + c.architecture + "'; only KimiLinearForCausalLM and KimiK3ForConditionalGeneration are supported");
+    reject_quantization(top, source, "");
+    // Kimi-K3 nests the text model's keys under text_config (vision_config beside it is not
+    // served) and prefixes its tensors with `language_model.`.
+    const bool k3 = c.architecture == "KimiK3ForConditionalGeneration";
+    if (k3) {
+        const json& t = tr.need("text_config");
+        if (!t.is_object()) tr.fail("text_config", "must be an object");
+        reject_quantization(t, source, "text_config.");
+        c.tensor_prefix = "language_model.";
+    }
+    const json& j = k3 ? top["text_config"] : top;
+    Reader r{j, source, k3 ? "text_config." : ""};
+    // Token ids may sit at the top level of a multimodal config only.
+    const Reader& ids = (k3 && !j.contains("eos_token_id")) ? tr : r;
 
     c.vocab_size = r.integer("vocab_size", 1, int64_t(1) << 26);
     c.hidden_size = r.integer("hidden_size", 1, 65536);
@@ -96,24 +131,35 @@ ModelConfig parse_model_config(const json& j, const std::string& source) {
     c.intermediate_size = r.integer("intermediate_size", 1, kMaxDim);
     c.rms_norm_eps = float(r.number("rms_norm_eps", 0.0, 1.0));
     c.tie_word_embeddings = r.boolean_or("tie_word_embeddings", false);
-    c.bos_token_id = int32_t(r.integer_or("bos_token_id", -1, -1, c.vocab_size - 1));
-    c.eos_token_id = int32_t(r.integer_or("eos_token_id", -1, -1, c.vocab_size - 1));
-    c.pad_token_id = int32_t(r.integer_or("pad_token_id", -1, -1, c.vocab_size - 1));
+    c.bos_token_id = int32_t(ids.integer_or("bos_token_id", -1, -1, c.vocab_size - 1));
+    c.eos_token_id = int32_t(ids.integer_or("eos_token_id", -1, -1, c.vocab_size - 1));
+    c.pad_token_id = int32_t(ids.integer_or("pad_token_id", -1, -1, c.vocab_size - 1));
     c.max_position_embeddings = r.integer_or("model_max_length", r.integer_or("max_position_embeddings", 0, 0, INT64_MAX), 0, INT64_MAX);
-    if (r.string_or("hidden_act", "silu") != "silu") r.fail("hidden_act", "must be \"silu\" for Kimi Linear");
+    const std::string act = r.string_or("hidden_act", "silu");
+    if (act == "silu") {
+        c.act.kind = ActKind::kSilu;
+    } else if (act == "situ") {
+        c.act.kind = ActKind::kSitu;
+        c.act.beta = float(r.number("activation_situ_beta", 1e-6, 1e6));
+        // why: null or absent leaves the up branch untransformed, as the reference modeling code does
+        auto lb = j.find("activation_situ_linear_beta");
+        c.act.linear_beta = (lb == j.end() || lb->is_null()) ? 0.0f : float(r.number("activation_situ_linear_beta", 1e-6, 1e6));
+    } else {
+        r.fail("hidden_act", "= \"" + act + "\" is not supported (silu or situ)");
+    }
 
     // MLA
     c.mla_heads = r.integer("num_attention_heads", 1, 4096);
     // note: num_key_value_heads is not used — MLA shares one latent across all heads.
-    if (auto it = j.find("q_lora_rank"); it != j.end() && !it->is_null())
-        r.fail("q_lora_rank", "must be null: Kimi Linear MLA uses a plain q_proj (q-LoRA is Kimi-K3)");
+    c.q_lora_rank = r.integer_or("q_lora_rank", 0, 1, kMaxDim);
+    c.mla_output_gate = r.boolean_or("mla_use_output_gate", false);
     c.kv_lora_rank = r.integer("kv_lora_rank", 1, kMaxDim);
     c.qk_nope_dim = r.integer("qk_nope_head_dim", 1, kMaxDim);
     c.qk_rope_dim = r.integer("qk_rope_head_dim", 0, kMaxDim);
     c.v_head_dim = r.integer("v_head_dim", 1, kMaxDim);
     if (c.v_head_dim > c.kv_lora_rank + c.qk_rope_dim) r.fail("v_head_dim", "must not exceed kv_lora_rank + qk_rope_head_dim");
     if (!r.boolean_or("mla_use_nope", false))
-        r.fail("mla_use_nope", "must be true: Kimi Linear MLA applies no rotary embedding");
+        r.fail("mla_use_nope", "must be true: Kimi MLA applies no rotary embedding (RoPE MLA is not implemented)");
 
     // KDA
     const json& lac = r.need("linear_attn_config");
@@ -122,6 +168,11 @@ ModelConfig parse_model_config(const json& j, const std::string& source) {
     c.kda_heads = lr.integer("num_heads", 1, 4096);
     c.kda_head_dim = lr.integer("head_dim", 1, 512);
     c.conv_kernel = lr.integer("short_conv_kernel_size", 1, 64);
+    c.kda_full_rank_gate = lr.boolean_or("use_full_rank_gate", false);
+    if (auto it = lac.find("gate_lower_bound"); it != lac.end() && !it->is_null()) {
+        c.kda_has_lower_bound = true;
+        c.kda_gate_lower_bound = float(lr.number("gate_lower_bound", -1e4, -1e-6));
+    }
     const auto kda = lr.int_list("kda_layers");
     const auto full = lr.int_list("full_attn_layers");
     c.layer_kinds.assign(size_t(c.n_layers), LayerKind::kKda);
@@ -137,7 +188,7 @@ ModelConfig parse_model_config(const json& j, const std::string& source) {
         lr.fail("kda_layers", "and full_attn_layers together must cover every layer 1.." + std::to_string(c.n_layers));
 
     // MoE
-    c.n_experts = r.integer("num_experts", 1, 1024);
+    c.n_experts = r.integer("num_experts", 1, 4096);
     c.n_experts_per_token = r.integer("num_experts_per_token", 1, c.n_experts);
     c.n_shared_experts = r.integer_or("num_shared_experts", 0, 0, 64);
     c.moe_intermediate_size = r.integer("moe_intermediate_size", 1, kMaxDim);
@@ -152,17 +203,22 @@ ModelConfig parse_model_config(const json& j, const std::string& source) {
         c.topk_groups = r.integer_or("topk_group", 1, 1, c.n_expert_groups);
     }
     if (c.n_experts % c.n_expert_groups != 0) r.fail("num_expert_group", "must divide num_experts");
+    if (auto it = j.find("routed_expert_hidden_size"); it != j.end() && !it->is_null()) {
+        c.moe_latent_dim = r.integer("routed_expert_hidden_size", 1, kMaxDim);
+        c.moe_latent_norm = r.boolean_or("latent_moe_use_norm", false);
+    }
+    c.attn_res_block_size = r.integer_or("attn_res_block_size", 0, 0, c.n_layers);
     if (c.n_experts_per_token > c.n_experts / c.n_expert_groups * c.topk_groups)
         r.fail("num_experts_per_token", "exceeds the experts in the kept groups (topk_group × experts per group)");
     if (r.integer_or("num_nextn_predict_layers", 0, 0, 64) != 0)
-        r.fail("num_nextn_predict_layers", "must be 0 (no MTP layers in Kimi Linear)");
+        r.fail("num_nextn_predict_layers", "must be 0 (multi-token-prediction layers are not implemented)");
     return c;
 }
 
 ModelConfig load_model_config(const std::string& model_dir) {
     const std::string path = model_dir + "/config.json";
     std::ifstream f(path);
-    if (!f) throw Error(path + ": cannot open (is --model a Kimi Linear model directory?)");
+    if (!f) throw Error(path + ": cannot open (is --model a Kimi Linear or Kimi-K3 model directory?)");
     json j;
     try {
         j = json::parse(f);

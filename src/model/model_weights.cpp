@@ -1,6 +1,8 @@
 // bind_weights: the one place where checkpoint tensors are checked and prepared.
-// Preparation (all exact): small vectors widened to f32, -exp(A_log) in f32, kv_b_proj
-// split per head into its k part (transposed, for the absorbed query) and v part.
+// Preparation (exact but for the AttnRes score vectors): small vectors widened to f32,
+// -exp(A_log) in f32, kv_b_proj split per head into its k part (transposed, for the absorbed
+// query) and v part, and each AttnRes norm weight multiplied into its projection row (the
+// pair is only ever used as that product, as llama.cpp's converter fuses it).
 #include "model/model_weights.h"
 
 #include <cmath>
@@ -33,23 +35,22 @@ KdaWeights bind_kda(const ModelConfig& c, WeightStore& s, const std::string& p) 
     a.f_a = s.get(p + "f_a_proj.weight", {k, d});
     a.f_b = s.get(p + "f_b_proj.weight", {hk, k});
     a.dt_bias = s.to_f32(s.get(p + "dt_bias", {hk}), {hk});
-    // A_log is [1, 1, H, 1] in Kimi Linear checkpoints, [H] in Kimi-K3 style ones.
-    const std::string a_name = p + "A_log";
-    Tensor a_log;
-    if (s.contains(a_name)) {
-        try {
-            a_log = s.get(a_name, {1, 1, h, 1});
-        } catch (const Error&) {
-            a_log = s.get(a_name, {h});
-        }
-    } else {
-        a_log = s.get(a_name, {1, 1, h, 1});   // reports the missing tensor
-    }
+    // A_log: [1, 1, H, 1] in Kimi Linear; a 1-D F32 vector in K3, padded beyond the H heads
+    // (to head_dim): the first H entries are the real ones.
+    const Tensor a_log = s.get_any_shape(p + "A_log");
+    const bool kl_shape = a_log.rank == 4 && a_log.dim(0) == 1 && a_log.dim(1) == 1 && a_log.dim(2) == h && a_log.dim(3) == 1;
+    if (!kl_shape && !(a_log.rank == 1 && a_log.dim(0) >= h))
+        throw Error("tensor '" + c.tensor_prefix + p + "A_log': shape " + shape_str(a_log) + ", expected [1, 1, " + std::to_string(h) +
+                    ", 1] or a vector of at least the " + std::to_string(h) + " KDA heads (padded)");
     a.neg_exp_a = s.new_f32({h});
     for (int64_t i = 0; i < h; ++i) a.neg_exp_a.f32()[i] = -std::exp(element_f32(a_log, i));
     a.b_proj = s.get(p + "b_proj.weight", {h, d});
-    a.g_a = s.get(p + "g_a_proj.weight", {k, d});
-    a.g_b = s.get(p + "g_b_proj.weight", {hk, k});
+    if (c.kda_full_rank_gate) {
+        a.g_proj = s.get(p + "g_proj.weight", {hk, d});
+    } else {
+        a.g_a = s.get(p + "g_a_proj.weight", {k, d});
+        a.g_b = s.get(p + "g_b_proj.weight", {hk, k});
+    }
     a.o_norm = s.to_f32(s.get(p + "o_norm.weight", {k}), {k});
     a.o_proj = s.get(p + "o_proj.weight", {d, hk});
     return a;
@@ -59,7 +60,15 @@ MlaWeights bind_mla(const ModelConfig& c, WeightStore& s, const std::string& p) 
     const int64_t d = c.hidden_size, h = c.mla_heads, n = c.qk_nope_dim, r = c.qk_rope_dim, v = c.v_head_dim;
     const int64_t rank = c.kv_lora_rank;
     MlaWeights m;
-    m.q_proj = s.get(p + "q_proj.weight", {h * (n + r), d});
+    if (c.q_lora_rank > 0) {
+        const int64_t q = c.q_lora_rank;
+        m.q_a = s.get(p + "q_a_proj.weight", {q, d});
+        m.q_a_norm = s.to_f32(s.get(p + "q_a_layernorm.weight", {q}), {q});
+        m.q_b = s.get(p + "q_b_proj.weight", {h * (n + r), q});
+    } else {
+        m.q_proj = s.get(p + "q_proj.weight", {h * (n + r), d});
+    }
+    if (c.mla_output_gate) m.g_proj = s.get(p + "g_proj.weight", {h * v, d});
     const Tensor kv_a = s.get(p + "kv_a_proj_with_mqa.weight", {rank + r, d});
     m.kv_a_c = kv_a.rows(0, rank);
     m.kv_a_rope = kv_a.rows(rank, rank + r);
@@ -85,16 +94,30 @@ MlaWeights bind_mla(const ModelConfig& c, WeightStore& s, const std::string& p) 
 }
 
 MoeWeights bind_moe(const ModelConfig& c, WeightStore& s, const std::string& p) {
-    const int64_t d = c.hidden_size, e = c.n_experts, f = c.moe_intermediate_size;
+    const int64_t d = c.hidden_size, e = c.n_experts, f = c.moe_intermediate_size, lat = c.moe_expert_in_dim();
     MoeWeights m;
     m.router = s.get(p + "gate.weight", {e, d});
     m.score_bias = s.to_f32(s.get(p + "gate.e_score_correction_bias", {e}), {e});
+    if (c.moe_latent_dim > 0) {
+        m.latent_down = s.get(p + "routed_expert_down_proj.weight", {lat, d});
+        if (c.moe_latent_norm) m.latent_norm = s.to_f32(s.get(p + "routed_expert_norm.weight", {lat}), {lat});
+        m.latent_up = s.get(p + "routed_expert_up_proj.weight", {d, lat});
+    }
     for (int64_t i = 0; i < e; ++i)
-        m.experts.push_back(bind_mlp(s, p + "experts." + std::to_string(i) + ".", d, f, "w1", "w3", "w2"));
+        m.experts.push_back(bind_mlp(s, p + "experts." + std::to_string(i) + ".", lat, f, "w1", "w3", "w2"));
     m.has_shared = c.n_shared_experts > 0;
     if (m.has_shared)
         m.shared = bind_mlp(s, p + "shared_experts.", d, f * c.n_shared_experts, "gate_proj", "up_proj", "down_proj");
     return m;
+}
+
+// AttnRes score vector: `<name>_norm.weight` [D] times `<name>_proj.weight` [1, D], in f32.
+Tensor bind_res_score(WeightStore& s, const std::string& name, int64_t d) {
+    const Tensor norm = s.get(name + "_norm.weight", {d});
+    const Tensor proj = s.get(name + "_proj.weight", {1, d});
+    Tensor out = s.new_f32({d});
+    for (int64_t i = 0; i < d; ++i) out.f32()[i] = element_f32(norm, i) * element_f32(proj, i);
+    return out;
 }
 
 }  // namespace
@@ -105,6 +128,7 @@ ModelWeights bind_weights(const ModelConfig& c, WeightStore& s, const LoadProgre
     w.embed = s.get("model.embed_tokens.weight", {c.vocab_size, d});
     w.final_norm = s.to_f32(s.get("model.norm.weight", {d}), {d});
     w.lm_head = c.tie_word_embeddings ? w.embed : s.get("lm_head.weight", {c.vocab_size, d});
+    if (c.attn_res_block_size > 0) w.output_res_score = bind_res_score(s, "model.output_attn_res", d);
     int64_t n_kda = 0, n_mla = 0;
     for (int64_t i = 0; i < c.n_layers; ++i) {
         const std::string p = "model.layers." + std::to_string(i) + ".";
@@ -112,6 +136,10 @@ ModelWeights bind_weights(const ModelConfig& c, WeightStore& s, const LoadProgre
         l.kind = c.layer_kinds[size_t(i)];
         l.attn_norm = s.to_f32(s.get(p + "input_layernorm.weight", {d}), {d});
         l.ffn_norm = s.to_f32(s.get(p + "post_attention_layernorm.weight", {d}), {d});
+        if (c.attn_res_block_size > 0) {
+            l.attn_res_score = bind_res_score(s, p + "self_attention_res", d);
+            l.ffn_res_score = bind_res_score(s, p + "mlp_res", d);
+        }
         if (l.kind == LayerKind::kKda) {
             l.cache_index = n_kda++;
             l.kda = bind_kda(c, s, p + "self_attn.");

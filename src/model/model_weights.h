@@ -1,5 +1,7 @@
-// The Kimi Linear weights as plain structs of Tensors (views into the mapped checkpoint,
-// or load-time prepared buffers owned by the WeightStore). Names and shapes: model-spec §2.
+// The Kimi Linear / Kimi-K3 weights as plain structs of Tensors (views into the mapped
+// checkpoint, or load-time prepared buffers owned by the WeightStore). Names and shapes:
+// model-spec §2 and §A. A K3-only block is present exactly when its config key enables it
+// (an undefined Tensor otherwise), so a layer's weights say which building blocks it runs.
 #pragma once
 #include <functional>
 #include <vector>
@@ -16,13 +18,16 @@ struct KdaWeights {
     Tensor dt_bias;                         // [H*K] f32 (prepared)
     Tensor neg_exp_a;                       // [H] f32 = -exp(A_log) (prepared)
     Tensor b_proj;                          // [H, D]
-    Tensor g_a, g_b;                        // [K, D], [H*V, K]   output gate (low rank)
+    Tensor g_a, g_b;                        // [K, D], [H*V, K]   output gate (low rank, Kimi Linear)
+    Tensor g_proj;                          // [H*V, D]           output gate (full rank, K3)
     Tensor o_norm;                          // [V] f32 (prepared)
     Tensor o_proj;                          // [D, H*V]
 };
 
 struct MlaWeights {
-    Tensor q_proj;                          // [H*(N+P), D]
+    Tensor q_proj;                          // [H*(N+P), D]       (plain query, Kimi Linear)
+    Tensor q_a, q_a_norm, q_b;              // [Q, D], [Q] f32, [H*(N+P), Q]  (q-LoRA, K3)
+    Tensor g_proj;                          // [H*V, D] sigmoid output gate before o_proj (K3)
     Tensor kv_a_c, kv_a_rope;               // [R, D], [P, D]: row views of kv_a_proj_with_mqa
     Tensor kv_a_norm;                       // [R] f32 (prepared)
     Tensor w_uk_t;                          // [H, R, N]: k_nope rows of kv_b_proj, transposed per head (prepared)
@@ -41,12 +46,17 @@ struct MoeWeights {
     std::vector<MlpWeights> experts;        // E experts (w1 = gate, w3 = up, w2 = down)
     MlpWeights shared;                      // intermediate = moe_intermediate_size × n_shared
     bool has_shared = false;
+    // Latent MoE (K3): experts run on x·latent_downᵀ; their sum → latent_norm → latent_up.
+    Tensor latent_down;                     // [Lat, D]
+    Tensor latent_norm;                     // [Lat] f32 (prepared; undefined without latent_moe_use_norm)
+    Tensor latent_up;                       // [D, Lat]
 };
 
 struct LayerWeights {
     LayerKind kind = LayerKind::kKda;
     int64_t cache_index = 0;                // index among the KDA (or MLA) layers
     Tensor attn_norm, ffn_norm;             // [D] f32 (prepared)
+    Tensor attn_res_score, ffn_res_score;   // [D] f32 = *_res_norm ⊙ *_res_proj (prepared; AttnRes only)
     KdaWeights kda;
     MlaWeights mla;
     bool is_moe = false;
@@ -58,6 +68,7 @@ struct ModelWeights {
     Tensor embed;                           // [vocab, D]
     Tensor final_norm;                      // [D] f32 (prepared)
     Tensor lm_head;                         // [vocab, D] (embed when tied)
+    Tensor output_res_score;                // [D] f32 (prepared; AttnRes only)
     std::vector<LayerWeights> layers;
 };
 

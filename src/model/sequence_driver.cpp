@@ -29,7 +29,7 @@ int64_t next_chunk(const Seq& s, bool scored, const DriveOptions& opt, Rng& rng)
 
 }  // namespace
 
-std::vector<float> score_sequence(const KimiLinearModel& model, Exec& ex, const std::vector<int32_t>& tokens,
+std::vector<float> score_sequence(const KimiModel& model, Exec& ex, const std::vector<int32_t>& tokens,
                                   const DriveOptions& opt) {
     const ModelConfig& c = model.config();
     Rng rng(opt.filler_seed);

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/kimi_linear.h"
+#include "model/kimi_model.h"
 
 namespace kimi {
 
@@ -19,7 +19,7 @@ struct DriveOptions {
 };
 
 // Returns the logits of every position of `tokens`, [T, vocab] row-major.
-std::vector<float> score_sequence(const KimiLinearModel& model, Exec& ex, const std::vector<int32_t>& tokens,
+std::vector<float> score_sequence(const KimiModel& model, Exec& ex, const std::vector<int32_t>& tokens,
                                   const DriveOptions& opt);
 
 }  // namespace kimi

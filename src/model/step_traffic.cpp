@@ -12,7 +12,7 @@ double mlp_bytes(const MlpWeights& m) { return bytes_of(m.gate) + bytes_of(m.up)
 double mlp_elems(const MlpWeights& m) { return elems_of(m.gate) + elems_of(m.up) + elems_of(m.down); }
 }  // namespace
 
-StepTraffic decode_step_traffic(const KimiLinearModel& model, int64_t batch, int64_t context) {
+StepTraffic decode_step_traffic(const KimiModel& model, int64_t batch, int64_t context) {
     const ModelConfig& c = model.config();
     const ModelWeights& w = model.weights();
     StepTraffic t;

@@ -7,7 +7,7 @@
 #pragma once
 #include <cstdint>
 
-#include "model/kimi_linear.h"
+#include "model/kimi_model.h"
 
 namespace kimi {
 
@@ -20,6 +20,6 @@ struct StepTraffic {
 };
 
 // A decode step of `batch` sequences, each with `context` tokens already cached.
-StepTraffic decode_step_traffic(const KimiLinearModel& m, int64_t batch, int64_t context);
+StepTraffic decode_step_traffic(const KimiModel& m, int64_t batch, int64_t context);
 
 }  // namespace kimi

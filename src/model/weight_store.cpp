@@ -61,19 +61,40 @@ WeightStore::WeightStore(const std::string& model_dir) {
         if (!tensors_.count(name)) throw Error(model_dir + "/" + shard + ": tensor '" + name + "' listed in the index is missing");
 }
 
-Tensor WeightStore::get(const std::string& name, std::initializer_list<int64_t> shape) {
-    auto it = tensors_.find(name);
-    if (it == tensors_.end()) throw Error("missing tensor '" + name + "' (expected shape " + shape_str(Tensor(nullptr, DType::kF32, shape)) + ")");
-    const Tensor& t = it->second.tensor;
-    const std::string where = it->second.file->path() + ": tensor '" + name + "'";
-    if (t.dtype != DType::kF32 && t.dtype != DType::kBF16 && t.dtype != DType::kF16)
-        throw Error(where + ": dtype " + dtype_name(t.dtype) + " is not a float type (F32, BF16, F16)");
-    const Tensor want(nullptr, t.dtype, shape);
-    if (want.rank != t.rank || want.shape != t.shape)
-        throw Error(where + ": shape " + shape_str(t) + ", expected " + shape_str(want));
-    if (used_.insert(name).second) bytes_used_ += t.nbytes();
-    return t;
+void WeightStore::select_prefix(const std::string& prefix) {
+    prefix_ = prefix;
+    for (auto it = tensors_.begin(); it != tensors_.end();) {
+        if (it->first.compare(0, prefix.size(), prefix) == 0) {
+            ++it;
+            continue;
+        }
+        ++n_skipped_;
+        skipped_bytes_ += it->second.tensor.nbytes();
+        it = tensors_.erase(it);
+    }
 }
+
+const WeightStore::Entry& WeightStore::find(const std::string& name, const std::string& expected_shape) {
+    const std::string full = prefix_ + name;
+    auto it = tensors_.find(full);
+    if (it == tensors_.end()) throw Error("missing tensor '" + full + "' (expected shape " + expected_shape + ")");
+    const Tensor& t = it->second.tensor;
+    if (t.dtype != DType::kF32 && t.dtype != DType::kBF16 && t.dtype != DType::kF16)
+        throw Error(it->second.file->path() + ": tensor '" + full + "': dtype " + dtype_name(t.dtype) +
+                    " is not a float type (F32, BF16, F16)");
+    if (used_.insert(full).second) bytes_used_ += t.nbytes();
+    return it->second;
+}
+
+Tensor WeightStore::get(const std::string& name, std::initializer_list<int64_t> shape) {
+    const Tensor want(nullptr, DType::kF32, shape);
+    const Entry& e = find(name, shape_str(want));
+    if (want.rank != e.tensor.rank || want.shape != e.tensor.shape)
+        throw Error(e.file->path() + ": tensor '" + prefix_ + name + "': shape " + shape_str(e.tensor) + ", expected " + shape_str(want));
+    return e.tensor;
+}
+
+Tensor WeightStore::get_any_shape(const std::string& name) { return find(name, "any").tensor; }
 
 void WeightStore::finish() const {
     for (const auto& [name, e] : tensors_)

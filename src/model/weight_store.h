@@ -2,6 +2,9 @@
 // the shards listed in model.safetensors.index.json), memory-mapped, by name. It also owns
 // the few buffers made by load-time preparation (f32 copies of small vectors, -exp(A_log),
 // the transposed k part of kv_b_proj), so every prepared tensor lives as long as the model.
+// A multimodal checkpoint (Kimi-K3) keeps the text model under a name prefix: select_prefix
+// then sets every other tensor (vision tower, projector) aside unread, and names are given
+// without the prefix.
 #pragma once
 #include <map>
 #include <memory>
@@ -20,7 +23,13 @@ public:
     // The tensor `name`, checked: present, float class (F32/BF16/F16), exactly `shape`.
     // Marks it used; finish() then rejects any tensor of the checkpoint never asked for.
     Tensor get(const std::string& name, std::initializer_list<int64_t> shape);
-    bool contains(const std::string& name) const { return tensors_.count(name) != 0; }
+    // The same checks but any shape (the caller checks it, e.g. a padded vector).
+    Tensor get_any_shape(const std::string& name);
+    bool contains(const std::string& name) const { return tensors_.count(prefix_ + name) != 0; }
+    // Keeps only the tensors named `prefix`…; the others are skipped (counted, never read).
+    void select_prefix(const std::string& prefix);
+    size_t n_skipped() const { return n_skipped_; }
+    uint64_t skipped_bytes() const { return skipped_bytes_; }
     void finish() const;   // throws if unused (unexpected) tensors remain
 
     // Load-time preparation buffers, owned by the store.
@@ -39,7 +48,11 @@ private:
         const SafetensorsFile* file;
     };
     std::vector<std::unique_ptr<SafetensorsFile>> files_;
+    const Entry& find(const std::string& name, const std::string& expected_shape);
     std::map<std::string, Entry> tensors_;
+    std::string prefix_;
+    size_t n_skipped_ = 0;
+    uint64_t skipped_bytes_ = 0;
     std::set<std::string> used_;
     std::vector<std::unique_ptr<unsigned char[]>> owned_;
     uint64_t bytes_used_ = 0;

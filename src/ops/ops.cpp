@@ -70,7 +70,19 @@ void kda_gate(Exec& ex, const Tensor& f, const Tensor& neg_exp_a, const Tensor& 
     cpu::kda_gate(ex, f, neg_exp_a, dt_bias, g);
 }
 
+void kda_gate_lower_bound(Exec& ex, const Tensor& f, const Tensor& neg_exp_a, const Tensor& dt_bias, float lower_bound,
+                          Tensor& g) {
+    CONTRACT(f.rank == 2 && same_shape(f, g) && neg_exp_a.dtype == DType::kF32 && dt_bias.dtype == DType::kF32);
+    CONTRACT(dt_bias.numel() == f.dim(1) && neg_exp_a.numel() > 0 && f.dim(1) % neg_exp_a.numel() == 0 && lower_bound < 0.0f);
+    cpu::kda_gate_lower_bound(ex, f, neg_exp_a, dt_bias, lower_bound, g);
+}
+
 void sigmoid_inplace(Exec& ex, Tensor& x) { cpu::sigmoid_inplace(ex, x); }
+
+void mul_sigmoid_inplace(Exec& ex, Tensor& x, const Tensor& gate) {
+    CONTRACT(x.numel() == gate.numel() && x.dtype == DType::kF32 && gate.dtype == DType::kF32);
+    cpu::mul_sigmoid_inplace(ex, x, gate);
+}
 
 void kda_recurrent(Exec& ex, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                    const Tensor& beta, SlotState state, const SeqLayout& seqs, Tensor& o) {
@@ -105,9 +117,21 @@ void silu_mul(Exec& ex, const Tensor& gate, const Tensor& up, Tensor& y) {
     cpu::silu_mul(ex, gate, up, y);
 }
 
+void situ_mul(Exec& ex, const Tensor& gate, const Tensor& up, float beta, float linear_beta, Tensor& y) {
+    CONTRACT(gate.numel() == up.numel() && gate.numel() == y.numel() && beta > 0.0f && linear_beta >= 0.0f);
+    cpu::situ_mul(ex, gate, up, beta, linear_beta, y);
+}
+
+void attn_res_mix(Exec& ex, std::span<const Tensor* const> blocks, const Tensor& partial, const Tensor& score_w,
+                  float eps, Tensor& y) {
+    CONTRACT(partial.rank == 2 && same_shape(partial, y) && score_w.dtype == DType::kF32 && score_w.numel() == partial.dim(1));
+    for (const Tensor* b : blocks) CONTRACT(same_shape(*b, partial) && b->data != y.data);
+    cpu::attn_res_mix(ex, blocks, partial, score_w, eps, y);
+}
+
 void moe_route(Exec& ex, const Tensor& logits, const Tensor& bias, const RouteParams& p, Tensor& ids,
                Tensor& weights) {
-    CONTRACT(logits.rank == 2 && logits.dim(1) <= 1024 && bias.numel() == logits.dim(1) && bias.dtype == DType::kF32);
+    CONTRACT(logits.rank == 2 && logits.dim(1) <= 4096 && bias.numel() == logits.dim(1) && bias.dtype == DType::kF32);
     CONTRACT(p.n_groups >= 1 && logits.dim(1) % p.n_groups == 0 && p.topk_groups >= 1 && p.topk_groups <= p.n_groups);
     CONTRACT(p.top_k >= 1 && p.top_k <= logits.dim(1) / p.n_groups * p.topk_groups);
     CONTRACT(ids.dtype == DType::kI32 && ids.dim(0) == logits.dim(0) && ids.dim(1) == p.top_k && same_shape(ids, weights));

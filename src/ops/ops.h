@@ -1,4 +1,4 @@
-// The op catalogue: every op the Kimi Linear forward pass uses, with its shape contract.
+// The op catalogue: every op the Kimi Linear and Kimi-K3 forward passes use, with its shape contract.
 // Activations are F32 and contiguous; weights may be F32, BF16 or F16 (widened exactly).
 // Contracts are checked here (ops.cpp), kernels live in backend/cpu, scalar references in
 // backend/ref (the test oracle). Every op computes each output element with arithmetic
@@ -51,8 +51,17 @@ void l2_norm_heads(Exec& ex, Tensor& x, float eps, float scale);
 //   f, g: [T, H*K] (may alias) · neg_exp_a: [H] F32 · dt_bias: [H*K]
 void kda_gate(Exec& ex, const Tensor& f, const Tensor& neg_exp_a, const Tensor& dt_bias, Tensor& g);
 
+// The lower-bound forget gate (Kimi-K3, fla naive_kda_lowerbound_gate):
+// g = lower_bound · sigmoid(exp(A_log[h]) · (f + dt_bias)), in (lower_bound, 0).
+//   f, g: [T, H*K] (may alias) · neg_exp_a: [H] F32 = −exp(A_log) · dt_bias: [H*K] · lower_bound < 0
+void kda_gate_lower_bound(Exec& ex, const Tensor& f, const Tensor& neg_exp_a, const Tensor& dt_bias, float lower_bound,
+                          Tensor& g);
+
 // x = sigmoid(x), in place.   x: any shape
 void sigmoid_inplace(Exec& ex, Tensor& x);
+
+// x = x · sigmoid(gate), in place (the MLA output gate).   x, gate: same element count
+void mul_sigmoid_inplace(Exec& ex, Tensor& x, const Tensor& gate);
 
 // The gated delta rule, token by token per sequence, state S [H, K, V] f32 updated in place:
 //   S ← diag(exp(g_t)) S;  u = β_t (v_t − Sᵀk_t);  S ← S + k_t uᵀ;  o_t = Sᵀ q_t.
@@ -77,6 +86,17 @@ void mla_attention(Exec& ex, const Tensor& q_abs, const PagedLatents& cache, std
 
 // y = silu(gate) * up.   gate, up, y: [T, F] (y may alias gate)
 void silu_mul(Exec& ex, const Tensor& gate, const Tensor& up, Tensor& y);
+
+// SiTU (Kimi-K3): y = β·tanh(gate/β)·sigmoid(gate) · β_lin·tanh(up/β_lin); β_lin = 0 leaves
+// up as it is.   gate, up, y: [T, F] (y may alias gate) · beta > 0 · linear_beta ≥ 0
+void situ_mul(Exec& ex, const Tensor& gate, const Tensor& up, float beta, float linear_beta, Tensor& y);
+
+// Block Attention Residuals mix (Kimi-K3, model-spec §A.5): per token, over the entries
+// e_0..e_n = blocks[0..n-1], partial: s_i = rsqrt(mean(e_i²) + eps) · Σ_d e_i[d]·score_w[d];
+// y = Σ_i softmax(s)_i · e_i (the raw entries, in that order).
+//   blocks[i], partial, y: [T, D] · score_w: [D] F32 (norm weight × proj weight)
+void attn_res_mix(Exec& ex, std::span<const Tensor* const> blocks, const Tensor& partial, const Tensor& score_w,
+                  float eps, Tensor& y);
 
 // MoE routing (DeepSeek-V3 noaux_tc as in Kimi Linear): s = sigmoid(logits); experts are
 // selected by s + bias (grouped top-k when n_groups > 1: group score = sum of its top-2,

@@ -14,7 +14,7 @@ namespace {
 double now_ms() {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
-int32_t resolve_max_len(const KimiLinearModel& m, const EngineConfig& c) {
+int32_t resolve_max_len(const KimiModel& m, const EngineConfig& c) {
     if (c.max_model_len > 0) return c.max_model_len;
     const int64_t model_max = m.config().max_position_embeddings;
     return int32_t(model_max > 0 ? std::min<int64_t>(model_max, 4096) : 4096);
@@ -26,7 +26,7 @@ std::string human_bytes(int64_t bytes) {
     else std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / (1024.0 * 1024.0 * 1024.0));
     return buf;
 }
-CacheSizing size_cache(const KimiLinearModel& m, const EngineConfig& c) {
+CacheSizing size_cache(const KimiModel& m, const EngineConfig& c) {
     if (c.max_num_seqs < 1) throw Error("max-num-seqs must be at least 1");
     if (c.max_num_batched_tokens < 1) throw Error("max-num-batched-tokens must be at least 1");
     if (c.block_size < 1 || c.block_size > 4096) throw Error("block-size must be in [1, 4096]");
@@ -106,7 +106,7 @@ void RequestStream::push(TokenEvent&& e) {
     if (notifier_) notifier_->notify();
 }
 
-Engine::Engine(const KimiLinearModel& model, const EngineConfig& cfg, const tok::Tokenizer* tokenizer)
+Engine::Engine(const KimiModel& model, const EngineConfig& cfg, const tok::Tokenizer* tokenizer)
     : model_(model),
       tok_(tokenizer),
       cfg_(cfg),

@@ -15,7 +15,7 @@
 
 #include "cache/cache_manager.h"
 #include "cache/cache_storage.h"
-#include "model/kimi_linear.h"
+#include "model/kimi_model.h"
 #include "runtime/model_runner.h"
 #include "runtime/sampler.h"
 #include "runtime/scheduler.h"
@@ -111,7 +111,7 @@ class Engine {
 public:
     // tokenizer (optional, must outlive the engine): text pieces in events and stop strings.
     // Throws kimi::Error if the cache cannot be sized (cache_memory_bytes too small).
-    Engine(const KimiLinearModel& model, const EngineConfig& cfg, const tok::Tokenizer* tokenizer = nullptr);
+    Engine(const KimiModel& model, const EngineConfig& cfg, const tok::Tokenizer* tokenizer = nullptr);
     ~Engine();
 
     // Throws kimi::Error if the request can never run (empty, ids out of range, too long).
@@ -145,7 +145,7 @@ private:
     void publish_finish(Live& l, FinishReason why);
     void update_snapshot(bool ran);
 
-    const KimiLinearModel& model_;
+    const KimiModel& model_;
     const tok::Tokenizer* tok_;
     EngineConfig cfg_;
     CacheSizing sizing_;

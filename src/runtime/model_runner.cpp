@@ -5,7 +5,7 @@
 
 namespace kimi {
 
-ModelRunner::ModelRunner(const KimiLinearModel& model, CacheStorage& storage, const CacheManager& cache)
+ModelRunner::ModelRunner(const KimiModel& model, CacheStorage& storage, const CacheManager& cache)
     : model_(model), storage_(storage), cache_(cache) {}
 
 Tensor ModelRunner::execute(Exec& ex, const ScheduleOutput& plan, std::vector<Request*>& sample_reqs) {

@@ -8,21 +8,21 @@
 
 #include "cache/cache_manager.h"
 #include "cache/cache_storage.h"
-#include "model/kimi_linear.h"
+#include "model/kimi_model.h"
 #include "runtime/scheduler.h"
 
 namespace kimi {
 
 class ModelRunner {
 public:
-    ModelRunner(const KimiLinearModel& model, CacheStorage& storage, const CacheManager& cache);
+    ModelRunner(const KimiModel& model, CacheStorage& storage, const CacheManager& cache);
 
     // Returns logits [R, vocab] (arena-owned, valid until the next step); `sample_reqs[i]`
     // owns row i.
     Tensor execute(Exec& ex, const ScheduleOutput& plan, std::vector<Request*>& sample_reqs);
 
 private:
-    const KimiLinearModel& model_;
+    const KimiModel& model_;
     CacheStorage& storage_;
     const CacheManager& cache_;
     std::vector<int32_t> ids_, starts_, past_, slots_, tables_, rows_;

@@ -6,7 +6,7 @@
 
 #include "core/arena.h"
 #include "core/thread_pool.h"
-#include "model/kimi_linear.h"
+#include "model/kimi_model.h"
 
 namespace kimi::test {
 

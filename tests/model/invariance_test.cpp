@@ -19,13 +19,13 @@ struct Variant {
     AttnOutputMode mode;
 };
 
-std::vector<float> run(const KimiLinearModel& m, const std::vector<int32_t>& toks, Precision p, const Variant& v) {
+std::vector<float> run(const KimiModel& m, const std::vector<int32_t>& toks, Precision p, const Variant& v) {
     test::Runner r(v.threads, p, v.mode);
     return score_sequence(m, r.ex, toks, v.drive);
 }
 
 void expect_invariant(const std::string& dir, int64_t n_tokens) {
-    auto model = KimiLinearModel::load(dir);
+    auto model = KimiModel::load(dir);
     const auto toks = test::random_tokens(n_tokens, model->config().vocab_size, 7);
     const int64_t whole = n_tokens;
     const std::vector<Variant> variants = {

@@ -25,8 +25,8 @@ struct OneSeq {
 
 class Ownership : public ::testing::Test {
 protected:
-    void SetUp() override { model = KimiLinearModel::load(test::make_model("tiny", {}, 3)); }
-    std::unique_ptr<KimiLinearModel> model;
+    void SetUp() override { model = KimiModel::load(test::make_model("tiny", {}, 3)); }
+    std::unique_ptr<KimiModel> model;
 };
 
 TEST_F(Ownership, KdaReturnsItsOprojOutput) {
@@ -67,9 +67,9 @@ TEST_F(Ownership, DecoderLayerAddsTheReturnedTensor) {
             CacheStorage cache(model->cache_geometry(1, 4));
             OneSeq s;
             const ForwardBatch b = s.batch(4, 0);
-            Tensor residual = r.arena.alloc_f32({4, model->config().hidden_size});
-            for (int64_t i = 0; i < residual.numel(); ++i) residual.f32()[i] = float(i % 3) - 1.0f;
-            model->layer_forward(r.ex, b, cache, layer, residual);
+            KimiModel::Residual res = model->new_residual(r.ex, 4);
+            for (int64_t i = 0; i < res.partial.numel(); ++i) res.partial.f32()[i] = float(i % 3) - 1.0f;
+            model->layer_forward(r.ex, b, cache, layer, res);
             if (mode == AttnOutputMode::kDirect) {
                 EXPECT_EQ(r.ex.trace.residual_addend, r.ex.trace.o_proj_output) << "layer " << layer;
                 EXPECT_EQ(r.ex.counters.attn_output_copies, 0);

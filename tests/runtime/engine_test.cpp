@@ -37,9 +37,9 @@ Out drain(RequestStream& s) {
 
 class EngineInvariance : public ::testing::Test {
 protected:
-    static void SetUpTestSuite() { model_ = KimiLinearModel::load(test::make_model("tiny", {}, 21)).release(); }
+    static void SetUpTestSuite() { model_ = KimiModel::load(test::make_model("tiny", {}, 21)).release(); }
     static void TearDownTestSuite() { delete model_; }
-    static KimiLinearModel* model_;
+    static KimiModel* model_;
 
     SamplingParams params(bool greedy) {
         SamplingParams p;
@@ -80,7 +80,7 @@ protected:
         return drain(*probe);
     }
 };
-KimiLinearModel* EngineInvariance::model_ = nullptr;
+KimiModel* EngineInvariance::model_ = nullptr;
 
 void expect_same(const Out& a, const Out& b, const char* what) {
     EXPECT_EQ(a.tokens, b.tokens) << what;
@@ -177,14 +177,14 @@ protected:
     static void SetUpTestSuite() {
         const std::string dir = test::make_model("tiny", {}, 21);
         tok::write_synthetic_tokenizer(dir, 1024, 21);
-        model_ = KimiLinearModel::load(dir).release();
+        model_ = KimiModel::load(dir).release();
         tok_ = new tok::Tokenizer(tok::Tokenizer::load(dir));
     }
     static void TearDownTestSuite() {
         delete model_;
         delete tok_;
     }
-    static KimiLinearModel* model_;
+    static KimiModel* model_;
     static tok::Tokenizer* tok_;
 
     Out run(const SamplingParams& p, int n_others = 0) {
@@ -199,7 +199,7 @@ protected:
         return drain(*s);
     }
 };
-KimiLinearModel* EngineText::model_ = nullptr;
+KimiModel* EngineText::model_ = nullptr;
 tok::Tokenizer* EngineText::tok_ = nullptr;
 
 TEST_F(EngineText, TextPiecesEqualTheDecodeAndStopStringsCutIt) {

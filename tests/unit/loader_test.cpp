@@ -8,7 +8,7 @@
 
 #include "core/rng.h"
 #include "model/config.h"
-#include "model/kimi_linear.h"
+#include "model/kimi_model.h"
 #include "model/random_checkpoint.h"
 #include "model/safetensors.h"
 #include "model/sequence_driver.h"
@@ -102,7 +102,7 @@ protected:
     }
     void expect_load_error(const std::string& needle) {
         try {
-            KimiLinearModel::load(dir);
+            KimiModel::load(dir);
             ADD_FAILURE() << "loaded; expected an error mentioning '" << needle << "'";
         } catch (const Error& e) {
             EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
@@ -113,14 +113,14 @@ protected:
 
 TEST_F(Checkpoint, LoadsIntactAndRuns) {
     // Also a forward pass with fillers and decode steps, so the sanitizer build sees the kernels.
-    auto m = KimiLinearModel::load(dir);
+    auto m = KimiModel::load(dir);
     test::Runner r(2, Precision::kBF16);
     const auto logits = score_sequence(*m, r.ex, test::random_tokens(20, m->config().vocab_size, 1), {3, 12, 2, 5});
     EXPECT_EQ(logits.size(), size_t(20 * m->config().vocab_size));
 }
 
 TEST_F(Checkpoint, OutOfRangeTokenIsAnError) {
-    auto m = KimiLinearModel::load(dir);
+    auto m = KimiModel::load(dir);
     test::Runner r(1);
     EXPECT_THROW(score_sequence(*m, r.ex, {1, 2, int32_t(m->config().vocab_size)}, {}), Error);
     EXPECT_THROW(score_sequence(*m, r.ex, {-1}, {}), Error);

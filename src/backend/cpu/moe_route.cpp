@@ -8,6 +8,12 @@
 
 namespace kimi::cpu {
 
+namespace {
+// Routed experts per layer the stack buffers hold (Kimi-K3 has 896); the op contract and
+// the config enforce it.
+constexpr int64_t kMaxExperts = 4096;
+}  // namespace
+
 void moe_route(Exec& ex, const Tensor& logits, const Tensor& bias, const RouteParams& p, Tensor& ids,
                Tensor& weights) {
     const int64_t n = logits.dim(0), n_exp = logits.dim(1), k = p.top_k;
@@ -16,15 +22,15 @@ void moe_route(Exec& ex, const Tensor& logits, const Tensor& bias, const RoutePa
     int32_t* is = ids.i32();
     float* ws = weights.f32();
     ex.pool->parallel_ranges(n, [&](int64_t t0, int64_t t1, int) {
-        float s[1024], sel[1024];
-        bool group_kept[1024];
+        float s[kMaxExperts], sel[kMaxExperts];
+        bool group_kept[kMaxExperts];
         for (int64_t t = t0; t < t1; ++t) {
             for (int64_t e = 0; e < n_exp; ++e) {
                 s[e] = 1.0f / (1.0f + std::exp(-ls[t * n_exp + e]));
                 sel[e] = s[e] + bs[e];
             }
             if (p.n_groups > 1) {
-                float gscore[1024];
+                float gscore[kMaxExperts];
                 for (int64_t g = 0; g < p.n_groups; ++g) {
                     float a = -INFINITY, b = -INFINITY;   // top-2 of the group
                     for (int64_t e = g * per_group; e < (g + 1) * per_group; ++e) {

@@ -73,6 +73,19 @@ void kda_gate(const Tensor& f, const Tensor& neg_exp_a, const Tensor& dt_bias, T
             g.f32()[t * hk + c] = float(double(neg_exp_a.f32()[c / k]) * softplus(double(f.f32()[t * hk + c]) + dt_bias.f32()[c]));
 }
 
+void kda_gate_lower_bound(const Tensor& f, const Tensor& neg_exp_a, const Tensor& dt_bias, float lower_bound, Tensor& g) {
+    const int64_t n = f.dim(0), hk = f.dim(1), k = hk / neg_exp_a.numel();
+    for (int64_t t = 0; t < n; ++t)
+        for (int64_t c = 0; c < hk; ++c) {
+            const double x = double(f.f32()[t * hk + c]) + dt_bias.f32()[c];
+            g.f32()[t * hk + c] = float(double(lower_bound) * sigmoid(-double(neg_exp_a.f32()[c / k]) * x));
+        }
+}
+
+void mul_sigmoid_inplace(Tensor& x, const Tensor& gate) {
+    for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = float(double(x.f32()[i]) * sigmoid(gate.f32()[i]));
+}
+
 void kda_recurrent(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
                    SlotState state, const SeqLayout& seqs, Tensor& o) {
     const int64_t n_heads = q.dim(1), dk = q.dim(2), dv = v.dim(2);
@@ -179,6 +192,40 @@ void moe_route(const Tensor& logits, const Tensor& bias, const RouteParams& p, T
             ids.i32()[t * p.top_k + r] = int32_t(order[size_t(r)]);
             const double w = s[size_t(order[size_t(r)])];
             weights.f32()[t * p.top_k + r] = float((p.renormalize ? w / total : w) * p.scale);
+        }
+    }
+}
+
+void situ_mul(const Tensor& gate, const Tensor& up, float beta, float linear_beta, Tensor& y) {
+    for (int64_t i = 0; i < y.numel(); ++i) {
+        const double g = gate.f32()[i], u = up.f32()[i];
+        const double b = linear_beta > 0.0f ? double(linear_beta) * std::tanh(u / linear_beta) : u;
+        y.f32()[i] = float(double(beta) * std::tanh(g / beta) * sigmoid(g) * b);
+    }
+}
+
+void attn_res_mix(std::span<const Tensor* const> blocks, const Tensor& partial, const Tensor& score_w, float eps, Tensor& y) {
+    const int64_t n = partial.dim(0), d = partial.dim(1);
+    std::vector<const Tensor*> entries(blocks.begin(), blocks.end());
+    entries.push_back(&partial);
+    for (int64_t t = 0; t < n; ++t) {
+        std::vector<double> s;
+        for (const Tensor* e : entries) {
+            double ss = 0, dot = 0;
+            for (int64_t j = 0; j < d; ++j) {
+                const double v = e->f32()[t * d + j];
+                ss += v * v;
+                dot += v * score_w.f32()[j];
+            }
+            s.push_back(dot / std::sqrt(ss / double(d) + eps));
+        }
+        const double top = *std::max_element(s.begin(), s.end());
+        double total = 0;
+        for (double& v : s) total += (v = std::exp(v - top));
+        for (int64_t j = 0; j < d; ++j) {
+            double acc = 0;
+            for (size_t i = 0; i < entries.size(); ++i) acc += s[i] / total * entries[i]->f32()[t * d + j];
+            y.f32()[t * d + j] = float(acc);
         }
     }
 }

@@ -5,25 +5,32 @@
 
 namespace kimi {
 
-void mlp_forward_into(Exec& ex, const MlpWeights& w, const Tensor& x, Tensor& y) {
+namespace {
+// g = act(g, u) in place.
+void gated_act(Exec& ex, const Activation& act, Tensor& g, const Tensor& u) {
+    if (act.kind == ActKind::kSitu)
+        ops::situ_mul(ex, g, u, act.beta, act.linear_beta, g);
+    else
+        ops::silu_mul(ex, g, u, g);
+}
+}  // namespace
+
+Tensor mlp_forward(Exec& ex, const Activation& act, const MlpWeights& w, const Tensor& x) {
     Arena& a = *ex.arena;
     const int64_t n = x.dim(0), f = w.gate.dim(0);
     Tensor g = a.alloc_f32({n, f}), u = a.alloc_f32({n, f});   // [T, F]
     ops::matmul(ex, x, w.gate, ex.precision, g);
     ops::matmul(ex, x, w.up, ex.precision, u);
-    ops::silu_mul(ex, g, u, g);
+    gated_act(ex, act, g, u);
+    Tensor y = a.alloc_f32({n, w.down.dim(0)});                // [T, D]
     ops::matmul(ex, g, w.down, ex.precision, y);
-}
-
-Tensor mlp_forward(Exec& ex, const MlpWeights& w, const Tensor& x) {
-    Tensor y = ex.arena->alloc_f32({x.dim(0), w.down.dim(0)});   // [T, D]
-    mlp_forward_into(ex, w, x, y);
     return y;
 }
 
 Tensor moe_forward(Exec& ex, const ModelConfig& c, const MoeWeights& w, const Tensor& x) {
     Arena& a = *ex.arena;
     const int64_t n = x.dim(0), d = x.dim(1), n_exp = c.n_experts, k = c.n_experts_per_token;
+    const int64_t in = c.moe_expert_in_dim();                  // D, or the latent width
 
     // why: router logits in f32 (weights widened, activations unrounded) as the reference,
     // so near-tied expert choices match it.
@@ -47,11 +54,16 @@ Tensor moe_forward(Exec& ex, const ModelConfig& c, const MoeWeights& w, const Te
     for (int64_t i = 0; i < n * k; ++i) ++start[ids.i32()[i] + 1];
     for (int64_t e = 0; e < n_exp; ++e) start[e + 1] += start[e];
     std::memcpy(fill, start, size_t(n_exp) * sizeof(int32_t));
-    Tensor xg = a.alloc_f32({n * k, d});                       // [T*A, D] grouped by expert
+    Tensor xe = x;                                             // [T, In] the experts' input
+    if (w.latent_down.defined()) {
+        xe = a.alloc_f32({n, in});
+        ops::matmul(ex, x, w.latent_down, ex.precision, xe);
+    }
+    Tensor xg = a.alloc_f32({n * k, in});                      // [T*A, In] grouped by expert
     for (int64_t i = 0; i < n * k; ++i) {
         const int32_t r = fill[ids.i32()[i]]++;
         row_of[i] = r;
-        std::memcpy(xg.f32() + int64_t(r) * d, x.f32() + (i / k) * d, size_t(d) * sizeof(float));
+        std::memcpy(xg.f32() + int64_t(r) * in, xe.f32() + (i / k) * in, size_t(in) * sizeof(float));
     }
     // Every expert's MLP at once: one parallel pass per product over (expert, column block),
     // instead of three per expert (few tokens each at decode).
@@ -68,25 +80,28 @@ Tensor moe_forward(Exec& ex, const ModelConfig& c, const MoeWeights& w, const Te
     Tensor g = a.alloc_f32({n * k, f}), u = a.alloc_f32({n * k, f});   // [T*A, F]
     ops::matmul_grouped(ex, xg, std::span<const Tensor* const>(gate, size_t(n_exp)), starts, ex.precision, g);
     ops::matmul_grouped(ex, xg, std::span<const Tensor* const>(up, size_t(n_exp)), starts, ex.precision, u);
-    ops::silu_mul(ex, g, u, g);
-    Tensor yg = a.alloc_f32({n * k, d});                       // [T*A, D]
+    gated_act(ex, c.act, g, u);
+    Tensor yg = a.alloc_f32({n * k, in});                      // [T*A, In]
     ops::matmul_grouped(ex, g, std::span<const Tensor* const>(down, size_t(n_exp)), starts, ex.precision, yg);
 
-    Tensor out = w.has_shared ? mlp_forward(ex, w.shared, x) : Tensor();
-    Tensor y = a.alloc_f32({n, d});                            // [T, D]
+    // Each token's routed sum in its own selection order.
+    Tensor routed = a.alloc_f32({n, in});                      // [T, In]
     ex.pool->parallel_for(n, [&](int64_t t) {
-        float* yr = y.f32() + t * d;
-        for (int64_t j = 0; j < d; ++j) yr[j] = 0.0f;
+        float* yr = routed.f32() + t * in;
+        for (int64_t j = 0; j < in; ++j) yr[j] = 0.0f;
         for (int64_t s = 0; s < k; ++s) {
             const float wt = wts.f32()[t * k + s];
-            const float* er = yg.f32() + int64_t(row_of[t * k + s]) * d;
-            for (int64_t j = 0; j < d; ++j) yr[j] += wt * er[j];
-        }
-        if (out.defined()) {
-            const float* sr = out.f32() + t * d;
-            for (int64_t j = 0; j < d; ++j) yr[j] += sr[j];
+            const float* er = yg.f32() + int64_t(row_of[t * k + s]) * in;
+            for (int64_t j = 0; j < in; ++j) yr[j] += wt * er[j];
         }
     });
+    Tensor y = routed;                                         // [T, D]
+    if (w.latent_up.defined()) {
+        if (w.latent_norm.defined()) ops::rms_norm(ex, routed, w.latent_norm, c.rms_norm_eps, routed);
+        y = a.alloc_f32({n, d});
+        ops::matmul(ex, routed, w.latent_up, ex.precision, y);
+    }
+    if (w.has_shared) ops::add_inplace(ex, y, mlp_forward(ex, c.act, w.shared, x));
     return y;
 }
 

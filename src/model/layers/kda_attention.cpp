@@ -25,7 +25,10 @@ Tensor kda_attention_forward(LayerContext& lc, const KdaWeights& w, int64_t kda_
     Tensor fa = a.alloc_f32({n, k}), g = a.alloc_f32({n, hk});   // forget gate, log-space
     ops::matmul(ex, x, w.f_a, p, fa);
     ops::matmul(ex, fa, w.f_b, p, g);
-    ops::kda_gate(ex, g, w.neg_exp_a, w.dt_bias, g);
+    if (lc.cfg.kda_has_lower_bound)
+        ops::kda_gate_lower_bound(ex, g, w.neg_exp_a, w.dt_bias, lc.cfg.kda_gate_lower_bound, g);
+    else
+        ops::kda_gate(ex, g, w.neg_exp_a, w.dt_bias, g);
     Tensor beta = a.alloc_f32({n, h});                           // [T, H]
     ops::matmul(ex, x, w.b_proj, p, beta);
     ops::sigmoid_inplace(ex, beta);
@@ -33,9 +36,14 @@ Tensor kda_attention_forward(LayerContext& lc, const KdaWeights& w, int64_t kda_
     Tensor o = a.alloc_f32({n, h, k});                           // [T, H, V]
     ops::kda_recurrent(ex, q3, k3, v3, g.view({n, h, k}), beta, lc.cache.kda_state(kda_layer), lc.seqs, o);
 
-    Tensor ga = a.alloc_f32({n, k}), z = a.alloc_f32({n, hk});   // output gate
-    ops::matmul(ex, x, w.g_a, p, ga);
-    ops::matmul(ex, ga, w.g_b, p, z);
+    Tensor z = a.alloc_f32({n, hk});                             // output gate logits
+    if (w.g_proj.defined()) {
+        ops::matmul(ex, x, w.g_proj, p, z);                      // full rank (K3)
+    } else {
+        Tensor ga = a.alloc_f32({n, k});
+        ops::matmul(ex, x, w.g_a, p, ga);
+        ops::matmul(ex, ga, w.g_b, p, z);
+    }
     ops::gated_rms_norm(ex, o, w.o_norm, z.view({n, h, k}), lc.cfg.rms_norm_eps, o);
 
     Tensor out = a.alloc_f32({n, lc.cfg.hidden_size});           // [T, D]

@@ -1,5 +1,6 @@
-// KDA (Kimi Delta Attention) layer forward. ref: model-spec §3; fla layers/kda.py;
-// vLLM layers/kda.py (projections, conv, gate, recurrence, gated norm, o_proj).
+// KDA (Kimi Delta Attention) layer forward. ref: model-spec §3 and §A.1 (K3: lower-bound
+// forget gate, full-rank output gate); fla layers/kda.py; vLLM layers/kda.py (projections,
+// conv, gate, recurrence, gated norm, o_proj).
 #pragma once
 #include "model/layers/layer_context.h"
 #include "model/model_weights.h"

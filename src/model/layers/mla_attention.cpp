@@ -16,7 +16,15 @@ Tensor mla_attention_forward(LayerContext& lc, const MlaWeights& w, int64_t mla_
     const int64_t rank = c.kv_lora_rank, qk = nope + rope, width = rank + rope;
 
     Tensor q = a.alloc_f32({n, h * qk});                         // [T, H*(N+P)]
-    ops::matmul(ex, x, w.q_proj, p, q);
+    if (w.q_a.defined()) {                                       // q-LoRA (K3)
+        Tensor qa = a.alloc_f32({n, c.q_lora_rank});             // [T, Q]
+        ops::matmul(ex, x, w.q_a, p, qa);
+        // why: eps 1e-6 as the checkpoint's own modeling code (KimiRMSNorm class default).
+        ops::rms_norm(ex, qa, w.q_a_norm, 1e-6f, qa);
+        ops::matmul(ex, qa, w.q_b, p, q);
+    } else {
+        ops::matmul(ex, x, w.q_proj, p, q);
+    }
     Tensor lat = a.alloc_f32({n, rank}), k_rope = a.alloc_f32({n, rope});
     ops::matmul(ex, x, w.kv_a_c, p, lat);                        // [T, R]
     ops::matmul(ex, x, w.kv_a_rope, p, k_rope);                  // [T, P]
@@ -47,6 +55,12 @@ Tensor mla_attention_forward(LayerContext& lc, const MlaWeights& w, int64_t mla_
     Tensor o = a.alloc_f32({n, h * dv});                         // [T, H*V]
     for (int64_t hh = 0; hh < h; ++hh)
         ops::matmul_strided(ex, o_lat.f32() + hh * rank, n, h * rank, w.w_uv.row(hh), p, o.f32() + hh * dv, h * dv);
+
+    if (w.g_proj.defined()) {                                    // sigmoid output gate on the layer input (K3)
+        Tensor gate = a.alloc_f32({n, h * dv});                  // [T, H*V]
+        ops::matmul(ex, x, w.g_proj, p, gate);
+        ops::mul_sigmoid_inplace(ex, o, gate);
+    }
 
     Tensor out = a.alloc_f32({n, c.hidden_size});                // [T, D]
     ops::matmul(ex, o, w.o_proj, p, out);

@@ -1,8 +1,9 @@
-// KimiLinearModel implementation (see kimi_linear.h).
-#include "model/kimi_linear.h"
+// KimiModel implementation (see kimi_model.h).
+#include "model/kimi_model.h"
 
 #include <chrono>
 #include <cstring>
+#include <new>
 
 #include "core/alloc_counter.h"
 #include "model/layers/ffn.h"
@@ -11,15 +12,16 @@
 
 namespace kimi {
 
-std::unique_ptr<KimiLinearModel> KimiLinearModel::load(const std::string& model_dir, const LoadProgress& progress) {
-    auto m = std::unique_ptr<KimiLinearModel>(new KimiLinearModel());
+std::unique_ptr<KimiModel> KimiModel::load(const std::string& model_dir, const LoadProgress& progress) {
+    auto m = std::unique_ptr<KimiModel>(new KimiModel());
     m->cfg_ = load_model_config(model_dir);
     m->store_ = std::make_unique<WeightStore>(model_dir);
+    if (m->cfg_.is_k3_layout()) m->store_->select_prefix(m->cfg_.tensor_prefix);
     m->weights_ = bind_weights(m->cfg_, *m->store_, progress);
     return m;
 }
 
-CacheGeometry KimiLinearModel::cache_geometry(int32_t n_slots, int32_t n_blocks, int32_t block_size) const {
+CacheGeometry KimiModel::cache_geometry(int32_t n_slots, int32_t n_blocks, int32_t block_size) const {
     CacheGeometry g;
     g.n_kda_layers = cfg_.n_kda_layers();
     g.kda_heads = cfg_.kda_heads;
@@ -33,14 +35,39 @@ CacheGeometry KimiLinearModel::cache_geometry(int32_t n_slots, int32_t n_blocks,
     return g;
 }
 
-void KimiLinearModel::layer_forward(Exec& ex, const ForwardBatch& batch, CacheStorage& cache, int64_t layer,
-                                    Tensor& residual) const {
+KimiModel::Residual KimiModel::new_residual(Exec& ex, int64_t n_tokens) const {
+    Residual r;
+    r.partial = ex.arena->alloc_f32({n_tokens, cfg_.hidden_size});
+    const size_t cap = size_t(cfg_.attn_res_n_blocks());
+    if (cap > 0) r.blocks = {static_cast<const Tensor**>(ex.arena->alloc_bytes(cap * sizeof(Tensor*))), cap};
+    return r;
+}
+
+namespace {
+
+// The sublayer input under Block AttnRes: the softmax mix of the banked blocks and the
+// partial sum (the partial sum itself while nothing is banked).
+Tensor attn_res_input(Exec& ex, const ModelConfig& c, const KimiModel::Residual& r, const Tensor& score) {
+    if (c.attn_res_block_size == 0 || r.n_blocks == 0) return r.partial;
+    Tensor h = ex.arena->alloc_f32({r.partial.dim(0), r.partial.dim(1)});   // [T, D]
+    ops::attn_res_mix(ex, std::span<const Tensor* const>(r.blocks.data(), r.n_blocks), r.partial, score, c.rms_norm_eps, h);
+    return h;
+}
+
+}  // namespace
+
+void KimiModel::layer_forward(Exec& ex, const ForwardBatch& batch, CacheStorage& cache, int64_t layer, Residual& res) const {
     const LayerWeights& lw = weights_.layers[size_t(layer)];
-    const int64_t n = residual.dim(0), d = cfg_.hidden_size;
+    const int64_t n = res.partial.dim(0), d = cfg_.hidden_size;
     LayerContext lc{ex, cfg_, batch, cache, ops::SeqLayout{batch.seq_starts, batch.state_slots}};
 
+    const Tensor h = attn_res_input(ex, cfg_, res, lw.attn_res_score);   // [T, D]
+    // AttnRes block boundary: bank the raw incoming partial sum; the attention output starts the next.
+    const bool bank = cfg_.attn_res_block_size > 0 && layer % cfg_.attn_res_block_size == 0;
+    if (bank) res.blocks[res.n_blocks++] = new (ex.arena->alloc_bytes(sizeof(Tensor))) Tensor(res.partial);
+
     Tensor xn = ex.arena->alloc_f32({n, d});                   // [T, D]
-    ops::rms_norm(ex, residual, lw.attn_norm, cfg_.rms_norm_eps, xn);
+    ops::rms_norm(ex, h, lw.attn_norm, cfg_.rms_norm_eps, xn);
     const Tensor attn = lw.kind == LayerKind::kKda ? kda_attention_forward(lc, lw.kda, lw.cache_index, xn)
                                                    : mla_attention_forward(lc, lw.mla, lw.cache_index, xn);
     Tensor addend = attn;
@@ -51,14 +78,17 @@ void KimiLinearModel::layer_forward(Exec& ex, const ForwardBatch& batch, CacheSt
         ++ex.counters.attn_output_copies;
     }
     ex.trace.residual_addend = addend.data;
-    ops::add_inplace(ex, residual, addend);
+    if (bank)
+        res.partial = addend;                                  // the new partial sum is that very tensor
+    else
+        ops::add_inplace(ex, res.partial, addend);
 
-    ops::rms_norm(ex, residual, lw.ffn_norm, cfg_.rms_norm_eps, xn);
-    const Tensor ffn = lw.is_moe ? moe_forward(ex, cfg_, lw.moe, xn) : mlp_forward(ex, lw.mlp, xn);
-    ops::add_inplace(ex, residual, ffn);
+    ops::rms_norm(ex, attn_res_input(ex, cfg_, res, lw.ffn_res_score), lw.ffn_norm, cfg_.rms_norm_eps, xn);
+    const Tensor ffn = lw.is_moe ? moe_forward(ex, cfg_, lw.moe, xn) : mlp_forward(ex, cfg_.act, lw.mlp, xn);
+    ops::add_inplace(ex, res.partial, ffn);
 }
 
-Tensor KimiLinearModel::forward(Exec& ex, const ForwardBatch& batch, CacheStorage& cache) const {
+Tensor KimiModel::forward(Exec& ex, const ForwardBatch& batch, CacheStorage& cache) const {
     const auto t_start = std::chrono::steady_clock::now();
     const uint64_t allocs_before = thread_alloc_count() + ex.pool->worker_alloc_count();
     ex.counters = StepCounters{};
@@ -69,9 +99,10 @@ Tensor KimiLinearModel::forward(Exec& ex, const ForwardBatch& batch, CacheStorag
                "forward: inconsistent batch");
     const int64_t n = int64_t(batch.token_ids.size()), d = cfg_.hidden_size;
 
-    Tensor residual = ex.arena->alloc_f32({n, d});             // [T, D] the residual stream
-    ops::embedding(ex, weights_.embed, batch.token_ids, residual);
-    for (int64_t l = 0; l < cfg_.n_layers; ++l) layer_forward(ex, batch, cache, l, residual);
+    Residual res = new_residual(ex, n);                        // [T, D] the residual stream
+    ops::embedding(ex, weights_.embed, batch.token_ids, res.partial);
+    for (int64_t l = 0; l < cfg_.n_layers; ++l) layer_forward(ex, batch, cache, l, res);
+    const Tensor residual = attn_res_input(ex, cfg_, res, weights_.output_res_score);
 
     const int64_t r = int64_t(batch.logit_rows.size());
     Tensor rows = ex.arena->alloc_f32({r, d});                 // [R, D] only the rows that need logits

@@ -1,8 +1,11 @@
-// KimiLinearModel: a loaded Kimi Linear checkpoint and its forward pass
+// KimiModel: a loaded Kimi Linear or Kimi-K3 (text model) checkpoint and its forward pass
 // (embedding → L × [RMSNorm → KDA|MLA → +residual → RMSNorm → MLP|MoE → +residual]
-//  → final RMSNorm → lm_head). ref: model-spec §6; HF modeling_kimi.py KimiDecoderLayer.
+//  → final RMSNorm → lm_head). With Block Attention Residuals (K3) the residual stream is a
+// partial sum plus banked block snapshots, mixed before each sublayer and the final norm.
+// ref: model-spec §6 and §A; HF modeling_kimi.py KimiDecoderLayer, K3 modeling_kimi_linear.py.
 #pragma once
 #include <memory>
+#include <span>
 #include <string>
 
 #include "cache/cache_storage.h"
@@ -13,10 +16,10 @@
 
 namespace kimi {
 
-class KimiLinearModel {
+class KimiModel {
 public:
     // Loads config.json + weights (mmap), validates everything, prepares. Throws kimi::Error.
-    static std::unique_ptr<KimiLinearModel> load(const std::string& model_dir, const LoadProgress& progress = {});
+    static std::unique_ptr<KimiModel> load(const std::string& model_dir, const LoadProgress& progress = {});
 
     const ModelConfig& config() const { return cfg_; }
     const ModelWeights& weights() const { return weights_; }
@@ -30,8 +33,17 @@ public:
     // and ex.counters (copies, heap allocations, tokens, step time).
     Tensor forward(Exec& ex, const ForwardBatch& batch, CacheStorage& cache) const;
 
-    // One decoder layer on the residual stream (exposed for the ownership tests).
-    void layer_forward(Exec& ex, const ForwardBatch& batch, CacheStorage& cache, int64_t layer, Tensor& residual) const;
+    // The residual state between layers: the residual stream (or AttnRes partial sum) and the
+    // block snapshots banked so far (arena-owned; AttnRes only).
+    struct Residual {
+        Tensor partial;                      // [T, D]
+        std::span<const Tensor*> blocks;     // capacity: the config's block count
+        size_t n_blocks = 0;
+    };
+    Residual new_residual(Exec& ex, int64_t n_tokens) const;
+
+    // One decoder layer on the residual state (exposed for the ownership tests).
+    void layer_forward(Exec& ex, const ForwardBatch& batch, CacheStorage& cache, int64_t layer, Residual& res) const;
 
 private:
     ModelConfig cfg_;

@@ -1,5 +1,6 @@
-// `kimi-cpp inspect`: a model directory's config summary, layer map, parameter count,
-// bytes, and the bytes one decode step must read per token.
+// `kimi-cpp inspect`: a model directory's config summary (with the Kimi-K3 building blocks
+// it switches on), layer map, parameter count, bytes, skipped non-text tensors, the bytes one
+// decode step must read, and the per-sequence cache sizes.
 #include <cstdio>
 
 #include "args.h"
@@ -25,17 +26,43 @@ int cmd_inspect(int argc, char** argv) {
     std::printf("hidden:       %lld, layers %lld, vocab %lld, rms_norm_eps %g, tied embeddings %s\n",
                 (long long)c.hidden_size, (long long)c.n_layers, (long long)c.vocab_size, double(c.rms_norm_eps),
                 c.tie_word_embeddings ? "yes" : "no");
+    if (c.is_k3_layout())
+        std::printf("layout:       Kimi-K3 multimodal checkpoint; text model under text_config / %s* (vision not served)\n",
+                    c.tensor_prefix.c_str());
     std::printf("KDA:          %lld heads x %lld, short conv %lld (%lld layers)\n", (long long)c.kda_heads,
                 (long long)c.kda_head_dim, (long long)c.conv_kernel, (long long)c.n_kda_layers());
+    if (c.kda_has_lower_bound)
+        std::printf("  gates:      forget %g*sigmoid(exp(A)*(f+dt_bias)) (lower bound %g); output %s\n",
+                    double(c.kda_gate_lower_bound), double(c.kda_gate_lower_bound), c.kda_full_rank_gate ? "full-rank g_proj" : "low-rank g_a/g_b");
+    else
+        std::printf("  gates:      forget -exp(A)*softplus(f+dt_bias); output %s\n",
+                    c.kda_full_rank_gate ? "full-rank g_proj" : "low-rank g_a/g_b");
     std::printf("MLA (NoPE):   %lld heads, nope %lld + rope %lld, v %lld, latent %lld (%lld layers)\n",
                 (long long)c.mla_heads, (long long)c.qk_nope_dim, (long long)c.qk_rope_dim, (long long)c.v_head_dim,
                 (long long)c.kv_lora_rank, (long long)c.n_mla_layers());
+    std::printf("  query:      %s; output gate %s\n",
+                c.q_lora_rank > 0 ? ("q-LoRA rank " + std::to_string(c.q_lora_rank)).c_str() : "plain q_proj",
+                c.mla_output_gate ? "sigmoid(g_proj(x))" : "none");
     std::printf("MoE:          %lld experts, top-%lld, %lld shared, width %lld, groups %lld/%lld, scale %g, renorm %s\n",
                 (long long)c.n_experts, (long long)c.n_experts_per_token, (long long)c.n_shared_experts,
                 (long long)c.moe_intermediate_size, (long long)c.topk_groups, (long long)c.n_expert_groups,
                 double(c.routed_scaling_factor), c.moe_renormalize ? "yes" : "no");
+    if (c.moe_latent_dim > 0)
+        std::printf("  latent:     routed experts on a %lld-wide latent (down-proj -> experts -> %sup-proj)\n",
+                    (long long)c.moe_latent_dim, c.moe_latent_norm ? "RMSNorm -> " : "");
     std::printf("dense MLP:    width %lld (layers < %lld)\n", (long long)c.intermediate_size,
                 (long long)c.first_k_dense_replace);
+    if (c.act.kind == ActKind::kSitu && c.act.linear_beta > 0)
+        std::printf("activation:   SiTU (beta %g, linear beta %g)\n", double(c.act.beta), double(c.act.linear_beta));
+    else if (c.act.kind == ActKind::kSitu)
+        std::printf("activation:   SiTU (beta %g, up branch linear)\n", double(c.act.beta));
+    else
+        std::printf("activation:   SiLU\n");
+    if (c.attn_res_block_size > 0)
+        std::printf("residual:     Block Attention Residuals, block size %lld -> %lld blocks\n",
+                    (long long)c.attn_res_block_size, (long long)c.attn_res_n_blocks());
+    else
+        std::printf("residual:     plain residual stream\n");
 
     std::printf("\nlayer map (0-based):\n");
     for (int64_t i = 0; i < c.n_layers; ++i) {
@@ -48,6 +75,9 @@ int cmd_inspect(int argc, char** argv) {
     const CacheGeometry g = model->cache_geometry(1, 1);
     std::printf("\nparameters:   %lld (%.1f MiB of tensors in %zu file(s))\n", (long long)params, mib(double(file_bytes)),
                 model->store().n_files());
+    if (model->store().n_skipped() > 0)
+        std::printf("skipped:      %zu tensors, %.1f MiB (vision tower / projector: not part of the text model)\n",
+                    model->store().n_skipped(), mib(double(model->store().skipped_bytes())));
     std::printf("decode read:  %.2f MiB of weights per step at batch 1 (selected experts only)\n", mib(decode_bytes));
     std::printf("cache:        KDA state %.2f MiB per sequence; MLA latents %lld B per token of context\n",
                 mib(double(g.bytes_per_slot())), (long long)(g.bytes_per_block() / g.block_size));

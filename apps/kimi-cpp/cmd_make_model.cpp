@@ -17,17 +17,20 @@ int cmd_make_model(int argc, char** argv) {
     const std::string preset = args.str("--preset", "tiny");
     const int64_t seed = args.integer("--seed", 0);
     const std::vector<std::string> sets = args.list("--set");
+    const int64_t shard_mib = args.integer("--max-shard-size", int64_t(preset_shard_bytes(preset) >> 20));
     const bool quiet = args.flag("--quiet");
     args.done();
 
+    if (shard_mib < 0) throw Error("make-model: --max-shard-size must be >= 0 (MiB; 0 = one file)");
     nlohmann::ordered_json config = model_preset(preset);
     for (const auto& s : sets) apply_config_override(config, s);
     Progress bar("make-model", quiet);
     write_random_checkpoint(out, config, uint64_t(seed), [&](uint64_t done, uint64_t total) {
         bar.update(double(done), double(total), "bytes");
-    });
+    }, uint64_t(shard_mib) << 20);
     bar.finish();
-    const int64_t vocab = config["vocab_size"].get<int64_t>();
+    const auto& text = config.contains("text_config") ? config["text_config"] : config;
+    const int64_t vocab = text["vocab_size"].get<int64_t>();
     if (vocab >= 512) {
         tok::write_synthetic_tokenizer(out, int32_t(vocab - 256), uint64_t(seed));
     } else {

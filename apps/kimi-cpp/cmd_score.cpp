@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "model/kimi_model.h"
 #include "model/sequence_driver.h"
+#include "engine_options.h"
 #include "run_options.h"
 
 namespace kimi::app {
@@ -31,6 +32,7 @@ int cmd_score(int argc, char** argv) {
     if (tokens.empty()) throw Error("score: --tokens is empty");
 
     auto model = KimiModel::load(model_dir);
+    note_skipped_tensors(*model, false);
     for (int32_t id : tokens)
         if (id < 0 || id >= model->config().vocab_size)
             throw Error("score: token id " + std::to_string(id) + " is out of range [0, " +

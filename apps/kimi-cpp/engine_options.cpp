@@ -3,6 +3,8 @@
 
 #include <sys/stat.h>
 
+#include <cstdio>
+
 #include <cmath>
 
 #include "core/error.h"
@@ -89,7 +91,14 @@ std::unique_ptr<KimiModel> load_model_with_progress(const std::string& dir, bool
     Progress bar("load", quiet);
     auto m = KimiModel::load(dir, [&](uint64_t done, uint64_t total) { bar.update(double(done), double(total), "bytes"); });
     bar.finish();
+    note_skipped_tensors(*m, quiet);
     return m;
+}
+
+void note_skipped_tensors(const KimiModel& m, bool quiet) {
+    if (quiet || m.store().n_skipped() == 0) return;
+    std::fprintf(stderr, "load: skipped %zu non-text tensors (%.1f MiB: vision tower / projector; only the text model is served)\n",
+                 m.store().n_skipped(), double(m.store().skipped_bytes()) / 1048576.0);
 }
 
 std::optional<tok::Tokenizer> load_tokenizer_for(const std::string& dir, const ModelConfig& model, bool required) {

@@ -26,6 +26,8 @@ void check_sampling_params(const SamplingParams& p);   // throws kimi::Error nam
 
 // Loads the model, drawing "load [####....]" on a terminal unless quiet.
 std::unique_ptr<KimiModel> load_model_with_progress(const std::string& dir, bool quiet);
+// One stderr line when the checkpoint held tensors the text model does not use (K3 vision).
+void note_skipped_tensors(const KimiModel& m, bool quiet);
 
 // The tokenizer in `dir`, checked against the model's vocabulary. Returns nullopt only if
 // `dir` has no tiktoken.model and !required; otherwise a missing/bad tokenizer throws.

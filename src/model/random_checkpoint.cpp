@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <map>
 
@@ -69,74 +70,158 @@ ordered_json base_config() {
     };
 }
 
+// Kimi-K3 as published (model-spec §A): the text model's keys under text_config, every K3
+// building block on, at tiny sizes; a small vision_config beside it (not served).
+ordered_json k3_base_config() {
+    ordered_json t = base_config();
+    t.erase("architectures");
+    t["hidden_act"] = "situ";
+    t["activation_situ_beta"] = 4.0;
+    t["activation_situ_linear_beta"] = 25.0;
+    t["num_hidden_layers"] = 5;
+    t["q_lora_rank"] = 24;
+    t["mla_use_output_gate"] = true;
+    t["num_shared_experts"] = 2;
+    t["routed_scaling_factor"] = 1.0;
+    t["routed_expert_hidden_size"] = 48;
+    t["latent_moe_use_norm"] = true;
+    t["attn_res_block_size"] = 2;
+    t["linear_attn_config"] = {{"head_dim", 16},          {"num_heads", 2},
+                               {"short_conv_kernel_size", 4}, {"kda_layers", {1, 2, 3, 5}},
+                               {"full_attn_layers", {4}},  {"use_full_rank_gate", true},
+                               {"gate_lower_bound", -5.0}};
+    return ordered_json{
+        {"architectures", {"KimiK3ForConditionalGeneration"}},
+        {"model_type", "kimi_k3"},
+        {"dtype", "bfloat16"},
+        {"text_config", t},
+        {"vision_config",
+         {{"model_type", "moonvit"}, {"patch_size", 14}, {"vt_hidden_size", 32}, {"vt_num_attention_heads", 2},
+          {"vt_num_hidden_layers", 1}, {"vt_intermediate_size", 64}, {"mm_hidden_size", 32}}},
+        {"bos_token_id", t["bos_token_id"]},
+        {"eos_token_id", t["eos_token_id"]},
+        {"pad_token_id", t["pad_token_id"]},
+    };
+}
+
+// The object holding the text model's keys: text_config (K3) or the config itself.
+ordered_json& text_of(ordered_json& c) { return c.contains("text_config") ? c["text_config"] : c; }
+
 void set_vocab(ordered_json& c, int64_t vocab) {
     const int64_t n_base = vocab - 256;   // Kimi layout: 256 special slots after the base ranks
-    c["vocab_size"] = vocab;
-    c["bos_token_id"] = n_base;
-    c["eos_token_id"] = n_base + 2;
-    c["pad_token_id"] = vocab - 1;
+    auto ids = [&](ordered_json& o) {
+        o["bos_token_id"] = n_base;
+        o["eos_token_id"] = n_base + 2;
+        o["pad_token_id"] = vocab - 1;
+    };
+    ordered_json& t = text_of(c);
+    t["vocab_size"] = vocab;
+    ids(t);
+    if (&t != &c) ids(c);   // a multimodal config repeats the token ids at the top level
 }
 
 struct Spec {
     std::string name;
     DType dtype;
     std::vector<int64_t> shape;
-    enum Kind { kLinear, kOutLinear, kEmbed, kNorm, kConv, kALog, kDtBias, kScoreBias } kind;
+    enum Kind { kLinear, kOutLinear, kEmbed, kNorm, kConv, kALog, kDtBias, kScoreBias, kVision } kind;
 };
 
+// Every tensor of the checkpoint, with the published dtypes of each model: Kimi Linear stores
+// A_log and dt_bias in F32, the rest (e_score_correction_bias included) in BF16; Kimi-K3
+// also keeps the conv weights, o_norm, the router bias and the model-level norms in F32.
 std::vector<Spec> checkpoint_specs(const ModelConfig& c) {
     std::vector<Spec> s;
+    const std::string pre = c.tensor_prefix;
+    const bool k3 = c.is_k3_layout();
+    const DType small_f32 = k3 ? DType::kF32 : DType::kBF16;   // conv, o_norm, router bias, model norms
     const int64_t d = c.hidden_size;
     auto lin = [&](const std::string& n, int64_t out, int64_t in, Spec::Kind k = Spec::kLinear) {
-        s.push_back({n, DType::kBF16, {out, in}, k});
+        s.push_back({pre + n, DType::kBF16, {out, in}, k});
     };
-    auto vec = [&](const std::string& n, int64_t len, Spec::Kind k, DType t = DType::kBF16) { s.push_back({n, t, {len}, k}); };
-    s.push_back({"model.embed_tokens.weight", DType::kBF16, {c.vocab_size, d}, Spec::kEmbed});
-    vec("model.norm.weight", d, Spec::kNorm);
+    auto vec = [&](const std::string& n, int64_t len, Spec::Kind k, DType t = DType::kBF16) { s.push_back({pre + n, t, {len}, k}); };
+    auto res = [&](const std::string& n, DType t) {   // AttnRes score pair
+        vec(n + "_norm.weight", d, Spec::kNorm, t);
+        lin(n + "_proj.weight", 1, d);
+        s.back().dtype = t;
+    };
+    s.push_back({pre + "model.embed_tokens.weight", DType::kBF16, {c.vocab_size, d}, Spec::kEmbed});
+    vec("model.norm.weight", d, Spec::kNorm, small_f32);
+    if (c.attn_res_block_size > 0) res("model.output_attn_res", small_f32);
     if (!c.tie_word_embeddings) lin("lm_head.weight", c.vocab_size, d);
     for (int64_t i = 0; i < c.n_layers; ++i) {
         const std::string p = "model.layers." + std::to_string(i) + ".";
         vec(p + "input_layernorm.weight", d, Spec::kNorm);
         vec(p + "post_attention_layernorm.weight", d, Spec::kNorm);
+        if (c.attn_res_block_size > 0) {
+            res(p + "self_attention_res", DType::kBF16);
+            res(p + "mlp_res", DType::kBF16);
+        }
         const std::string a = p + "self_attn.";
         if (c.layer_kinds[size_t(i)] == LayerKind::kKda) {
             const int64_t h = c.kda_heads, k = c.kda_head_dim, hk = h * k;
             for (const char* n : {"q_proj", "k_proj", "v_proj"}) lin(a + n + ".weight", hk, d);
             for (const char* n : {"q_conv1d", "k_conv1d", "v_conv1d"})
-                s.push_back({a + n + ".weight", DType::kBF16, {hk, 1, c.conv_kernel}, Spec::kConv});
+                s.push_back({pre + a + n + ".weight", small_f32, {hk, 1, c.conv_kernel}, Spec::kConv});
             lin(a + "f_a_proj.weight", k, d);
             lin(a + "f_b_proj.weight", hk, k);
             vec(a + "dt_bias", hk, Spec::kDtBias, DType::kF32);
-            s.push_back({a + "A_log", DType::kF32, {1, 1, h, 1}, Spec::kALog});
+            if (k3)   // published as a vector padded to head_dim
+                s.push_back({pre + a + "A_log", DType::kF32, {std::max(h, k)}, Spec::kALog});
+            else
+                s.push_back({pre + a + "A_log", DType::kF32, {1, 1, h, 1}, Spec::kALog});
             lin(a + "b_proj.weight", h, d);
-            lin(a + "g_a_proj.weight", k, d);
-            lin(a + "g_b_proj.weight", hk, k);
-            vec(a + "o_norm.weight", k, Spec::kNorm);
+            if (c.kda_full_rank_gate) {
+                lin(a + "g_proj.weight", hk, d);
+            } else {
+                lin(a + "g_a_proj.weight", k, d);
+                lin(a + "g_b_proj.weight", hk, k);
+            }
+            vec(a + "o_norm.weight", k, Spec::kNorm, small_f32);
             lin(a + "o_proj.weight", d, hk, Spec::kOutLinear);
         } else {
             const int64_t h = c.mla_heads;
-            lin(a + "q_proj.weight", h * c.mla_qk_dim(), d);
+            if (c.q_lora_rank > 0) {
+                lin(a + "q_a_proj.weight", c.q_lora_rank, d);
+                vec(a + "q_a_layernorm.weight", c.q_lora_rank, Spec::kNorm);
+                lin(a + "q_b_proj.weight", h * c.mla_qk_dim(), c.q_lora_rank);
+            } else {
+                lin(a + "q_proj.weight", h * c.mla_qk_dim(), d);
+            }
             lin(a + "kv_a_proj_with_mqa.weight", c.kv_lora_rank + c.qk_rope_dim, d);
             vec(a + "kv_a_layernorm.weight", c.kv_lora_rank, Spec::kNorm);
             lin(a + "kv_b_proj.weight", h * (c.qk_nope_dim + c.v_head_dim), c.kv_lora_rank);
+            if (c.mla_output_gate) lin(a + "g_proj.weight", h * c.v_head_dim, d);
             lin(a + "o_proj.weight", d, h * c.v_head_dim, Spec::kOutLinear);
         }
-        auto mlp = [&](const std::string& q, int64_t f, const char* g, const char* u, const char* dn) {
-            lin(q + g + ".weight", f, d);
-            lin(q + u + ".weight", f, d);
-            lin(q + dn + ".weight", d, f, Spec::kOutLinear);
+        auto mlp = [&](const std::string& q, int64_t in, int64_t f, const char* g, const char* u, const char* dn) {
+            lin(q + g + ".weight", f, in);
+            lin(q + u + ".weight", f, in);
+            lin(q + dn + ".weight", in, f, Spec::kOutLinear);
         };
         if (c.is_moe_layer(i)) {
             const std::string m = p + "block_sparse_moe.";
             lin(m + "gate.weight", c.n_experts, d);
-            vec(m + "gate.e_score_correction_bias", c.n_experts, Spec::kScoreBias, DType::kF32);
+            vec(m + "gate.e_score_correction_bias", c.n_experts, Spec::kScoreBias, small_f32);
+            const int64_t in = c.moe_expert_in_dim();
+            if (c.moe_latent_dim > 0) {
+                lin(m + "routed_expert_down_proj.weight", in, d);
+                if (c.moe_latent_norm) vec(m + "routed_expert_norm.weight", in, Spec::kNorm);
+                lin(m + "routed_expert_up_proj.weight", d, in, Spec::kOutLinear);
+            }
             for (int64_t e = 0; e < c.n_experts; ++e)
-                mlp(m + "experts." + std::to_string(e) + ".", c.moe_intermediate_size, "w1", "w3", "w2");
+                mlp(m + "experts." + std::to_string(e) + ".", in, c.moe_intermediate_size, "w1", "w3", "w2");
             if (c.n_shared_experts > 0)
-                mlp(m + "shared_experts.", c.moe_intermediate_size * c.n_shared_experts, "gate_proj", "up_proj", "down_proj");
+                mlp(m + "shared_experts.", d, c.moe_intermediate_size * c.n_shared_experts, "gate_proj", "up_proj", "down_proj");
         } else {
-            mlp(p + "mlp.", c.intermediate_size, "gate_proj", "up_proj", "down_proj");
+            mlp(p + "mlp.", d, c.intermediate_size, "gate_proj", "up_proj", "down_proj");
         }
+    }
+    if (k3) {   // a few vision tower / projector tensors: the text-model loader must skip them
+        s.push_back({"vision_tower.patch_embed.proj.weight", DType::kBF16, {32, 3, 14, 14}, Spec::kVision});
+        s.push_back({"vision_tower.encoder.blocks.0.attn.qkv.weight", DType::kBF16, {96, 32}, Spec::kVision});
+        s.push_back({"vision_tower.encoder.final_layernorm.weight", DType::kF32, {32}, Spec::kVision});
+        s.push_back({"mm_projector.proj.0.weight", DType::kBF16, {d, 128}, Spec::kVision});
     }
     return s;
 }
@@ -161,6 +246,7 @@ double draw(const Spec& sp, Rng& r) {
             return std::log(std::expm1(dt));   // softplus⁻¹(dt)
         }
         case Spec::kScoreBias: return r.uniform(-0.05, 0.05);
+        case Spec::kVision: return 0.02 * r.normal();
     }
     return 0.0;
 }
@@ -179,9 +265,70 @@ void make_dirs(const std::string& dir) {
 
 }  // namespace
 
-std::vector<std::string> model_preset_names() { return {"tiny", "small", "bench"}; }
+std::vector<std::string> model_preset_names() { return {"tiny", "small", "bench", "k3-tiny", "k3-small", "k3-bench"}; }
+
+uint64_t preset_shard_bytes(const std::string& name) {
+    if (name == "k3-small") return uint64_t(16) << 20;   // a few shards, so the index path is exercised
+    if (name == "k3-bench") return uint64_t(2) << 30;
+    return 0;
+}
 
 ordered_json model_preset(const std::string& name) {
+    if (name == "k3-tiny") return k3_base_config();
+    if (name == "k3-small") {
+        ordered_json c = k3_base_config();
+        ordered_json& t = c["text_config"];
+        t["hidden_size"] = 512;
+        t["num_hidden_layers"] = 8;
+        t["intermediate_size"] = 1408;
+        t["head_dim"] = 64;
+        t["num_attention_heads"] = 8;
+        t["num_key_value_heads"] = 8;
+        t["q_lora_rank"] = 192;
+        t["kv_lora_rank"] = 128;
+        t["qk_nope_head_dim"] = 64;
+        t["qk_rope_head_dim"] = 32;
+        t["v_head_dim"] = 64;
+        t["num_experts"] = 16;
+        t["num_experts_per_token"] = 4;
+        t["moe_intermediate_size"] = 256;
+        t["routed_expert_hidden_size"] = 384;
+        t["attn_res_block_size"] = 3;
+        t["model_max_length"] = 8192;
+        t["linear_attn_config"]["head_dim"] = 64;
+        t["linear_attn_config"]["num_heads"] = 8;
+        t["linear_attn_config"]["kda_layers"] = {1, 2, 3, 5, 6, 7};
+        t["linear_attn_config"]["full_attn_layers"] = {4, 8};
+        set_vocab(c, 8192 + 256);
+        return c;
+    }
+    if (name == "k3-bench") {   // Kimi-K3's real per-layer widths; 3 layers, 20 experts, small vocabulary
+        ordered_json c = k3_base_config();
+        ordered_json& t = c["text_config"];
+        t["hidden_size"] = 7168;
+        t["num_hidden_layers"] = 3;
+        t["intermediate_size"] = 33792;
+        t["head_dim"] = 128;
+        t["num_attention_heads"] = 96;
+        t["num_key_value_heads"] = 96;
+        t["q_lora_rank"] = 1536;
+        t["kv_lora_rank"] = 512;
+        t["qk_nope_head_dim"] = 128;
+        t["qk_rope_head_dim"] = 64;
+        t["v_head_dim"] = 128;
+        t["num_experts"] = 20;
+        t["num_experts_per_token"] = 16;
+        t["moe_intermediate_size"] = 3072;
+        t["routed_expert_hidden_size"] = 3584;
+        t["attn_res_block_size"] = 2;
+        t["model_max_length"] = 262144;
+        t["linear_attn_config"]["head_dim"] = 128;
+        t["linear_attn_config"]["num_heads"] = 96;
+        t["linear_attn_config"]["kda_layers"] = {1, 2};
+        t["linear_attn_config"]["full_attn_layers"] = {3};
+        set_vocab(c, 16384 + 256);
+        return c;
+    }
     ordered_json c = base_config();
     if (name == "tiny") return c;
     if (name == "small") {
@@ -249,8 +396,9 @@ void apply_config_override(ordered_json& config, const std::string& assignment) 
         if (dot == std::string::npos) {
             (*node)[part] = value;
             // keep the dependent keys of a published config consistent
-            if (node == &config && part == "vocab_size" && value.is_number_integer()) set_vocab(config, value.get<int64_t>());
-            if (node == &config && part == "num_attention_heads") config["num_key_value_heads"] = value;
+            ordered_json& text = text_of(config);
+            if (node == &text && part == "vocab_size" && value.is_number_integer()) set_vocab(config, value.get<int64_t>());
+            if (node == &text && part == "num_attention_heads") text["num_key_value_heads"] = value;
             return;
         }
         node = &(*node)[part];
@@ -259,7 +407,7 @@ void apply_config_override(ordered_json& config, const std::string& assignment) 
 }
 
 void write_random_checkpoint(const std::string& dir, const ordered_json& config, uint64_t seed,
-                             const std::function<void(uint64_t, uint64_t)>& progress) {
+                             const std::function<void(uint64_t, uint64_t)>& progress, uint64_t max_shard_bytes) {
     const ModelConfig c = parse_model_config(nlohmann::json::parse(config.dump()), "generated config");
     make_dirs(dir);
     {
@@ -279,7 +427,8 @@ void write_random_checkpoint(const std::string& dir, const ordered_json& config,
     uint64_t done = 0;
     ThreadPool pool(ThreadPool::default_threads());
     constexpr uint64_t kStream = uint64_t(1) << 16;   // elements per random stream
-    SafetensorsWriter::write(dir + "/model.safetensors", entries,
+    for (const char* stale : {"/model.safetensors", "/model.safetensors.index.json"}) std::remove((dir + stale).c_str());
+    SafetensorsWriter::write_checkpoint(dir, entries,
                              [&](const SafetensorsWriter::Entry& e, uint64_t offset, uint64_t n, void* out) {
                                  const Spec& sp = *by_name.at(e.name);
                                  // one stream per (seed, tensor, 64K-element block): independent of
@@ -298,7 +447,8 @@ void write_random_checkpoint(const std::string& dir, const ordered_json& config,
                                  });
                                  done += n * dtype_size(e.dtype);
                                  if (progress) progress(done, total);
-                             });
+                             },
+                             max_shard_bytes);
 }
 
 }  // namespace kimi

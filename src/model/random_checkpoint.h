@@ -1,6 +1,7 @@
-// Random Kimi Linear checkpoints in exactly the Hugging Face layout (config.json +
-// model.safetensors: BF16 weights, F32 A_log / dt_bias / e_score_correction_bias), for
-// tests, the embedded default model and benchmarks. Deterministic for a seed: every tensor
+// Random Kimi Linear and Kimi-K3 checkpoints in exactly the published Hugging Face layouts
+// (config.json + safetensors, sharded with an index when asked; each model's published
+// dtypes; for K3 the nested text_config, the language_model. prefix and a few vision
+// tensors a text loader must skip), for tests, the embedded default model and benchmarks. Deterministic for a seed: every tensor
 // is drawn from its own stream keyed by (seed, name, chunk), independent of threads.
 #pragma once
 #include <cstdint>
@@ -12,16 +13,21 @@
 
 namespace kimi {
 
-// Preset config.json objects: "tiny", "small", "bench". Throws kimi::Error for other names.
+// Preset config.json objects: "tiny", "small", "bench" (Kimi Linear), "k3-tiny", "k3-small",
+// "k3-bench" (Kimi-K3). Throws kimi::Error for other names.
 nlohmann::ordered_json model_preset(const std::string& name);
 std::vector<std::string> model_preset_names();
+// The shard size a preset is written with by default (0: one model.safetensors).
+uint64_t preset_shard_bytes(const std::string& name);
 
-// Applies `key=value` (dotted key into nested objects; value parsed as JSON, else a string).
+// Applies `key=value` (dotted key into nested objects, e.g. text_config.attn_res_block_size;
+// value parsed as JSON, else a string).
 void apply_config_override(nlohmann::ordered_json& config, const std::string& assignment);
 
-// Writes config.json and model.safetensors into `dir` (created if missing). The config is
-// validated first. progress(bytes_done, bytes_total) is called as data is written.
+// Writes config.json and the safetensors (shards of at most max_shard_bytes + index when
+// non-zero) into `dir` (created if missing). The config is validated first.
+// progress(bytes_done, bytes_total) is called as data is written.
 void write_random_checkpoint(const std::string& dir, const nlohmann::ordered_json& config, uint64_t seed,
-                             const std::function<void(uint64_t, uint64_t)>& progress);
+                             const std::function<void(uint64_t, uint64_t)>& progress, uint64_t max_shard_bytes = 0);
 
 }  // namespace kimi

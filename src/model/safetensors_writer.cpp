@@ -2,6 +2,8 @@
 #include "model/safetensors_writer.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -45,6 +47,37 @@ void SafetensorsWriter::write(const std::string& path, std::vector<Entry> entrie
         }
     }
     if (!ok || std::fflush(f.get()) != 0) throw Error(path + ": write failed (disk full?)");
+}
+
+void SafetensorsWriter::write_checkpoint(const std::string& dir, std::vector<Entry> entries, const Filler& fill,
+                                         uint64_t max_shard_bytes) {
+    std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.name < b.name; });
+    std::vector<std::vector<Entry>> shards(1);
+    uint64_t in_shard = 0, total = 0;
+    for (auto& e : entries) {
+        const uint64_t bytes = e.numel() * dtype_size(e.dtype);
+        if (max_shard_bytes > 0 && in_shard > 0 && in_shard + bytes > max_shard_bytes) {
+            shards.emplace_back();
+            in_shard = 0;
+        }
+        in_shard += bytes;
+        total += bytes;
+        shards.back().push_back(std::move(e));
+    }
+    if (shards.size() == 1) {
+        write(dir + "/model.safetensors", std::move(shards[0]), fill);
+        return;
+    }
+    nlohmann::ordered_json index = {{"metadata", {{"total_size", total}}}, {"weight_map", nlohmann::ordered_json::object()}};
+    for (size_t i = 0; i < shards.size(); ++i) {
+        char name[64];
+        std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
+        for (const auto& e : shards[i]) index["weight_map"][e.name] = name;
+        write(dir + "/" + name, std::move(shards[i]), fill);
+    }
+    std::ofstream f(dir + "/model.safetensors.index.json");
+    f << index.dump(2) << "\n";
+    if (!f) throw Error(dir + "/model.safetensors.index.json: write failed");
 }
 
 }  // namespace kimi

@@ -25,6 +25,13 @@ public:
 
     // Writes all entries (sorted by name, as the format's reference writer does). Throws kimi::Error.
     static void write(const std::string& path, std::vector<Entry> entries, const Filler& fill);
+
+    // A checkpoint in `dir`: one model.safetensors when max_shard_bytes is 0 or everything
+    // fits, else model-0000i-of-0000N.safetensors shards of at most max_shard_bytes each (a
+    // larger tensor gets a shard of its own), in name order, plus model.safetensors.index.json
+    // (metadata.total_size, weight_map) as Hugging Face writes it.
+    static void write_checkpoint(const std::string& dir, std::vector<Entry> entries, const Filler& fill,
+                                 uint64_t max_shard_bytes);
 };
 
 }  // namespace kimi

@@ -10,6 +10,14 @@ double bytes_of(const Tensor& t) { return double(t.nbytes()); }
 double elems_of(const Tensor& t) { return double(t.numel()); }
 double mlp_bytes(const MlpWeights& m) { return bytes_of(m.gate) + bytes_of(m.up) + bytes_of(m.down); }
 double mlp_elems(const MlpWeights& m) { return elems_of(m.gate) + elems_of(m.up) + elems_of(m.down); }
+// Adds the bytes and multiply-adds (per token) of every defined tensor of the list.
+void add_all(StepTraffic& t, std::initializer_list<const Tensor*> xs) {
+    for (const Tensor* x : xs) {
+        if (!x->defined()) continue;
+        t.weight_bytes += bytes_of(*x);
+        t.macs_per_token += elems_of(*x);
+    }
+}
 }  // namespace
 
 StepTraffic decode_step_traffic(const KimiModel& model, int64_t batch, int64_t context) {
@@ -22,16 +30,10 @@ StepTraffic decode_step_traffic(const KimiModel& model, int64_t batch, int64_t c
     for (const LayerWeights& l : w.layers) {
         if (l.kind == LayerKind::kKda) {
             const KdaWeights& a = l.kda;
-            for (const Tensor* x : {&a.q_proj, &a.k_proj, &a.v_proj, &a.f_a, &a.f_b, &a.b_proj, &a.g_a, &a.g_b, &a.o_proj}) {
-                t.weight_bytes += bytes_of(*x);
-                t.macs_per_token += elems_of(*x);
-            }
+            add_all(t, {&a.q_proj, &a.k_proj, &a.v_proj, &a.f_a, &a.f_b, &a.b_proj, &a.g_a, &a.g_b, &a.g_proj, &a.o_proj});
         } else {
             const MlaWeights& a = l.mla;
-            for (const Tensor* x : {&a.q_proj, &a.kv_a_c, &a.kv_a_rope, &a.w_uk_t, &a.w_uv, &a.o_proj}) {
-                t.weight_bytes += bytes_of(*x);
-                t.macs_per_token += elems_of(*x);
-            }
+            add_all(t, {&a.q_proj, &a.q_a, &a.q_b, &a.kv_a_c, &a.kv_a_rope, &a.w_uk_t, &a.w_uv, &a.g_proj, &a.o_proj});
         }
         if (l.is_moe) {
             const double e = double(c.n_experts), k = double(c.n_experts_per_token);
@@ -40,6 +42,7 @@ StepTraffic decode_step_traffic(const KimiModel& model, int64_t batch, int64_t c
                               (l.moe.has_shared ? mlp_bytes(l.moe.shared) : 0.0);
             t.macs_per_token += elems_of(l.moe.router) + k * mlp_elems(l.moe.experts[0]) +
                                 (l.moe.has_shared ? mlp_elems(l.moe.shared) : 0.0);
+            add_all(t, {&l.moe.latent_down, &l.moe.latent_up});
         } else {
             t.weight_bytes += mlp_bytes(l.mlp);
             t.macs_per_token += mlp_elems(l.mlp);

@@ -1,9 +1,19 @@
 #!/usr/bin/python3
-"""Independent float64 reference implementation of the Kimi Linear forward pass.
+"""Independent float64 reference implementation of the Kimi Linear / Kimi-K3 forward pass.
 
-Written from docs/model-spec.md (sections 3-6) only; it shares no code with the C++
-engine.  Everything is computed in float64 numpy on the weights exactly as stored
-(bf16 / f16 / f32 values widened to float64).
+Written from docs/model-spec.md (sections 3-6 and, for Kimi-K3, section A incl. A.5b) only;
+it shares no code with the C++ engine.  Everything is computed in float64 numpy on the
+weights exactly as stored (bf16 / f16 / f32 values widened to float64).
+
+Kimi-K3 layout: config.json with the text model under "text_config" (vision_config
+ignored), tensors prefixed "language_model." (vision_tower.* / mm_projector.* ignored),
+optionally sharded with model.safetensors.index.json.  Every K3 feature is switched on by
+its own key, so a Kimi Linear config may use them too (absent keys = Kimi Linear):
+  hidden_act "situ" (+ activation_situ_beta, activation_situ_linear_beta)
+  linear_attn_config.use_full_rank_gate, linear_attn_config.gate_lower_bound
+  q_lora_rank, mla_use_output_gate
+  routed_expert_hidden_size, latent_moe_use_norm
+  attn_res_block_size (Block Attention Residuals)
 
 CLI:
     /usr/bin/python3 kimi_ref.py --model DIR --tokens 1,2,3 --out FILE [--dump FILE.npz]
@@ -127,11 +137,28 @@ def write_safetensors(path, tensors, metadata=None):
             fh.write(b)
 
 
+INDEX_NAME = "model.safetensors.index.json"
+
+
 def load_model_dir(model_dir):
-    """Read config.json and every *.safetensors file of a model directory."""
+    """Read config.json and the safetensors weights of a model directory.
+
+    With model.safetensors.index.json the shards named by its weight_map are read and the
+    map is checked both ways (every mapped tensor sits in its named shard, every tensor of
+    a shard is mapped to that shard); otherwise every *.safetensors file is read."""
     with open(os.path.join(model_dir, "config.json")) as fh:
         cfg = json.load(fh)
-    files = sorted(glob.glob(os.path.join(model_dir, "*.safetensors")))
+    index_path = os.path.join(model_dir, INDEX_NAME)
+    wmap = None
+    if os.path.exists(index_path):
+        with open(index_path) as fh:
+            wmap = json.load(fh)["weight_map"]
+        files = [os.path.join(model_dir, f) for f in sorted(set(wmap.values()))]
+        missing = [f for f in files if not os.path.exists(f)]
+        if missing:
+            raise FileNotFoundError(f"{INDEX_NAME} names missing shards: {missing[:3]}")
+    else:
+        files = sorted(glob.glob(os.path.join(model_dir, "*.safetensors")))
     if not files:
         raise FileNotFoundError(f"no *.safetensors in {model_dir}")
     weights = {}
@@ -140,7 +167,16 @@ def load_model_dir(model_dir):
         dup = set(w) & set(weights)
         if dup:
             raise ValueError(f"duplicate tensors across shards: {sorted(dup)[:3]}")
+        if wmap is not None:
+            base = os.path.basename(f)
+            stray = [n for n in w if wmap.get(n) != base]
+            if stray:
+                raise ValueError(f"{base}: tensors not mapped to this shard by {INDEX_NAME}: {stray[:3]}")
         weights.update(w)
+    if wmap is not None:
+        absent = sorted(set(wmap) - set(weights))
+        if absent:
+            raise ValueError(f"{INDEX_NAME} maps tensors no shard holds: {absent[:3]}")
     return cfg, weights
 
 
@@ -167,6 +203,27 @@ def rmsnorm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
+def rms_noweight(x, eps):
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
+
+
+def l2norm(x, eps=1e-6):
+    """x / sqrt(sum(x^2) + eps) over the last axis (fla l2norm form, §3.1)."""
+    return x / np.sqrt(np.sum(x * x, axis=-1, keepdims=True) + eps)
+
+
+def act_mul(gate, up, cfg):
+    """Gated activation of every MLP / expert: silu(gate)*up, or SiTU (§A.3):
+    beta*tanh(gate/beta)*sigmoid(gate) * beta_lin*tanh(up/beta_lin) (up passes through when
+    activation_situ_linear_beta is null)."""
+    if cfg.act == "silu":
+        return silu(gate) * up
+    b = cfg.situ_beta
+    a = b * np.tanh(gate / b) * sigmoid(gate)
+    bl = cfg.situ_lin_beta
+    return a * (up if bl is None else bl * np.tanh(up / bl))
+
+
 def linear(x, w):
     """x [..., in] · w[out, in]^T"""
     return x @ w.T
@@ -176,8 +233,24 @@ def linear(x, w):
 # config helpers
 # --------------------------------------------------------------------------------------
 
+K3_ARCH = "KimiK3ForConditionalGeneration"
+
+
 class Cfg:
-    def __init__(self, c):
+    def __init__(self, top):
+        self.top = top
+        archs = top.get("architectures") or []
+        # Kimi-K3 (multimodal wrapper): text model under text_config, tensors under
+        # "language_model."; vision_config / vision tensors are ignored.
+        self.k3_layout = "text_config" in top or K3_ARCH in archs or top.get("model_type") == "kimi_k3"
+        if self.k3_layout:
+            if not isinstance(top.get("text_config"), dict):
+                raise ValueError("Kimi-K3 config without a text_config object")
+            c = top["text_config"]
+            self.prefix = "language_model."
+        else:
+            c = top
+            self.prefix = ""
         self.raw = c
         self.hidden = int(c["hidden_size"])
         self.n_layers = int(c["num_hidden_layers"])
@@ -208,6 +281,26 @@ class Cfg:
         self.grouped = bool(c.get("use_grouped_topk", True))
         self.router_act = c.get("moe_router_activation_func", "sigmoid")
         self.tie = bool(c.get("tie_word_embeddings", False))
+        # ---- Kimi-K3 features (each on its own key; absent = Kimi Linear behaviour)
+        self.act = c.get("hidden_act", "silu") or "silu"
+        if self.act not in ("silu", "situ"):
+            raise ValueError(f"hidden_act {self.act!r} not supported (silu, situ)")
+        self.situ_beta = self.situ_lin_beta = None
+        if self.act == "situ":
+            if c.get("activation_situ_beta") is None:
+                raise ValueError("hidden_act situ needs activation_situ_beta")
+            self.situ_beta = float(c["activation_situ_beta"])
+            lb = c.get("activation_situ_linear_beta")
+            self.situ_lin_beta = None if lb is None else float(lb)
+        self.full_rank_gate = bool(la.get("use_full_rank_gate", False))
+        glb = la.get("gate_lower_bound")
+        self.gate_lb = None if glb is None else float(glb)
+        self.mla_out_gate = bool(c.get("mla_use_output_gate", False))
+        lat = c.get("routed_expert_hidden_size")
+        self.latent = int(lat) if lat else 0
+        self.latent_norm = bool(c.get("latent_moe_use_norm", False))
+        bs = c.get("attn_res_block_size")
+        self.attn_res_bs = int(bs) if bs else 0
 
     def is_kda(self, i):
         return (i + 1) in self.kda_layers
@@ -254,18 +347,34 @@ def kda_inputs(x, W, p, cfg, conv_hist=None):
         qkv[n] = out.reshape(T, H, K)
         res["conv"][n] = nh
     q, k, v = qkv["q"], qkv["k"], qkv["v"]
-    q = q / np.sqrt(np.sum(q * q, axis=-1, keepdims=True) + 1e-6) * (K ** -0.5)
-    k = k / np.sqrt(np.sum(k * k, axis=-1, keepdims=True) + 1e-6)
+    q = l2norm(q) * (K ** -0.5)
+    k = l2norm(k)
     f = linear(linear(x, W[p + "f_a_proj.weight"]), W[p + "f_b_proj.weight"])  # [T, H*K]
     A_log = W[p + "A_log"].reshape(-1)
-    if A_log.shape[0] != H:
-        raise ValueError(f"{p}A_log has {A_log.shape[0]} values, expected {H}")
+    # Kimi Linear stores [1,1,H,1]; K3 a 1-D F32 padded beyond H: the first H are real
+    if A_log.shape[0] < H:
+        raise ValueError(f"{p}A_log has {A_log.shape[0]} values, expected at least {H}")
+    A_log = A_log[:H]
     dt_bias = W[p + "dt_bias"].reshape(-1)
-    g = -np.exp(A_log)[None, :, None] * softplus_torch((f + dt_bias).reshape(T, H, K))
+    g = kda_gate((f + dt_bias).reshape(T, H, K), A_log, cfg)
     beta = sigmoid(linear(x, W[p + "b_proj.weight"]))  # [T, H]
-    z = linear(linear(x, W[p + "g_a_proj.weight"]), W[p + "g_b_proj.weight"])  # [T, H*K]
+    if cfg.full_rank_gate:
+        z = linear(x, W[p + "g_proj.weight"])  # [T, H*K]  (§A.1)
+    else:
+        z = linear(linear(x, W[p + "g_a_proj.weight"]), W[p + "g_b_proj.weight"])  # [T, H*K]
     res.update(q=q, k=k, v=v, g=g, beta=beta, z=z)
     return res
+
+
+def kda_gate(fb, A_log, cfg):
+    """Log-space forget gate g [T,H,K] from fb = f + dt_bias [T,H,K] and A_log [H].
+
+    Kimi Linear (§3.2): -exp(A_log)*softplus(fb)                  (g <= 0)
+    gate_lower_bound lb (§A.1): lb*sigmoid(exp(A_log)*fb)          (g in (lb, 0))"""
+    A = np.exp(A_log)[None, :, None]
+    if cfg.gate_lb is None:
+        return -A * softplus_torch(fb)
+    return cfg.gate_lb * sigmoid(A * fb)
 
 
 def kda_recurrent(q, k, v, g, beta, S0=None):
@@ -352,7 +461,14 @@ def mla_layer(x, W, p, cfg, cache=None):
         c_hat = np.concatenate([cache["c"], c_hat], axis=0)
         k_r = np.concatenate([cache["kr"], k_r], axis=0)
     o = mla_attend_expanded(q, c_hat, k_r, W, p, cfg)
+    if cfg.mla_out_gate:
+        o = mla_output_gate(o, x, W, p, cfg)
     return linear(o, W[p + "o_proj.weight"]), {"c": c_hat, "kr": k_r}
+
+
+def mla_output_gate(o, x, W, p, cfg):
+    """§A.2: [T, H*v] attention output times sigmoid(g_proj(x)), x = the normed layer input."""
+    return o * sigmoid(linear(x, W[p + "g_proj.weight"]))
 
 
 # --------------------------------------------------------------------------------------
@@ -400,43 +516,95 @@ def route(logits, bias, cfg):
     return idx, w
 
 
+def glu_ffn(x, wg, wu, wd, cfg):
+    """down(act(gate(x), up(x))): SwiGLU, or SiTU when hidden_act is situ."""
+    return linear(act_mul(linear(x, wg), linear(x, wu), cfg), wd)
+
+
 def swiglu(x, wg, wu, wd):
     return linear(silu(linear(x, wg)) * linear(x, wu), wd)
 
 
 def moe_layer(x, W, p, cfg, record=None):
+    """Router on the full x; routed experts on x (or on the latent x·down^T, §A.4);
+    shared experts on the full x."""
     logits = linear(x, W[p + "gate.weight"])  # [T, E]
     bias = W.get(p + "gate.e_score_correction_bias")
     T = x.shape[0]
-    out = np.zeros_like(x)
+    xe = linear(x, W[p + "routed_expert_down_proj.weight"]) if cfg.latent else x
+    r = np.zeros((T, xe.shape[1]))
     for t in range(T):
         idx, w = route(logits[t], bias, cfg)
         if record is not None:
             record.append((idx.tolist(), w.tolist()))
         for e, we in zip(idx, w):
             q = p + f"experts.{int(e)}."
-            out[t] += we * swiglu(x[t], W[q + "w1.weight"], W[q + "w3.weight"], W[q + "w2.weight"])
+            r[t] += we * glu_ffn(xe[t], W[q + "w1.weight"], W[q + "w3.weight"], W[q + "w2.weight"], cfg)
+    out = latent_moe_out(r, W, p, cfg) if cfg.latent else r
     if cfg.n_shared > 0:
         q = p + "shared_experts."
-        out += swiglu(x, W[q + "gate_proj.weight"], W[q + "up_proj.weight"], W[q + "down_proj.weight"])
+        out = out + glu_ffn(x, W[q + "gate_proj.weight"], W[q + "up_proj.weight"], W[q + "down_proj.weight"], cfg)
     return out
 
 
-def dense_mlp(x, W, p):
-    return swiglu(x, W[p + "gate_proj.weight"], W[p + "up_proj.weight"], W[p + "down_proj.weight"])
+def latent_moe_out(r, W, p, cfg):
+    """Latent routed sum [T, Lat] -> (routed_expert_norm) -> routed_expert_up_proj -> [T, D]."""
+    if cfg.latent_norm:
+        r = rmsnorm(r, W[p + "routed_expert_norm.weight"], cfg.eps)
+    return linear(r, W[p + "routed_expert_up_proj.weight"])
+
+
+def dense_mlp(x, W, p, cfg):
+    return glu_ffn(x, W[p + "gate_proj.weight"], W[p + "up_proj.weight"], W[p + "down_proj.weight"], cfg)
+
+
+# --------------------------------------------------------------------------------------
+# Block Attention Residuals (model-spec §A.5 / §A.5b)
+# --------------------------------------------------------------------------------------
+
+def attn_res_mix(P, B, w_norm, w_proj, eps):
+    """Depth-wise softmax mix of the banked blocks B (list of [T, D]) and the current partial
+    sum P [T, D]: score_i = sum_d rms_noweight(e_i)[d] * w_norm[d] * w_proj[d], softmax over
+    the n+1 entries [B_1..B_n, P] per token, output sum_i a_i * e_i of the RAW entries."""
+    E = np.stack(list(B) + [P])                                   # [n+1, T, D]
+    wv = w_norm.reshape(-1) * w_proj.reshape(-1)
+    s = np.einsum("ntd,d->nt", rms_noweight(E, eps), wv)          # [n+1, T]
+    s = s - s.max(axis=0, keepdims=True)
+    a = np.exp(s)
+    a = a / a.sum(axis=0, keepdims=True)
+    return np.einsum("nt,ntd->td", a, E)
+
+
+def attn_res_bank(P_in, h):
+    """What a block start banks: the RAW incoming partial sum (not the mixed h)."""
+    return P_in
 
 
 # --------------------------------------------------------------------------------------
 # decoder (model-spec §6)
 # --------------------------------------------------------------------------------------
 
+def text_weights(cfg, W):
+    """The text-model tensors under their Kimi Linear names (K3: strip "language_model.",
+    ignore everything else, e.g. vision_tower.* / mm_projector.*)."""
+    if not cfg.prefix:
+        return W
+    n = len(cfg.prefix)
+    Wt = {k[n:]: v for k, v in W.items() if k.startswith(cfg.prefix)}
+    if "model.embed_tokens.weight" not in Wt:
+        raise KeyError(f"K3 layout: no {cfg.prefix}model.embed_tokens.weight")
+    return Wt
+
+
 def forward(cfg_dict, W, tokens, dump=None, states=None):
     """Float64 logits [T, vocab].
 
     dump: optional dict that receives intermediate arrays (per-layer hidden states).
     states: optional list (one entry per layer) of caches from a previous call; updated
-            in place so that forward(prefix) + forward(rest, states) == forward(all)."""
+            in place so that forward(prefix) + forward(rest, states) == forward(all).
+            (Block AttnRes mixes across depth per token and needs no cross-step state.)"""
     cfg = cfg_dict if isinstance(cfg_dict, Cfg) else Cfg(cfg_dict)
+    W = text_weights(cfg, W)
     tokens = np.asarray(tokens, dtype=np.int64)
     if tokens.size and (tokens.min() < 0 or tokens.max() >= cfg.vocab):
         raise ValueError("token id out of range")
@@ -446,26 +614,51 @@ def forward(cfg_dict, W, tokens, dump=None, states=None):
         dump["embed"] = x.copy()
     if states is None:
         states = [None] * cfg.n_layers
+    bs = cfg.attn_res_bs
+    blocks = []  # AttnRes: banked block snapshots (raw partial sums)
     for i in range(cfg.n_layers):
         p = f"model.layers.{i}."
-        xn = rmsnorm(x, W[p + "input_layernorm.weight"], cfg.eps)
+        if bs:
+            P_in = x
+            h = attn_res_mix(P_in, blocks, W[p + "self_attention_res_norm.weight"],
+                             W[p + "self_attention_res_proj.weight"], cfg.eps) if blocks else P_in
+        else:
+            h = x
+        xn = rmsnorm(h, W[p + "input_layernorm.weight"], cfg.eps)
         if cfg.is_kda(i):
             a, states[i] = kda_layer(xn, W, p + "self_attn.", cfg, states[i])
         else:
             a, states[i] = mla_layer(xn, W, p + "self_attn.", cfg, states[i])
-        h = x + a
-        hn = rmsnorm(h, W[p + "post_attention_layernorm.weight"], cfg.eps)
+        if bs:
+            if i % bs == 0:
+                blocks.append(attn_res_bank(P_in, h))
+                P = a
+            else:
+                P = P_in + a
+            h2 = attn_res_mix(P, blocks, W[p + "mlp_res_norm.weight"], W[p + "mlp_res_proj.weight"], cfg.eps)
+        else:
+            P = h2 = h + a
+        hn = rmsnorm(h2, W[p + "post_attention_layernorm.weight"], cfg.eps)
         if cfg.is_moe(i):
             f = moe_layer(hn, W, p + "block_sparse_moe.", cfg)
         else:
-            f = dense_mlp(hn, W, p + "mlp.")
-        x = h + f
+            f = dense_mlp(hn, W, p + "mlp.", cfg)
+        x = P + f
         if dump is not None:
+            if bs:
+                dump[f"layer{i}.attn_mix"] = h
+                dump[f"layer{i}.ffn_mix"] = h2
+                dump[f"layer{i}.n_blocks"] = np.array(len(blocks))
             dump[f"layer{i}.attn_in"] = xn
             dump[f"layer{i}.attn_out"] = a
             dump[f"layer{i}.ffn_in"] = hn
             dump[f"layer{i}.ffn_out"] = f
             dump[f"layer{i}.out"] = x.copy()
+    if bs:
+        x = attn_res_mix(x, blocks, W["model.output_attn_res_norm.weight"],
+                         W["model.output_attn_res_proj.weight"], cfg.eps)
+        if dump is not None:
+            dump["output_mix"] = x
     xn = rmsnorm(x, W["model.norm.weight"], cfg.eps)
     head = emb if cfg.tie else W["lm_head.weight"]
     logits = linear(xn, head)

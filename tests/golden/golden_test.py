@@ -2,7 +2,9 @@
 """Golden model test: kimi-cpp `score` vs the independent float64 reference (kimi_ref.py).
 
 For each config below:
-  1. `$KIMI make-model --out DIR --preset tiny --seed S --set key=value ...`
+  1. `$KIMI make-model --out DIR --preset P --seed S --set key=value ...` (P = the config's
+     "preset", default tiny; Kimi-K3 presets nest the text model, so their keys are
+     `text_config.KEY`)
   2. float64 reference logits on a seeded random prompt (>= 40 tokens)
   3. `$KIMI score --model DIR --tokens ... --out F --activation-dtype f32` and `... bf16`
   4. compare:
@@ -14,6 +16,10 @@ For each config below:
               median over positions of max_t|diff| / max_t|ref|   <= 0.1
               argmax agreement                                     >= 70 %
 
+On an f32 failure the reference is re-run with one plausible misreading at a time
+(diagnose) and the model is cut to its first n layers for n = 1..N to find the first layer
+where engine and reference part (bisect_layers).
+
 Usage: /usr/bin/python3 golden_test.py --kimi PATH/kimi-cpp [--keep DIR] [--only NAME[,NAME]]
 Prints one summary line per config; exit status 0 only if every config passes.
 """
@@ -22,6 +28,8 @@ import argparse
 import json
 import os
 import shutil
+import copy
+import struct
 import subprocess
 import sys
 import tempfile
@@ -123,6 +131,114 @@ CONFIGS = [
             "moe_intermediate_size": 40,
         },
     },
+    # ---------------------------------------------------------------- Kimi-K3 (k3-tiny)
+    {
+        # every K3 feature on; KDA heads 3 != MLA heads 5; q_lora 20 and latent 36 (not powers
+        # of two); 7 layers with AttnRes blocks of 3 (3 + 3 + a partial 1); dense layer 0;
+        # top-3 of 8 with two shared experts; MLA at 1-based 3 and 7
+        "name": "k3_a_all_features_odd",
+        "preset": "k3-tiny",
+        "seed": 101,
+        "tokens": 45,
+        "set": {
+            "text_config.num_hidden_layers": 7,
+            "text_config.linear_attn_config.kda_layers": [1, 2, 4, 5, 6],
+            "text_config.linear_attn_config.full_attn_layers": [3, 7],
+            "text_config.linear_attn_config.num_heads": 3,
+            "text_config.num_attention_heads": 5,
+            "text_config.num_key_value_heads": 5,
+            "text_config.q_lora_rank": 20,
+            "text_config.routed_expert_hidden_size": 36,
+            "text_config.attn_res_block_size": 3,
+            "text_config.first_k_dense_replace": 1,
+            "text_config.num_experts": 8,
+            "text_config.num_experts_per_token": 3,
+            "text_config.num_shared_experts": 2,
+            "text_config.use_grouped_topk": True,
+            "text_config.num_expert_group": 1,
+            "text_config.topk_group": 1,
+            "text_config.hidden_act": "situ",
+            "text_config.linear_attn_config.use_full_rank_gate": True,
+            "text_config.linear_attn_config.gate_lower_bound": -5.0,
+            "text_config.mla_use_output_gate": True,
+            "text_config.latent_moe_use_norm": True,
+        },
+    },
+    {
+        # every routed expert selected (top-k == num_experts = 6): bf16 judged by max error;
+        # AttnRes blocks of 2 over 5 layers (2 + 2 + 1), latent 28, MLA first (1-based 1, 4)
+        "name": "k3_b_all_experts",
+        "preset": "k3-tiny",
+        "seed": 202,
+        "tokens": 48,
+        "set": {
+            "text_config.num_hidden_layers": 5,
+            "text_config.linear_attn_config.kda_layers": [2, 3, 5],
+            "text_config.linear_attn_config.full_attn_layers": [1, 4],
+            "text_config.linear_attn_config.num_heads": 2,
+            "text_config.num_attention_heads": 3,
+            "text_config.num_key_value_heads": 3,
+            "text_config.q_lora_rank": 12,
+            "text_config.routed_expert_hidden_size": 28,
+            "text_config.attn_res_block_size": 2,
+            "text_config.num_experts": 6,
+            "text_config.num_experts_per_token": 6,
+            "text_config.num_shared_experts": 2,
+        },
+        "all_experts": True,
+    },
+    {
+        # features toggle independently: low-rank KDA output gate, no gate lower bound
+        # (Kimi Linear forget gate), plain q_proj (q_lora null), but SiTU with linear beta
+        # null, MLA output gate on, latent MoE without its norm, routed scale 2.446, AttnRes
+        # blocks of 4 over 6 layers (4 + partial 2); 70 tokens (> one 64-token chunk)
+        "name": "k3_c_mixed_toggles",
+        "preset": "k3-tiny",
+        "seed": 303,
+        "tokens": 70,
+        "set": {
+            "text_config.num_hidden_layers": 6,
+            "text_config.linear_attn_config.kda_layers": [1, 2, 3, 5, 6],
+            "text_config.linear_attn_config.full_attn_layers": [4],
+            "text_config.linear_attn_config.num_heads": 3,
+            "text_config.linear_attn_config.use_full_rank_gate": False,
+            "text_config.linear_attn_config.gate_lower_bound": None,
+            "text_config.q_lora_rank": None,
+            "text_config.mla_use_output_gate": True,
+            "text_config.activation_situ_linear_beta": None,
+            "text_config.latent_moe_use_norm": False,
+            "text_config.routed_expert_hidden_size": 44,
+            "text_config.routed_scaling_factor": 2.446,
+            "text_config.attn_res_block_size": 4,
+            "text_config.num_experts_per_token": 3,
+            "text_config.num_shared_experts": 2,
+        },
+    },
+    {
+        # hidden 72, KDA head_dim 24 (A_log padded to 24 > 2 heads), two dense layers,
+        # grouped routing (2 groups keep 1), AttnRes with one-layer blocks (every layer
+        # banks), no output gate on MLA, 137 tokens (> 2 chunks, ragged tail)
+        "name": "k3_d_long_bs1_grouped",
+        "preset": "k3-tiny",
+        "seed": 404,
+        "tokens": 137,
+        "set": {
+            "text_config.hidden_size": 72,
+            "text_config.num_hidden_layers": 5,
+            "text_config.linear_attn_config.kda_layers": [1, 3, 4, 5],
+            "text_config.linear_attn_config.full_attn_layers": [2],
+            "text_config.linear_attn_config.head_dim": 24,
+            "text_config.linear_attn_config.num_heads": 2,
+            "text_config.first_k_dense_replace": 2,
+            "text_config.intermediate_size": 88,
+            "text_config.num_expert_group": 2,
+            "text_config.topk_group": 1,
+            "text_config.num_experts_per_token": 3,
+            "text_config.mla_use_output_gate": False,
+            "text_config.attn_res_block_size": 1,
+            "text_config.q_lora_rank": 18,
+        },
+    },
 ]
 
 
@@ -178,7 +294,9 @@ def metrics(got, ref):
 
 def _variants():
     orig = {n: getattr(R, n) for n in ("route", "rmsnorm", "kda_output", "sigmoid", "kda_recurrent",
-                                       "softplus_torch", "mla_attend_expanded")}
+                                       "softplus_torch", "mla_attend_expanded", "attn_res_mix",
+                                       "attn_res_bank", "attn_res_block_start", "act_mul", "kda_gate",
+                                       "latent_moe_out", "l2norm", "rms_noweight")}
 
     def biased_route(logits, bias, cfg):
         idx, _ = orig["route"](logits, bias, cfg)
@@ -240,9 +358,98 @@ def _variants():
         f = ((cfg.nope + cfg.rope) / cfg.vdim) ** 0.5   # rescale q so the score uses v_head_dim^-0.5
         return orig["mla_attend_expanded"](q * f, c_hat, k_r, W, p, cfg)
 
+    # ---- Kimi-K3 misreadings
+    def _softmax0(s):
+        s = s - s.max(axis=0, keepdims=True)
+        e = np.exp(s)
+        return e / e.sum(axis=0, keepdims=True)
+
+    def _scores(E, w_norm, w_proj, eps):
+        return np.einsum("ntd,d->nt", orig["rms_noweight"](E, eps), w_norm.reshape(-1) * w_proj.reshape(-1))
+
+    def res_mix_normalised(P, B, w_norm, w_proj, eps):
+        E = np.stack(list(B) + [P])
+        a = _softmax0(_scores(E, w_norm, w_proj, eps))
+        return np.einsum("nt,ntd->td", a, orig["rms_noweight"](E, eps))
+
+    def res_mix_without_P(P, B, w_norm, w_proj, eps):
+        if not B:
+            return P
+        E = np.stack(list(B))
+        return np.einsum("nt,ntd->td", _softmax0(_scores(E, w_norm, w_proj, eps)), E)
+
+    def res_mix_P_outside(P, B, w_norm, w_proj, eps):
+        return P + res_mix_without_P(P, B, w_norm, w_proj, eps) if B else P
+
+    def res_mix_no_norm_weight(P, B, w_norm, w_proj, eps):
+        return orig["attn_res_mix"](P, B, np.ones_like(w_norm), w_proj, eps)
+
+    def res_mix_no_proj_weight(P, B, w_norm, w_proj, eps):
+        return orig["attn_res_mix"](P, B, w_norm, np.ones_like(w_proj), eps)
+
+    def res_mix_eps_1e6(P, B, w_norm, w_proj, eps):
+        return orig["attn_res_mix"](P, B, w_norm, w_proj, 1e-6)
+
+    def res_bank_mixed(P_in, h):
+        return h
+
+    def res_block_end(i, bs):
+        return (i + 1) % bs == 0
+
+    def situ_no_up_tanh(gate, up, cfg):
+        if cfg.act != "situ":
+            return orig["act_mul"](gate, up, cfg)
+        b = cfg.situ_beta
+        return b * np.tanh(gate / b) * orig["sigmoid"](gate) * up
+
+    def situ_swapped(gate, up, cfg):
+        return orig["act_mul"](up, gate, cfg)
+
+    def act_plain_silu(gate, up, cfg):
+        return R.silu(gate) * up
+
+    def gate_clamped(fb, A_log, cfg):
+        if cfg.gate_lb is None:
+            return orig["kda_gate"](fb, A_log, cfg)
+        return np.maximum(-np.exp(A_log)[None, :, None] * orig["softplus_torch"](fb), cfg.gate_lb)
+
+    def latent_scale_after(r, W, p, cfg):
+        return orig["latent_moe_out"](r, W, p, cfg) * cfg.scale
+
+    def l2_eps_rms(x, eps=1e-6):
+        return orig["l2norm"](x, 1e-5)
+
+    def _text(cfg):
+        c = copy.deepcopy(cfg)
+        return c, (c["text_config"] if "text_config" in c else c)
+
+    def cfg_no_mla_gate(cfg):
+        c, t = _text(cfg)
+        t["mla_use_output_gate"] = False
+        return c
+
+    def cfg_no_lower_bound(cfg):
+        c, t = _text(cfg)
+        t.setdefault("linear_attn_config", {})["gate_lower_bound"] = None
+        return c
+
+    def cfg_no_latent_norm(cfg):
+        c, t = _text(cfg)
+        t["latent_moe_use_norm"] = False
+        return c
+
+    def cfg_situ_linear_beta_none(cfg):
+        c, t = _text(cfg)
+        t["activation_situ_linear_beta"] = None
+        return c
+
+    def cfg_flat_keys(cfg):  # engine read the top-level keys of a K3 config (not text_config)
+        c, t = _text(cfg)
+        return c
+
     return orig, [
         ("MoE weights include e_score_correction_bias (HF remote-code behaviour)", "route", biased_route),
-        ("kv_a_layernorm eps 1e-5 instead of 1e-6", "rmsnorm", kv_eps_1e5),
+        ("kv_a_layernorm / q_a_layernorm eps 1e-5 instead of 1e-6", "rmsnorm", kv_eps_1e5),
         ("KDA output gate SiLU(z) instead of sigmoid(z)", "kda_output", kda_out_silu),
         ("KDA output without the z gate", "kda_output", kda_out_nogate),
         ("KDA read o before the write", "kda_recurrent", kda_read_before_write),
@@ -251,6 +458,25 @@ def _variants():
         ("MoE selection without e_score_correction_bias", "route", route_unbiased_selection),
         ("softplus without the threshold-20 switch", "softplus_torch", plain_softplus),
         ("MLA score scale v_head_dim^-0.5", "mla_attend_expanded", mla_scale_vdim),
+        ("q/k L2 norm eps rms_norm_eps (1e-5) instead of 1e-6", "l2norm", l2_eps_rms),
+        # Kimi-K3
+        ("AttnRes mixes the normalised instead of the raw entries", "attn_res_mix", res_mix_normalised),
+        ("AttnRes softmax over the banked blocks only (P left out)", "attn_res_mix", res_mix_without_P),
+        ("AttnRes P added outside the softmax over the banked blocks", "attn_res_mix", res_mix_P_outside),
+        ("AttnRes score ignores *_res_norm.weight", "attn_res_mix", res_mix_no_norm_weight),
+        ("AttnRes score ignores *_res_proj.weight", "attn_res_mix", res_mix_no_proj_weight),
+        ("AttnRes scoring RMS eps 1e-6 instead of rms_norm_eps", "attn_res_mix", res_mix_eps_1e6),
+        ("AttnRes banks the mixed h instead of the raw P_in", "attn_res_bank", res_bank_mixed),
+        ("AttnRes blocks start at (L+1) % bs == 0 instead of L % bs == 0", "attn_res_block_start", res_block_end),
+        ("SiTU without the up-branch tanh", "act_mul", situ_no_up_tanh),
+        ("SiTU with gate/up roles swapped", "act_mul", situ_swapped),
+        ("plain SiLU(gate)*up instead of SiTU", "act_mul", act_plain_silu),
+        ("SiTU with activation_situ_linear_beta ignored (up passes through)", "@cfg", cfg_situ_linear_beta_none),
+        ("no MLA output gate", "@cfg", cfg_no_mla_gate),
+        ("KDA forget gate without the lower bound", "@cfg", cfg_no_lower_bound),
+        ("KDA Kimi Linear forget gate clamped at the lower bound", "kda_gate", gate_clamped),
+        ("latent MoE without routed_expert_norm", "@cfg", cfg_no_latent_norm),
+        ("latent MoE: routed_scaling_factor applied after the up projection", "latent_moe_out", latent_scale_after),
     ]
 
 
@@ -259,23 +485,116 @@ def diagnose(cfg, W, toks, got, ref):
     base = float(np.abs(got - ref).max() / np.abs(ref).max())
     lines = []
     for label, name, fn in variants:
-        setattr(R, name, fn)
+        c = cfg
+        if name == "@cfg":
+            c = fn(cfg)
+        else:
+            setattr(R, name, fn)
         try:
-            alt = R.forward(cfg, W, toks)
+            alt = R.forward(c, W, toks)
+            if np.array_equal(alt, ref):
+                continue  # the variant does not apply to this config
             e = float(np.abs(got - alt).max() / np.abs(alt).max())
             lines.append((e, label))
         except Exception as ex:  # noqa: BLE001
             lines.append((float("inf"), f"{label}: {ex}"))
         finally:
-            setattr(R, name, orig[name])
+            if name != "@cfg":
+                setattr(R, name, orig[name])
     for e, label in sorted(lines):
         mark = "  <-- engine matches this variant" if (e <= F32_TOL and e < base) else ""
         print(f"      variant: {label}: f32 max_rel {e:.2e} (vs {base:.2e} for the spec){mark}")
 
 
+def _read_header(path):
+    with open(path, "rb") as fh:
+        (n,) = struct.unpack("<Q", fh.read(8))
+        hdr = json.loads(fh.read(n))
+    return hdr, 8 + n
+
+
+def truncate_model(src, dst, n_layers):
+    """Copy a model directory keeping only layers < n_layers (raw bytes, stored dtypes),
+    into one model.safetensors; config.json gets num_hidden_layers and 1-based layer lists
+    cut to match."""
+    with open(os.path.join(src, "config.json")) as fh:
+        cfg = json.load(fh)
+    t = cfg["text_config"] if "text_config" in cfg else cfg
+    t["num_hidden_layers"] = n_layers
+    la = t.get("linear_attn_config") or {}
+    for k in ("kda_layers", "full_attn_layers"):
+        if k in la:
+            la[k] = [v for v in la[k] if v <= n_layers]
+    os.makedirs(dst)
+    with open(os.path.join(dst, "config.json"), "w") as fh:
+        json.dump(cfg, fh, indent=2)
+    for f in os.listdir(src):
+        if f.startswith("tok") or f.endswith((".model", ".jinja")):
+            shutil.copy(os.path.join(src, f), os.path.join(dst, f))
+    header, blobs, off = {}, [], 0
+    for f in sorted(os.listdir(src)):
+        if not f.endswith(".safetensors"):
+            continue
+        hdr, base = _read_header(os.path.join(src, f))
+        hdr.pop("__metadata__", None)
+        with open(os.path.join(src, f), "rb") as fh:
+            data = fh.read()
+        for name, info in sorted(hdr.items()):
+            parts = name.split(".")
+            if "layers" in parts:
+                li = parts.index("layers")
+                if li + 1 < len(parts) and parts[li + 1].isdigit() and int(parts[li + 1]) >= n_layers:
+                    continue
+            b0, b1 = info["data_offsets"]
+            blobs.append(data[base + b0:base + b1])
+            header[name] = {"dtype": info["dtype"], "shape": info["shape"], "data_offsets": [off, off + b1 - b0]}
+            off += b1 - b0
+    hj = json.dumps(header, separators=(",", ":")).encode()
+    hj += b" " * ((8 - len(hj) % 8) % 8)
+    with open(os.path.join(dst, "model.safetensors"), "wb") as fh:
+        fh.write(struct.pack("<Q", len(hj)))
+        fh.write(hj)
+        for b in blobs:
+            fh.write(b)
+
+
+def bisect_layers(kimi, mdir, toks, work):
+    """Engine vs reference f32 on the model cut to its first n layers, n = 1..N: the first n
+    that fails names the layer (and its kind) where the two part."""
+    cfg, _ = R.load_model_dir(mdir)
+    c = R.Cfg(cfg)
+    tok_s = ",".join(map(str, toks))
+    for n in range(1, c.n_layers + 1):
+        d = os.path.join(work, f"cut{n}")
+        shutil.rmtree(d, ignore_errors=True)
+        try:
+            truncate_model(mdir, d, n)
+            ccfg, W = R.load_model_dir(d)
+            ref = R.forward(ccfg, W, toks)
+            out = os.path.join(d, "f32.bin")
+            r = subprocess.run([kimi, "score", "--model", d, "--tokens", tok_s, "--out", out,
+                                "--activation-dtype", "f32"], capture_output=True, text=True)
+            if r.returncode != 0:
+                print(f"      first {n} layer(s): engine failed: {r.stderr.strip()[-300:]}")
+                continue
+            got = load_logits(out, len(toks), ref.shape[1])
+            e = float(np.abs(got - ref).max() / np.abs(ref).max())
+            i = n - 1
+            kind = ("KDA" if c.is_kda(i) else "MLA") + ("+MoE" if c.is_moe(i) else "+dense")
+            if c.attn_res_bs:
+                kind += ", AttnRes block start" if i % c.attn_res_bs == 0 else ", AttnRes in-block"
+            print(f"      first {n} layer(s) (layer {i}: {kind}): f32 max_rel {e:.2e}"
+                  + ("  <-- over tolerance" if e > F32_TOL else ""))
+        except Exception as ex:  # noqa: BLE001
+            print(f"      first {n} layer(s): {ex}")
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+
 def run_config(kimi, c, work, log):
     mdir = os.path.join(work, "m")
-    cmd = [kimi, "make-model", "--out", mdir, "--preset", "tiny", "--seed", str(c["seed"])]
+    preset = c.get("preset", "tiny")
+    cmd = [kimi, "make-model", "--out", mdir, "--preset", preset, "--seed", str(c["seed"])]
     for k, v in c["set"].items():
         cmd += ["--set", f"{k}={json.dumps(v, separators=(',', ':'))}"]
     run(cmd, log)
@@ -304,6 +623,8 @@ def run_config(kimi, c, work, log):
         res[dt] = metrics(got, ref)
         if dt == "f32":
             res["_diag"] = (cfg, W, toks, got, ref)
+    res["_mdir"] = mdir
+    res["_toks"] = toks
     return res
 
 
@@ -375,6 +696,8 @@ def main(argv=None):
                       + ("" if a.keep else " (pass --keep DIR to retain)"))
                 if f["max_rel"] > F32_TOL and not a.no_diagnose:
                     diagnose(*res["_diag"])
+                    print("    per-layer localisation (model cut to its first n layers):")
+                    bisect_layers(kimi, res["_mdir"], res["_toks"], work)
     finally:
         if not a.keep:
             shutil.rmtree(base, ignore_errors=True)

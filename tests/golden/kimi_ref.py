@@ -580,6 +580,11 @@ def attn_res_bank(P_in, h):
     return P_in
 
 
+def attn_res_block_start(i, bs):
+    """Layer i (0-based) opens a new block: bank P_in and restart the partial sum."""
+    return i % bs == 0
+
+
 # --------------------------------------------------------------------------------------
 # decoder (model-spec §6)
 # --------------------------------------------------------------------------------------
@@ -630,7 +635,7 @@ def forward(cfg_dict, W, tokens, dump=None, states=None):
         else:
             a, states[i] = mla_layer(xn, W, p + "self_attn.", cfg, states[i])
         if bs:
-            if i % bs == 0:
+            if attn_res_block_start(i, bs):
                 blocks.append(attn_res_bank(P_in, h))
                 P = a
             else:

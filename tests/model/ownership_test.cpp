@@ -1,6 +1,8 @@
 // The attention output contract: KDA and MLA return the very tensor their o_proj wrote, and
 // the decoder layer adds that tensor into the residual (direct mode); copy mode adds a copy
-// and counts it. A steady-state decode step performs no heap allocation.
+// and counts it. A steady-state decode step performs no heap allocation. Every test runs on
+// Kimi Linear and on Kimi-K3 (full-rank KDA gate, gated q-LoRA MLA, Block AttnRes decoder,
+// where a block boundary makes the returned tensor itself the new partial sum).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -23,13 +25,13 @@ struct OneSeq {
     }
 };
 
-class Ownership : public ::testing::Test {
+class Ownership : public ::testing::TestWithParam<const char*> {
 protected:
-    void SetUp() override { model = KimiModel::load(test::make_model("tiny", {}, 3)); }
+    void SetUp() override { model = KimiModel::load(test::make_model(GetParam(), {}, 3)); }
     std::unique_ptr<KimiModel> model;
 };
 
-TEST_F(Ownership, KdaReturnsItsOprojOutput) {
+TEST_P(Ownership, KdaReturnsItsOprojOutput) {
     test::Runner r(2);
     CacheStorage cache(model->cache_geometry(1, 4));
     OneSeq s;
@@ -46,7 +48,7 @@ TEST_F(Ownership, KdaReturnsItsOprojOutput) {
     EXPECT_EQ(out.dim(1), model->config().hidden_size);
 }
 
-TEST_F(Ownership, MlaReturnsItsOprojOutput) {
+TEST_P(Ownership, MlaReturnsItsOprojOutput) {
     test::Runner r(2);
     CacheStorage cache(model->cache_geometry(1, 4));
     OneSeq s;
@@ -60,7 +62,7 @@ TEST_F(Ownership, MlaReturnsItsOprojOutput) {
     EXPECT_EQ(out.data, r.ex.trace.o_proj_output);
 }
 
-TEST_F(Ownership, DecoderLayerAddsTheReturnedTensor) {
+TEST_P(Ownership, DecoderLayerAddsTheReturnedTensor) {
     for (int64_t layer : {0, 3}) {   // a KDA and an MLA layer
         for (AttnOutputMode mode : {AttnOutputMode::kDirect, AttnOutputMode::kCopy}) {
             test::Runner r(2, Precision::kF32, mode);
@@ -70,6 +72,10 @@ TEST_F(Ownership, DecoderLayerAddsTheReturnedTensor) {
             KimiModel::Residual res = model->new_residual(r.ex, 4);
             for (int64_t i = 0; i < res.partial.numel(); ++i) res.partial.f32()[i] = float(i % 3) - 1.0f;
             model->layer_forward(r.ex, b, cache, layer, res);
+            const int64_t bs = model->config().attn_res_block_size;
+            if (bs > 0 && layer % bs == 0) {   // AttnRes boundary: the added tensor became the partial sum
+                EXPECT_EQ(res.partial.data, r.ex.trace.residual_addend) << "layer " << layer;
+            }
             if (mode == AttnOutputMode::kDirect) {
                 EXPECT_EQ(r.ex.trace.residual_addend, r.ex.trace.o_proj_output) << "layer " << layer;
                 EXPECT_EQ(r.ex.counters.attn_output_copies, 0);
@@ -81,7 +87,7 @@ TEST_F(Ownership, DecoderLayerAddsTheReturnedTensor) {
     }
 }
 
-TEST_F(Ownership, CountersPerStep) {
+TEST_P(Ownership, CountersPerStep) {
     const int64_t n_layers = model->config().n_layers;
     for (AttnOutputMode mode : {AttnOutputMode::kDirect, AttnOutputMode::kCopy}) {
         test::Runner r(2, Precision::kBF16, mode);
@@ -101,7 +107,7 @@ TEST_F(Ownership, CountersPerStep) {
     }
 }
 
-TEST_F(Ownership, DirectAndCopyAreBitIdentical) {
+TEST_P(Ownership, DirectAndCopyAreBitIdentical) {
     std::vector<std::vector<float>> out;
     for (AttnOutputMode mode : {AttnOutputMode::kDirect, AttnOutputMode::kCopy}) {
         test::Runner r(2, Precision::kBF16, mode);
@@ -112,6 +118,9 @@ TEST_F(Ownership, DirectAndCopyAreBitIdentical) {
     }
     EXPECT_EQ(0, std::memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(float)));
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, Ownership, ::testing::Values("tiny", "k3-tiny"),
+                         [](const ::testing::TestParamInfo<const char*>& i) { return i.param[0] == 'k' ? "K3Tiny" : "Tiny"; });
 
 }  // namespace
 }  // namespace kimi

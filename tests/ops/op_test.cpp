@@ -142,6 +142,75 @@ TEST_P(Ops, ElementwiseAndGate) {
     for (int i = 0; i < 10001; ++i) EXPECT_NEAR(q.f()[i], 1.0 / (1.0 + std::exp(-double(before[size_t(i)]))), 1e-6);
 }
 
+// Kimi-K3 ops: the lower-bound forget gate (range, and the reference), SiTU·mul with and
+// without the linear β (large inputs reach tanh's saturation), the sigmoid output gate.
+TEST_P(Ops, K3GateActivationAndOutputGate) {
+    Rng rng(6);
+    const int64_t t = 7, h = 5, k = 6;
+    Buf f(DType::kF32, {t, h * k}, &rng, 6.0), a(DType::kF32, {h}), bias(DType::kF32, {h * k}, &rng);
+    for (int i = 0; i < h; ++i) a.f()[i] = -std::exp(float(i) - 2.0f);   // −exp(A_log), A_log in [−2, 2]
+    for (float lb : {-5.0f, -0.5f}) {
+        Buf g(DType::kF32, {t, h * k}), gr(DType::kF32, {t, h * k});
+        ops::kda_gate_lower_bound(r.ex, f.t, a.t, bias.t, lb, g.t);
+        ref::kda_gate_lower_bound(f.t, a.t, bias.t, lb, gr.t);
+        EXPECT_LT(rel_err(g.t, gr.t), 1e-6) << "lower bound " << lb;
+        for (int64_t i = 0; i < g.t.numel(); ++i) {
+            EXPECT_GE(g.f()[i], lb);
+            EXPECT_LE(g.f()[i], 0.0f);
+        }
+        // in place (f aliases g), as the layer calls it
+        Buf fa(DType::kF32, {t, h * k});
+        std::memcpy(fa.f(), f.f(), f.t.nbytes());
+        ops::kda_gate_lower_bound(r.ex, fa.t, a.t, bias.t, lb, fa.t);
+        EXPECT_EQ(0, std::memcmp(fa.f(), g.f(), g.t.nbytes()));
+    }
+    for (int64_t n : {1, 9, 4099})
+        for (auto [beta, lin] : {std::pair{4.0f, 25.0f}, {4.0f, 0.0f}, {1.0f, 2.5f}}) {
+            Buf u(DType::kF32, {n}, &rng, 12.0), v(DType::kF32, {n}, &rng, 40.0), s(DType::kF32, {n}), sr(DType::kF32, {n});
+            ops::situ_mul(r.ex, u.t, v.t, beta, lin, s.t);
+            ref::situ_mul(u.t, v.t, beta, lin, sr.t);
+            EXPECT_LT(rel_err(s.t, sr.t), 2e-6) << "n=" << n << " beta=" << beta << " linear_beta=" << lin;
+            // bounds: |gate part| < β and |up part| ≤ β_lin (when set)
+            for (int64_t i = 0; i < n && lin > 0; ++i) EXPECT_LE(std::fabs(s.f()[i]), beta * lin * 1.0001f);
+        }
+    Buf x(DType::kF32, {t, 13}, &rng), z(DType::kF32, {t, 13}, &rng, 4.0), xr(DType::kF32, {t, 13});
+    std::memcpy(xr.f(), x.f(), x.t.nbytes());
+    ops::mul_sigmoid_inplace(r.ex, x.t, z.t);
+    ref::mul_sigmoid_inplace(xr.t, z.t);
+    EXPECT_LT(rel_err(x.t, xr.t), 1e-6);
+}
+
+// Block AttnRes mix vs the reference, for 0..4 banked blocks, odd widths; a token's result
+// does not depend on the other tokens; with one block equal to the partial sum the mix
+// returns it (the softmax weights sum to 1).
+TEST_P(Ops, AttnResMix) {
+    Rng rng(7);
+    for (auto [t, d] : {std::pair{1, 1}, {3, 7}, {5, 64}, {2, 131}})
+        for (size_t nb : {0, 1, 2, 4}) {
+            std::vector<Buf> blocks;
+            for (size_t i = 0; i < nb; ++i) blocks.emplace_back(DType::kF32, std::initializer_list<int64_t>{t, d}, &rng, double(i + 1));
+            std::vector<const Tensor*> bp;
+            for (auto& b : blocks) bp.push_back(&b.t);
+            Buf p(DType::kF32, {t, d}, &rng, 3.0), w(DType::kF32, {d}, &rng, 0.3), y(DType::kF32, {t, d}), yr(DType::kF32, {t, d});
+            ops::attn_res_mix(r.ex, bp, p.t, w.t, 1e-5f, y.t);
+            ref::attn_res_mix(bp, p.t, w.t, 1e-5f, yr.t);
+            EXPECT_LT(rel_err(y.t, yr.t), 2e-6) << "T=" << t << " D=" << d << " blocks=" << nb;
+            for (int64_t row = 0; row < t; ++row) {   // one token alone
+                std::vector<Tensor> rows;
+                for (auto& b : blocks) rows.push_back(b.t.rows(row, row + 1));
+                std::vector<const Tensor*> rp;
+                for (auto& x : rows) rp.push_back(&x);
+                Buf y1(DType::kF32, {1, d});
+                ops::attn_res_mix(r.ex, rp, p.t.rows(row, row + 1), w.t, 1e-5f, y1.t);
+                EXPECT_EQ(0, std::memcmp(y1.f(), y.f() + row * d, size_t(d) * 4)) << "row " << row;
+            }
+        }
+    Buf p(DType::kF32, {2, 9}, &rng), w(DType::kF32, {9}, &rng), y(DType::kF32, {2, 9});
+    const Tensor* same[] = {&p.t, &p.t};
+    ops::attn_res_mix(r.ex, same, p.t, w.t, 1e-5f, y.t);
+    for (int64_t i = 0; i < 18; ++i) EXPECT_NEAR(y.f()[i], p.f()[i], 1e-6 * (1 + std::fabs(p.f()[i])));
+}
+
 // Two sequences in one step with given state slots; the conv and the recurrence continue
 // from the stored state.
 TEST_P(Ops, ConvAndRecurrenceVarlen) {

@@ -3,7 +3,10 @@
 // never a crash (this suite also runs under ASan + UBSan).
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "core/rng.h"
@@ -11,6 +14,7 @@
 #include "model/kimi_model.h"
 #include "model/random_checkpoint.h"
 #include "model/safetensors.h"
+#include "model/safetensors_writer.h"
 #include "model/sequence_driver.h"
 #include "test_models.h"
 
@@ -139,14 +143,17 @@ TEST_F(Checkpoint, ConfigErrorsNameTheKey) {
     rewrite_config([](nlohmann::json& j) { j["num_experts_per_token"] = 99; });
     expect_load_error("num_experts_per_token");
     SetUp();
-    rewrite_config([](nlohmann::json& j) { j["q_lora_rank"] = 16; });
-    expect_load_error("q_lora_rank");
+    rewrite_config([](nlohmann::json& j) { j["q_lora_rank"] = 16; });   // q-LoRA wants tensors this checkpoint lacks
+    expect_load_error("missing tensor 'model.layers.3.self_attn.q_a_proj.weight'");
+    SetUp();
+    rewrite_config([](nlohmann::json& j) { j["hidden_act"] = "gelu"; });
+    expect_load_error("'hidden_act' = \"gelu\" is not supported");
     SetUp();
     rewrite_config([](nlohmann::json& j) { j["vocab_size"] = "big"; });
     expect_load_error("'vocab_size' must be an integer");
     SetUp();
     rewrite_config([](nlohmann::json& j) { j["architectures"] = {"LlamaForCausalLM"}; });
-    expect_load_error("only KimiLinearForCausalLM");
+    expect_load_error("only KimiLinearForCausalLM and KimiK3ForConditionalGeneration");
     SetUp();
     std::ofstream(dir + "/config.json") << "{ broken";
     expect_load_error("invalid JSON");
@@ -189,6 +196,131 @@ TEST_F(Checkpoint, ShardedIndex) {
     expect_load_error("is not listed in");
 }
 
+// A safetensors file rewritten tensor by tensor: `keep` drops tensors, `reshape` may give a
+// tensor a new shape (its first elements are kept, in order).
+void rewrite_safetensors(const std::string& path, const std::function<bool(const std::string&)>& keep,
+                         const std::function<std::vector<int64_t>(const std::string&, std::vector<int64_t>)>& reshape = {}) {
+    std::ifstream in(path, std::ios::binary);
+    const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto tensors = parse_safetensors(reinterpret_cast<const unsigned char*>(all.data()), all.size(), path);
+    std::vector<SafetensorsWriter::Entry> entries;
+    for (const auto& [name, t] : tensors) {
+        if (!keep(name)) continue;
+        std::vector<int64_t> shape(t.shape.begin(), t.shape.begin() + t.rank);
+        entries.push_back({name, t.dtype, reshape ? reshape(name, shape) : shape});
+    }
+    SafetensorsWriter::write(path + ".new", entries, [&](const SafetensorsWriter::Entry& e, uint64_t off, uint64_t n, void* out) {
+        const Tensor& t = tensors.at(e.name);
+        std::memcpy(out, static_cast<const char*>(t.data) + off * dtype_size(t.dtype), size_t(n) * dtype_size(t.dtype));
+    });
+    std::rename((path + ".new").c_str(), path.c_str());
+}
+
+// The Kimi-K3 layout: nested text_config, language_model. prefix, vision tensors skipped.
+class K3Checkpoint : public Checkpoint {
+protected:
+    void SetUp() override { dir = test::make_model("k3-tiny", {}, 9); }
+    void rewrite_text_config(const std::function<void(nlohmann::json&)>& edit) {
+        rewrite_config([&](nlohmann::json& j) { edit(j["text_config"]); });
+    }
+    std::string file() const { return dir + "/model.safetensors"; }
+};
+
+TEST_F(K3Checkpoint, LoadsWithAndWithoutVisionTensors) {
+    {
+        auto m = KimiModel::load(dir);
+        EXPECT_TRUE(m->config().is_k3_layout());
+        EXPECT_EQ(m->store().n_skipped(), 4u);
+        EXPECT_GT(m->store().skipped_bytes(), 0u);
+        EXPECT_TRUE(m->weights().layers[0].kda.g_proj.defined());
+        EXPECT_FALSE(m->weights().layers[0].kda.g_a.defined());
+        EXPECT_TRUE(m->weights().layers[3].mla.q_a.defined());
+        EXPECT_TRUE(m->weights().layers[3].mla.g_proj.defined());
+        EXPECT_TRUE(m->weights().layers[1].moe.latent_norm.defined());
+        EXPECT_TRUE(m->weights().output_res_score.defined());
+    }
+    rewrite_safetensors(file(), [](const std::string& n) { return n.rfind("language_model.", 0) == 0; });
+    auto m = KimiModel::load(dir);
+    EXPECT_EQ(m->store().n_skipped(), 0u);
+    test::Runner r(2);
+    const auto logits = score_sequence(*m, r.ex, test::random_tokens(9, m->config().vocab_size, 2), {});
+    EXPECT_EQ(logits.size(), size_t(9 * m->config().vocab_size));
+}
+
+TEST_F(K3Checkpoint, MissingTensorAndWrongShape) {
+    rewrite_safetensors(file(), [](const std::string& n) { return n != "language_model.model.layers.3.self_attn.g_proj.weight"; });
+    expect_load_error("missing tensor 'language_model.model.layers.3.self_attn.g_proj.weight'");
+    SetUp();
+    rewrite_safetensors(file(), [](const std::string& n) { return n != "language_model.model.output_attn_res_proj.weight"; });
+    expect_load_error("missing tensor 'language_model.model.output_attn_res_proj.weight'");
+    SetUp();
+    rewrite_text_config([](nlohmann::json& t) { t["routed_expert_hidden_size"] = 40; });   // weights were made for 48
+    expect_load_error("language_model.model.layers.1.block_sparse_moe.routed_expert_down_proj.weight': shape [48, 64], expected [40, 64]");
+    SetUp();
+    rewrite_text_config([](nlohmann::json& t) { t["linear_attn_config"]["use_full_rank_gate"] = false; });
+    expect_load_error("missing tensor 'language_model.model.layers.0.self_attn.g_a_proj.weight'");
+}
+
+TEST_F(K3Checkpoint, PaddedALog) {
+    // published: padded to head_dim (16 here) beyond the 2 heads; shorter than H is an error
+    rewrite_safetensors(file(), [](const std::string&) { return true; },
+                        [](const std::string& n, std::vector<int64_t> shape) {
+                            return n == "language_model.model.layers.2.self_attn.A_log" ? std::vector<int64_t>{1} : shape;
+                        });
+    expect_load_error("layers.2.self_attn.A_log': shape [1], expected [1, 1, 2, 1] or a vector of at least the 2 KDA heads");
+    SetUp();
+    rewrite_safetensors(file(), [](const std::string&) { return true; },
+                        [](const std::string& n, std::vector<int64_t> shape) {
+                            return n.find("A_log") != std::string::npos ? std::vector<int64_t>{2} : shape;   // unpadded [H]
+                        });
+    EXPECT_NO_THROW(KimiModel::load(dir));
+}
+
+TEST_F(K3Checkpoint, ConfigErrors) {
+    rewrite_text_config([](nlohmann::json& t) { t.erase("hidden_size"); });
+    expect_load_error("config key 'text_config.hidden_size' is missing");
+    SetUp();
+    rewrite_text_config([](nlohmann::json& t) { t["hidden_act"] = "swiglu"; });
+    expect_load_error("'text_config.hidden_act' = \"swiglu\" is not supported");
+    SetUp();
+    rewrite_text_config([](nlohmann::json& t) { t.erase("activation_situ_beta"); });
+    expect_load_error("'text_config.activation_situ_beta' is missing");
+    SetUp();
+    rewrite_text_config([](nlohmann::json& t) { t["linear_attn_config"]["gate_lower_bound"] = 2.0; });
+    expect_load_error("gate_lower_bound");
+    SetUp();
+    rewrite_config([](nlohmann::json& j) { j.erase("text_config"); });
+    expect_load_error("config key 'text_config' is missing");
+    SetUp();
+    rewrite_config([](nlohmann::json& j) {
+        j["quantization_config"] = {{"quant_method", "compressed-tensors"},
+                                    {"config_groups", {{"group_0", {{"format", "mxfp4-pack-quantized"}}}}}};
+    });
+    expect_load_error("format 'mxfp4-pack-quantized'");
+    SetUp();
+    rewrite_text_config([](nlohmann::json& t) { t["quantization_config"] = {{"quant_method", "fp8"}}; });
+    expect_load_error("'text_config.quantization_config'");
+}
+
+TEST(K3Sharded, LoadsFromAnIndex) {
+    const std::string dir = test::temp_dir("k3shard");
+    write_random_checkpoint(dir, model_preset("k3-tiny"), 3, nullptr, 256 << 10);
+    std::ifstream idx(dir + "/model.safetensors.index.json");
+    ASSERT_TRUE(idx.good());
+    const auto j = nlohmann::json::parse(idx);
+    EXPECT_TRUE(j["weight_map"].contains("language_model.lm_head.weight"));
+    EXPECT_TRUE(j["weight_map"].contains("vision_tower.patch_embed.proj.weight"));
+    auto m = KimiModel::load(dir);
+    EXPECT_GT(m->store().n_files(), 2u);
+    EXPECT_EQ(m->store().n_skipped(), 4u);
+    // the same weights as the single-file checkpoint of the same seed: bit-identical logits
+    auto one = KimiModel::load(test::make_model("k3-tiny", {}, 3));
+    const auto toks = test::random_tokens(11, m->config().vocab_size, 4);
+    test::Runner r(2);
+    const auto a = score_sequence(*m, r.ex, toks, {}), b = score_sequence(*one, r.ex, toks, {});
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+}
+
 TEST(RandomCheckpoint, DeterministicForASeed) {
     auto read = [](const std::string& p) {
         std::ifstream in(p, std::ios::binary);
@@ -212,6 +344,16 @@ TEST(RandomCheckpoint, OverridesAndPresets) {
     EXPECT_THROW(model_preset("huge"), Error);
     for (const auto& name : model_preset_names())
         EXPECT_NO_THROW(parse_model_config(nlohmann::json::parse(model_preset(name).dump()), name));
+    // nested keys of a K3 config, and its dependent keys
+    nlohmann::ordered_json k = model_preset("k3-tiny");
+    apply_config_override(k, "text_config.attn_res_block_size=3");
+    apply_config_override(k, "text_config.vocab_size=2048");
+    apply_config_override(k, "text_config.num_attention_heads=6");
+    EXPECT_EQ(k["text_config"]["attn_res_block_size"], 3);
+    EXPECT_EQ(k["text_config"]["eos_token_id"], 2048 - 256 + 2);
+    EXPECT_EQ(k["eos_token_id"], 2048 - 256 + 2);
+    EXPECT_FALSE(k.contains("vocab_size"));
+    EXPECT_EQ(k["text_config"]["num_key_value_heads"], 6);
 }
 
 }  // namespace

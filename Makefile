@@ -6,7 +6,8 @@ BUILD      ?= build
 BUILD_ASAN ?= build-asan
 JOBS       ?= $(shell nproc)
 KIMI       := $(BUILD)/bin/kimi-cpp
-MODEL_DIR  ?= models/tiny
+MODEL_PRESET ?= tiny
+MODEL_DIR  ?= models/$(MODEL_PRESET)
 
 # Debian packages: compiler + build, libraries, test tooling (see README "Dependencies").
 DEB_PKGS := g++ cmake ninja-build pkg-config git \
@@ -50,14 +51,15 @@ test: build build-asan
 	ctest --test-dir $(BUILD) -LE 'slow|sanitize' --output-on-failure -j $(JOBS)
 
 $(MODEL_DIR)/config.json: | build
-	$(KIMI) make-model --out $(MODEL_DIR) --preset tiny --seed 0
+	$(KIMI) make-model --out $(MODEL_DIR) --preset $(MODEL_PRESET) --seed 0
 
-# The OpenAI-compatible server on the embedded tiny model (HOST/PORT/SERVE_ARGS to change it).
+# The OpenAI-compatible server on the embedded tiny model (MODEL_PRESET=k3-tiny for Kimi-K3;
+# HOST/PORT/SERVE_ARGS to change the rest).
 HOST       ?= 127.0.0.1
 PORT       ?= 8000
 SERVE_ARGS ?=
 serve: build $(MODEL_DIR)/config.json
-	$(KIMI) serve --model $(MODEL_DIR) --served-model-name kimi-tiny --host $(HOST) --port $(PORT) $(SERVE_ARGS)
+	$(KIMI) serve --model $(MODEL_DIR) --served-model-name kimi-$(MODEL_PRESET) --host $(HOST) --port $(PORT) $(SERVE_ARGS)
 
 # Benchmarks (never fail on speed): machine limits into bench/results/, then the slow ctest targets.
 BENCH_MODEL ?= models/bench

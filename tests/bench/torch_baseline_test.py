@@ -11,7 +11,9 @@
   and that bad arguments / a bad model directory exit 2 with one `kimi_torch:` line.
 
 Usage: torch_baseline_test.py MODEL_DIR    (exit 0 = pass; Debian /usr/bin/python3 + torch)
-e.g. MODEL_DIR from `kimi-cpp make-model --out /tmp/tiny --preset tiny --seed 0`.
+e.g. MODEL_DIR from `kimi-cpp make-model --out /tmp/tiny --preset tiny --seed 0`, or a
+Kimi-K3 one (`--preset k3-tiny`: SiTU, full-rank + lower-bound KDA gates, q-LoRA + gated
+MLA, latent MoE, Block AttnRes, vision tensors, text_config, `language_model.` prefix).
 """
 
 import glob
@@ -99,9 +101,10 @@ def choice_gap(sel, idx):
 class LazyWeights:
     """Dict-like {name: float64 ndarray}, each tensor widened on access from a memmap.
     kimi_ref.forward_dir widens the whole checkpoint at once (8 bytes per weight), which
-    does not fit in memory for the multi-GB bench checkpoint."""
+    does not fit in memory for the multi-GB bench checkpoints.  With a prefix (Kimi-K3:
+    "language_model.") only the tensors under it are listed, under their names without it."""
 
-    def __init__(self, model_dir):
+    def __init__(self, model_dir, prefix=""):
         self.index = {}
         for path in sorted(glob.glob(os.path.join(model_dir, "*.safetensors"))):
             with open(path, "rb") as fh:
@@ -110,8 +113,10 @@ class LazyWeights:
             header.pop("__metadata__", None)
             mm = np.memmap(path, dtype=np.uint8, mode="r")
             for name, info in header.items():
+                if not name.startswith(prefix):
+                    continue
                 b, e = info["data_offsets"]
-                self.index[name] = (mm[8 + n + b:8 + n + e], info["dtype"], tuple(info["shape"]))
+                self.index[name[len(prefix):]] = (mm[8 + n + b:8 + n + e], info["dtype"], tuple(info["shape"]))
 
     def __contains__(self, name):
         return name in self.index
@@ -147,8 +152,9 @@ def reference(model_dir, tokens, forced):
             logits = kimi_ref.forward_dir(model_dir, tokens)
         else:
             with open(os.path.join(model_dir, "config.json")) as fh:
-                cfg = json.load(fh)
-            logits = kimi_ref.forward(cfg, LazyWeights(model_dir), tokens)
+                cfg = kimi_ref.Cfg(json.load(fh))
+            prefix, cfg.prefix = getattr(cfg, "prefix", ""), ""   # LazyWeights strips the K3 prefix
+            logits = kimi_ref.forward(cfg, LazyWeights(model_dir, prefix), tokens)
     finally:
         kimi_ref.route = orig
     return logits, max(gaps, default=0.0)
@@ -325,8 +331,21 @@ def check_bench(model_dir, work):
 
 
 def check_errors(model_dir, work):
+    # a copy of the model whose config declares quantized weights (safetensors linked)
+    quant = os.path.join(work, "quantized")
+    os.mkdir(quant)
+    for f in os.listdir(model_dir):
+        if f != "config.json":
+            os.symlink(os.path.join(os.path.abspath(model_dir), f), os.path.join(quant, f))
+    with open(os.path.join(model_dir, "config.json")) as fh:
+        cfg = json.load(fh)
+    cfg["quantization_config"] = {"quant_method": "compressed-tensors", "format": "mxfp4-pack-quantized"}
+    with open(os.path.join(quant, "config.json"), "w") as fh:
+        json.dump(cfg, fh)
     for args, what in ((["--model", os.path.join(work, "nonexistent"), "--json", os.path.join(work, "x.json")],
                         "a missing model directory"),
+                       (["--model", quant, "--logits", "--tokens", "1", "--out", os.path.join(work, "x.bin")],
+                        "a quantization_config"),
                        (["--model", model_dir, "--batches", "0", "--json", os.path.join(work, "x.json")],
                         "--batches 0"),
                        (["--model", model_dir, "--bogus"], "an unknown option")):
@@ -342,10 +361,12 @@ def main():
         return 2
     model_dir = sys.argv[1]
     with open(os.path.join(model_dir, "config.json")) as fh:
-        vocab = int(json.load(fh)["vocab_size"])
+        cfg = kimi_ref.Cfg(json.load(fh))          # Kimi-K3: the keys under text_config
+    vocab = cfg.vocab
     rng = np.random.RandomState(1234)
     seqs = [[int(t) for t in rng.randint(0, vocab, N_TOKENS)] for _ in range(2)]
-    print(f"model {model_dir}: {N_TOKENS} random token ids x 2 sequences, prefix {N_PREFIX}", flush=True)
+    kind = "Kimi-K3 layout" if getattr(cfg, "k3_layout", False) else "Kimi Linear layout"
+    print(f"model {model_dir} ({kind}): {N_TOKENS} random token ids x 2 sequences, prefix {N_PREFIX}", flush=True)
     with tempfile.TemporaryDirectory(prefix="kimi-torch-test-") as work:
         for dtype in ("bf16", "f32"):
             check_dtype(model_dir, seqs, dtype, vocab, work)

@@ -25,10 +25,10 @@ Prints one summary line per config; exit status 0 only if every config passes.
 """
 
 import argparse
+import copy
 import json
 import os
 import shutil
-import copy
 import struct
 import subprocess
 import sys
@@ -158,6 +158,8 @@ CONFIGS = [
             "text_config.num_expert_group": 1,
             "text_config.topk_group": 1,
             "text_config.hidden_act": "situ",
+            "text_config.activation_situ_beta": 2.5,        # sharper than the published 4 / 25
+            "text_config.activation_situ_linear_beta": 1.75,
             "text_config.linear_attn_config.use_full_rank_gate": True,
             "text_config.linear_attn_config.gate_lower_bound": -5.0,
             "text_config.mla_use_output_gate": True,
@@ -238,6 +240,18 @@ CONFIGS = [
             "text_config.attn_res_block_size": 1,
             "text_config.q_lora_rank": 18,
         },
+    },
+    {
+        # the larger K3 preset as published: sharded safetensors + model.safetensors.index.json
+        # (both sides load through the index), hidden 512, vocab 8448; top-5 of 16
+        "name": "k3_e_small_sharded",
+        "preset": "k3-small",
+        "seed": 505,
+        "tokens": 41,
+        "set": {
+            "text_config.num_experts_per_token": 5,
+        },
+        "expect_sharded": True,
     },
 ]
 
@@ -438,15 +452,6 @@ def _variants():
         t["latent_moe_use_norm"] = False
         return c
 
-    def cfg_situ_linear_beta_none(cfg):
-        c, t = _text(cfg)
-        t["activation_situ_linear_beta"] = None
-        return c
-
-    def cfg_flat_keys(cfg):  # engine read the top-level keys of a K3 config (not text_config)
-        c, t = _text(cfg)
-        return c
-
     return orig, [
         ("MoE weights include e_score_correction_bias (HF remote-code behaviour)", "route", biased_route),
         ("kv_a_layernorm / q_a_layernorm eps 1e-5 instead of 1e-6", "rmsnorm", kv_eps_1e5),
@@ -471,7 +476,6 @@ def _variants():
         ("SiTU without the up-branch tanh", "act_mul", situ_no_up_tanh),
         ("SiTU with gate/up roles swapped", "act_mul", situ_swapped),
         ("plain SiLU(gate)*up instead of SiTU", "act_mul", act_plain_silu),
-        ("SiTU with activation_situ_linear_beta ignored (up passes through)", "@cfg", cfg_situ_linear_beta_none),
         ("no MLA output gate", "@cfg", cfg_no_mla_gate),
         ("KDA forget gate without the lower bound", "@cfg", cfg_no_lower_bound),
         ("KDA Kimi Linear forget gate clamped at the lower bound", "kda_gate", gate_clamped),
@@ -521,6 +525,8 @@ def truncate_model(src, dst, n_layers):
         cfg = json.load(fh)
     t = cfg["text_config"] if "text_config" in cfg else cfg
     t["num_hidden_layers"] = n_layers
+    if t.get("attn_res_block_size"):  # same schedule: for n <= bs only layer 0 starts a block
+        t["attn_res_block_size"] = min(int(t["attn_res_block_size"]), n_layers)
     la = t.get("linear_attn_config") or {}
     for k in ("kda_layers", "full_attn_layers"):
         if k in la:
@@ -603,7 +609,14 @@ def run_config(kimi, c, work, log):
         got = get_path(cfg, k)
         if got != v:
             raise RuntimeError(f"make-model ignored --set {k}={v}: config.json has {got!r}")
-    V = int(cfg["vocab_size"])
+    rc = R.Cfg(cfg)
+    if rc.k3_layout and not any(not k.startswith(rc.prefix) for k in W):
+        raise RuntimeError("K3 checkpoint without vision_tower.* / mm_projector.* tensors: the skip path is untested")
+    if c.get("expect_sharded") and not os.path.exists(os.path.join(mdir, R.INDEX_NAME)):
+        raise RuntimeError(f"expected a sharded checkpoint with {R.INDEX_NAME}")
+    if c.get("all_experts") and rc.top_k != rc.n_experts:
+        raise RuntimeError(f"all_experts config with top-k {rc.top_k} != num_experts {rc.n_experts}")
+    V = rc.vocab
     rng = np.random.default_rng(1000 + c["seed"])
     toks = rng.integers(0, V, c["tokens"]).tolist()
     tok_s = ",".join(map(str, toks))

@@ -295,12 +295,16 @@ class Cfg:
         self.full_rank_gate = bool(la.get("use_full_rank_gate", False))
         glb = la.get("gate_lower_bound")
         self.gate_lb = None if glb is None else float(glb)
+        if self.gate_lb is not None and not self.gate_lb < 0:
+            raise ValueError(f"gate_lower_bound {glb} must be negative (g in (lb, 0))")
         self.mla_out_gate = bool(c.get("mla_use_output_gate", False))
         lat = c.get("routed_expert_hidden_size")
         self.latent = int(lat) if lat else 0
         self.latent_norm = bool(c.get("latent_moe_use_norm", False))
         bs = c.get("attn_res_block_size")
         self.attn_res_bs = int(bs) if bs else 0
+        if self.attn_res_bs < 0:
+            raise ValueError(f"attn_res_block_size {bs} must be > 0 (or null/0 for plain residuals)")
 
     def is_kda(self, i):
         return (i + 1) in self.kda_layers

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch eager bf16 baseline of the Kimi Linear forward pass (speed reference).
+"""PyTorch eager bf16 baseline of the Kimi Linear / Kimi-K3 forward pass (speed reference).
 
 This is "the baseline a user would otherwise reach for on a CPU": plain torch eager code,
 weights and activations in bf16, every projection a batched `torch.nn.functional.linear`,
@@ -16,6 +16,19 @@ o_proj; NoPE MLA (expanded form for a fresh prefill, weight-absorbed form over t
 cache otherwise); sigmoid/softmax router with e_score_correction_bias for selection only,
 grouped top-k, renormalisation, routed_scaling_factor, shared experts; dense MLP before
 first_k_dense_replace; final norm; lm_head or tied embeddings.
+
+Kimi-K3 text model (model-spec §A): config.json with the text keys under text_config,
+tensors under `language_model.` (vision_tower.* / mm_projector.* skipped), optionally
+sharded with model.safetensors.index.json.  Each feature is switched on by its own key
+(absent = Kimi Linear): hidden_act "situ" (float32, every MLP and expert);
+linear_attn_config.use_full_rank_gate (z = g_proj(x)) and gate_lower_bound
+(g = lb * sigmoid(exp(A_log) * (f + dt_bias)); a padded 1-D A_log uses its first H);
+q_lora_rank; mla_use_output_gate (attention output * sigmoid(g_proj(x)) before o_proj);
+routed_expert_hidden_size / latent_moe_use_norm (routed experts on the latent
+x . down^T, their sum RMS-normed and projected up; router and shared experts on x);
+attn_res_block_size (Block Attention Residuals: a float32 softmax mix over the banked
+block inputs and the running partial sum before attention, before the FFN and before the
+final norm).
 
 Uses only the standard library, numpy and torch (Debian python3-torch 1.13).
 
@@ -77,8 +90,10 @@ def _read_file(path):
     return buf
 
 
-def read_safetensors(path, dtype):
-    """{name: tensor} of one .safetensors file; floating tensors converted to `dtype`."""
+def read_safetensors(path, dtype, keep=None):
+    """{name: tensor} of one .safetensors file; floating tensors converted to `dtype`.
+    keep(name) -> bool selects the tensors to return (None: all); the others are skipped
+    unread, whatever their dtype."""
     buf = _read_file(path)
     if len(buf) < 8:
         raise ModelError(f"{path}: too short for a safetensors file")
@@ -91,6 +106,8 @@ def read_safetensors(path, dtype):
     base = 8 + n
     out = {}
     for name, info in header.items():
+        if keep is not None and not keep(name):
+            continue
         dt = info.get("dtype")
         if dt not in _ST_DTYPES:
             raise ModelError(f"{path}: tensor {name}: unsupported dtype {dt}")
@@ -114,26 +131,73 @@ def read_safetensors(path, dtype):
     return out
 
 
+K3_ARCH = "KimiK3ForConditionalGeneration"
+K3_PREFIX = "language_model."
+INDEX_NAME = "model.safetensors.index.json"
+
+
+def text_config(top):
+    """(text model config dict, tensor name prefix) of a config.json.  Kimi-K3 (the
+    multimodal wrapper, model-spec §A) nests the text model's keys under text_config and
+    prefixes its tensors with `language_model.`; Kimi Linear is flat, without a prefix."""
+    if not isinstance(top, dict):
+        raise ModelError("config.json: not a JSON object")
+    archs = top.get("architectures") or []
+    if "text_config" in top or K3_ARCH in archs or top.get("model_type") == "kimi_k3":
+        if not isinstance(top.get("text_config"), dict):
+            raise ModelError("config.json: Kimi-K3 config without a text_config object")
+        return top["text_config"], K3_PREFIX
+    return top, ""
+
+
 def load_model_dir(model_dir, dtype):
-    """(config dict, {name: tensor in `dtype`}) of a model directory."""
+    """(text config dict, {name: tensor in `dtype`}) of a model directory.
+
+    Kimi-K3: the text model's tensors under their Kimi Linear names (the `language_model.`
+    prefix stripped); every other tensor (vision_tower.*, mm_projector.*) is skipped.
+    With model.safetensors.index.json only the shards its weight_map names for those
+    tensors are read; otherwise every *.safetensors file."""
     cfg_path = os.path.join(model_dir, "config.json")
     if not os.path.isdir(model_dir):
         raise ModelError(f"model directory {model_dir} does not exist")
     try:
         with open(cfg_path) as fh:
-            cfg = json.load(fh)
+            top = json.load(fh)
     except (OSError, json.JSONDecodeError) as e:
         raise ModelError(f"cannot read {cfg_path}: {e}")
-    files = sorted(glob.glob(os.path.join(model_dir, "*.safetensors")))
+    cfg, prefix = text_config(top)
+    for where, c in (("", top), ("text_config.", cfg)):
+        if isinstance(c, dict) and c.get("quantization_config") is not None:
+            raise ModelError(f"config.json: '{where}quantization_config' declares quantized weights; "
+                             f"only unquantized BF16/F16/F32 checkpoints are supported")
+    index_path = os.path.join(model_dir, INDEX_NAME)
+    if os.path.exists(index_path):
+        try:
+            with open(index_path) as fh:
+                wmap = json.load(fh)["weight_map"]
+        except (OSError, json.JSONDecodeError, KeyError, TypeError) as e:
+            raise ModelError(f"cannot read {index_path}: {e}")
+        files = [os.path.join(model_dir, f) for f in sorted(set(
+            f for n, f in wmap.items() if n.startswith(prefix)))]
+        missing = [os.path.basename(f) for f in files if not os.path.exists(f)]
+        if missing:
+            raise ModelError(f"{INDEX_NAME} names missing shards: {missing[:3]}")
+    else:
+        files = sorted(glob.glob(os.path.join(model_dir, "*.safetensors")))
     if not files:
         raise ModelError(f"no *.safetensors in {model_dir}")
+    keep = (lambda n: n.startswith(prefix)) if prefix else None
     weights = {}
     for f in files:
-        w = read_safetensors(f, dtype)
+        w = read_safetensors(f, dtype, keep)
+        if prefix:
+            w = {n[len(prefix):]: t for n, t in w.items()}
         dup = set(w) & set(weights)
         if dup:
             raise ModelError(f"duplicate tensors across shards: {sorted(dup)[:3]}")
         weights.update(w)
+    if prefix and "model.embed_tokens.weight" not in weights:
+        raise ModelError(f"Kimi-K3 layout but no {prefix}model.embed_tokens.weight")
     return cfg, weights
 
 
@@ -176,6 +240,24 @@ class Config:
         self.grouped = bool(c.get("use_grouped_topk", True))
         self.router_act = c.get("moe_router_activation_func", "sigmoid")
         self.tie = bool(c.get("tie_word_embeddings", False))
+        # Kimi-K3 features (model-spec §A), each switched on by its own key; absent = Kimi Linear.
+        self.act = c.get("hidden_act", "silu") or "silu"
+        if self.act not in ("silu", "situ"):
+            raise ModelError(f"hidden_act {self.act!r} is not supported (silu, situ)")
+        self.situ_beta = self.situ_lin_beta = None
+        if self.act == "situ":
+            if c.get("activation_situ_beta") is None:
+                raise ModelError("config.json: hidden_act situ needs activation_situ_beta")
+            self.situ_beta = float(c["activation_situ_beta"])
+            lb = c.get("activation_situ_linear_beta")
+            self.situ_lin_beta = None if lb is None else float(lb)   # null: up passes through
+        self.full_rank_gate = bool(la.get("use_full_rank_gate", False))
+        glb = la.get("gate_lower_bound")
+        self.gate_lb = None if glb is None else float(glb)
+        self.mla_out_gate = bool(c.get("mla_use_output_gate", False))
+        self.latent = int(c.get("routed_expert_hidden_size") or 0)
+        self.latent_norm = bool(c.get("latent_moe_use_norm", False))
+        self.attn_res_bs = int(c.get("attn_res_block_size") or 0)
         if not self.mla_use_nope:
             raise ModelError("mla_use_nope=false (RoPE MLA) is not part of Kimi Linear")
         if self.router_act not in ("sigmoid", "softmax"):
@@ -206,6 +288,35 @@ def l2_norm(x, eps=1e-6):
 
 def swiglu(x, wg, wu, wd):
     return F.linear(F.silu(F.linear(x, wg)) * F.linear(x, wu), wd)
+
+
+def situ_mul(gate, up, beta, lin_beta):
+    """SiTU (model-spec §A.3) in float32: beta*tanh(gate/beta)*sigmoid(gate) *
+    lin_beta*tanh(up/lin_beta) (up unchanged when lin_beta is None); returns gate's dtype."""
+    g, u = gate.float(), up.float()
+    a = torch.tanh(g / beta).mul_(beta).mul_(torch.sigmoid(g))
+    if lin_beta is not None:
+        u = torch.tanh(u / lin_beta).mul_(lin_beta)
+    return a.mul_(u).to(gate.dtype)
+
+
+def glu_ffn(x, wg, wu, wd, cfg):
+    """down(act(gate(x), up(x))): SwiGLU (bf16, as HF), or SiTU (float32) when hidden_act
+    is situ."""
+    if cfg.act == "silu":
+        return swiglu(x, wg, wu, wd)
+    return F.linear(situ_mul(F.linear(x, wg), F.linear(x, wu), cfg.situ_beta, cfg.situ_lin_beta), wd)
+
+
+def attn_res_mix(P, blocks, wv, eps):
+    """Block AttnRes depth mix (model-spec §A.5/§A.5b), float32: entries [B_1..B_n, P]
+    (each [B, T, D]), score_i = RMS-normalised entry (no weight) . wv, wv = res_norm.weight *
+    res_proj.weight [D] (f32); softmax over the n+1 entries per token; returns the weighted
+    sum of the RAW entries in P's dtype."""
+    E = torch.stack(blocks + [P]).float()                                     # [n+1, B, T, D]
+    s = torch.matmul(E * torch.rsqrt(E.pow(2).mean(-1, keepdim=True) + eps), wv)  # [n+1, B, T]
+    a = torch.softmax(s, dim=0).unsqueeze(-1)                                 # [n+1, B, T, 1]
+    return (a * E).sum(0).to(P.dtype)
 
 
 # --------------------------------------------------------------------------------------
@@ -264,14 +375,18 @@ def kda_recurrence(q, k, v, g, beta, S):
 class KDALayer:
     def __init__(self, W, p, cfg):
         self.cfg = cfg
+        gate = ("g_proj.weight",) if cfg.full_rank_gate else ("g_a_proj.weight", "g_b_proj.weight")
         self.w = {n: W[p + n] for n in (
             "q_proj.weight", "k_proj.weight", "v_proj.weight",
             "q_conv1d.weight", "k_conv1d.weight", "v_conv1d.weight",
             "f_a_proj.weight", "f_b_proj.weight", "b_proj.weight",
-            "g_a_proj.weight", "g_b_proj.weight", "o_norm.weight", "o_proj.weight",
-            "A_log", "dt_bias")}
-        if self.w["A_log"].numel() != cfg.kda_heads:
-            raise ModelError(f"{p}A_log has {self.w['A_log'].numel()} values, expected {cfg.kda_heads}")
+            "o_norm.weight", "o_proj.weight", "A_log", "dt_bias") + gate}
+        # Kimi Linear stores A_log as [1, 1, H, 1]; K3 as a 1-D vector padded beyond H (§A.1):
+        # the first H values are the real ones.
+        n = self.w["A_log"].numel()
+        if n < cfg.kda_heads:
+            raise ModelError(f"{p}A_log has {n} values, expected at least {cfg.kda_heads}")
+        self.w["A_log"] = self.w["A_log"].reshape(-1)[:cfg.kda_heads]
 
     def new_state(self, B, dtype):
         return KDAState.zeros(B, self.cfg, dtype)
@@ -289,10 +404,17 @@ class KDALayer:
         q = l2_norm(qkv["q"]) * (K ** -0.5)                                # [B, T, H, K]
         k = l2_norm(qkv["k"])                                              # [B, T, H, K]
         f = F.linear(F.linear(x, w["f_a_proj.weight"]), w["f_b_proj.weight"]).float()
-        A = -torch.exp(w["A_log"].float().reshape(H, 1))                   # [H, 1]
-        g = A * F.softplus(f.view(B, T, H, K) + w["dt_bias"].float().view(H, K))  # [B, T, H, K]
+        fb = f.view(B, T, H, K) + w["dt_bias"].float().view(H, K)          # [B, T, H, K]
+        A = torch.exp(w["A_log"].float().reshape(H, 1))                    # [H, 1]
+        if cfg.gate_lb is None:
+            g = -A * F.softplus(fb)                                        # §3.2, g <= 0
+        else:
+            g = cfg.gate_lb * torch.sigmoid(A * fb)                        # §A.1, g in (lb, 0)
         beta = torch.sigmoid(F.linear(x, w["b_proj.weight"]).float())      # [B, T, H]
-        z = F.linear(F.linear(x, w["g_a_proj.weight"]), w["g_b_proj.weight"])  # [B, T, H*K]
+        if cfg.full_rank_gate:
+            z = F.linear(x, w["g_proj.weight"])                            # [B, T, H*K] (§A.1)
+        else:
+            z = F.linear(F.linear(x, w["g_a_proj.weight"]), w["g_b_proj.weight"])  # [B, T, H*K]
         o = kda_recurrence(q, k, qkv["v"], g, beta, st.S)                  # [B, T, H, V] f32
         o = o.to(x.dtype)                                                  # core output in act dtype
         y = rms_norm(o, w["o_norm.weight"], cfg.eps).float() * torch.sigmoid(z.float().view(B, T, H, K))
@@ -335,6 +457,7 @@ class MLALayer:
         H, nope, vd, R = cfg.mla_heads, cfg.nope, cfg.vdim, cfg.kv_lora
         names = ["kv_a_proj_with_mqa.weight", "kv_a_layernorm.weight", "kv_b_proj.weight", "o_proj.weight"]
         names += ["q_a_proj.weight", "q_a_layernorm.weight", "q_b_proj.weight"] if cfg.q_lora else ["q_proj.weight"]
+        names += ["g_proj.weight"] if cfg.mla_out_gate else []     # §A.2 sigmoid output gate
         self.w = {n: W[p + n] for n in names}
         kvb = self.w["kv_b_proj.weight"].view(H, nope + vd, R)
         self.w_uk = kvb[:, :nope].contiguous()                     # [H, nope, R]
@@ -401,7 +524,9 @@ class MLALayer:
         q, ckv = self._project(x)
         fresh = cache.length == 0
         kv = cache.append(ckv)                                       # [B, Tk, R+rope]
-        o = self._attend_expanded(q, kv) if fresh else self._attend_absorbed(q, kv)
+        o = self._attend_expanded(q, kv) if fresh else self._attend_absorbed(q, kv)   # [B, T, H*vd]
+        if self.cfg.mla_out_gate:   # o * sigmoid(g_proj(x)), x the normed layer input (§A.2)
+            o = (o.float() * torch.sigmoid(F.linear(x, self.w["g_proj.weight"]).float())).to(o.dtype)
         return F.linear(o, self.w["o_proj.weight"])
 
 
@@ -416,6 +541,11 @@ class MoELayer:
         self.bias = W.get(p + "gate.e_score_correction_bias")     # [E] or None
         self.experts = [tuple(W[p + f"experts.{e}.{n}.weight"] for n in ("w1", "w3", "w2"))
                         for e in range(cfg.n_experts)]
+        # Latent MoE (§A.4): routed experts run on x . down^T, their sum is (normed and)
+        # projected back up; the router and the shared experts see the full x.
+        self.down = W[p + "routed_expert_down_proj.weight"] if cfg.latent else None     # [Lat, D]
+        self.up = W[p + "routed_expert_up_proj.weight"] if cfg.latent else None         # [D, Lat]
+        self.lat_norm = W[p + "routed_expert_norm.weight"] if cfg.latent and cfg.latent_norm else None
         q = p + "shared_experts."
         self.shared = (tuple(W[q + n] for n in ("gate_proj.weight", "up_proj.weight", "down_proj.weight"))
                        if cfg.n_shared > 0 else None)
@@ -441,6 +571,7 @@ class MoELayer:
 
     def __call__(self, x):
         """x [B, T, D] -> [B, T, D]; tokens grouped by expert, a Python loop over experts."""
+        cfg = self.cfg
         B, T, D = x.shape
         xf = x.reshape(B * T, D)                                   # [N, D]
         idx, wts = self.route(xf)
@@ -450,26 +581,31 @@ class MoELayer:
         counts = torch.bincount(flat, minlength=len(self.experts)).tolist()
         tok = order // k                                           # token of each slot, by expert
         wsorted = wts.reshape(-1)[order]
-        out = torch.zeros(B * T, D, dtype=torch.float32)
+        xe = F.linear(xf, self.down) if self.down is not None else xf   # [N, Lat] or [N, D]
+        out = torch.zeros(B * T, xe.shape[1], dtype=torch.float32)
         start = 0
         for e, c in enumerate(counts):
             if c == 0:
                 continue
             t = tok[start:start + c]
-            y = swiglu(xf.index_select(0, t), *self.experts[e])    # [c, D]
+            y = glu_ffn(xe.index_select(0, t), *self.experts[e], cfg)   # [c, Lat or D]
             out.index_add_(0, t, y.float() * wsorted[start:start + c, None])
             start += c
+        if self.up is not None:                                    # latent sum -> [N, D]
+            r = rms_norm(out, self.lat_norm, cfg.eps) if self.lat_norm is not None else out
+            out = F.linear(r.to(x.dtype), self.up).float()
         if self.shared is not None:
-            out += swiglu(xf, *self.shared).float()
+            out += glu_ffn(xf, *self.shared, cfg).float()
         return out.to(x.dtype).view(B, T, D)
 
 
 class DenseMLP:
-    def __init__(self, W, p):
+    def __init__(self, W, p, cfg):
+        self.cfg = cfg
         self.w = tuple(W[p + n] for n in ("gate_proj.weight", "up_proj.weight", "down_proj.weight"))
 
     def __call__(self, x):
-        return swiglu(x, *self.w)
+        return glu_ffn(x, *self.w, self.cfg)
 
 
 # --------------------------------------------------------------------------------------
@@ -477,7 +613,8 @@ class DenseMLP:
 # --------------------------------------------------------------------------------------
 
 class KimiTorch:
-    """Kimi Linear in torch eager; holds the weights and a batched decode state."""
+    """Kimi Linear / Kimi-K3 text model in torch eager; holds the weights and a batched
+    decode state."""
 
     def __init__(self, model_dir, dtype=torch.bfloat16):
         cfg_dict, W = load_model_dir(model_dir, dtype)
@@ -491,9 +628,18 @@ class KimiTorch:
             for i in range(cfg.n_layers):
                 p = f"model.layers.{i}."
                 attn = (KDALayer if cfg.is_kda(i) else MLALayer)(W, p + "self_attn.", cfg)
-                ffn = MoELayer(W, p + "block_sparse_moe.", cfg) if cfg.is_moe(i) else DenseMLP(W, p + "mlp.")
+                ffn = MoELayer(W, p + "block_sparse_moe.", cfg) if cfg.is_moe(i) else DenseMLP(W, p + "mlp.", cfg)
                 self.layers.append((W[p + "input_layernorm.weight"], attn,
                                     W[p + "post_attention_layernorm.weight"], ffn))
+            # Block AttnRes (§A.5): per layer the score vectors of the mix before attention and
+            # before the FFN, and one before the final norm (each res_norm.weight * res_proj.weight).
+            self.attn_res = self.attn_res_out = None
+            if cfg.attn_res_bs:
+                def wv(q):
+                    return (W[q + "_norm.weight"].float().reshape(-1) * W[q + "_proj.weight"].float().reshape(-1))
+                self.attn_res = [(wv(f"model.layers.{i}.self_attention_res"), wv(f"model.layers.{i}.mlp_res"))
+                                 for i in range(cfg.n_layers)]
+                self.attn_res_out = wv("model.output_attn_res")
         except KeyError as e:
             raise ModelError(f"checkpoint lacks tensor {e}")
         if tuple(self.embed.shape) != (cfg.vocab, cfg.hidden):
@@ -527,10 +673,26 @@ class KimiTorch:
     def _forward(self, tokens):
         """tokens [B, T] -> final-normed hidden states [B, T, D], advancing the state."""
         x = F.embedding(tokens, self.embed)                        # [B, T, D]
-        for (ln1, attn, ln2, ffn), st in zip(self.layers, self.state):
-            h = x + attn(rms_norm(x, ln1, self.cfg.eps), st)
-            x = h + ffn(rms_norm(h, ln2, self.cfg.eps))
-        return rms_norm(x, self.norm, self.cfg.eps)
+        eps, bs = self.cfg.eps, self.cfg.attn_res_bs
+        if not bs:
+            for (ln1, attn, ln2, ffn), st in zip(self.layers, self.state):
+                h = x + attn(rms_norm(x, ln1, eps), st)
+                x = h + ffn(rms_norm(h, ln2, eps))
+            return rms_norm(x, self.norm, eps)
+        # Block AttnRes (§A.5/§A.5b): x is the running partial sum P; `blocks` the banked raw
+        # layer inputs.  Per token over depth only, so nothing of it is carried across steps.
+        blocks = []
+        for i, ((ln1, attn, ln2, ffn), st, (wv_attn, wv_mlp)) in enumerate(zip(self.layers, self.state, self.attn_res)):
+            h = attn_res_mix(x, blocks, wv_attn, eps) if blocks else x
+            a = attn(rms_norm(h, ln1, eps), st)
+            if i % bs == 0:                                        # bank the raw P_in, restart
+                blocks.append(x)
+                x = a
+            else:
+                x = x + a
+            h2 = attn_res_mix(x, blocks, wv_mlp, eps)               # incl. the block banked now
+            x = x + ffn(rms_norm(h2, ln2, eps))
+        return rms_norm(attn_res_mix(x, blocks, self.attn_res_out, eps), self.norm, eps)
 
     def _check_tokens(self, tokens):
         if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.cfg.vocab):

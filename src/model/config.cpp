@@ -207,7 +207,7 @@ ModelConfig parse_model_config(const json& top, const std::string& source) {
         c.moe_latent_dim = r.integer("routed_expert_hidden_size", 1, kMaxDim);
         c.moe_latent_norm = r.boolean_or("latent_moe_use_norm", false);
     }
-    c.attn_res_block_size = r.integer_or("attn_res_block_size", 0, 0, c.n_layers);
+    c.attn_res_block_size = r.integer_or("attn_res_block_size", 0, 0, int64_t(1) << 30);   // ≥ layers: one block
     if (c.n_experts_per_token > c.n_experts / c.n_expert_groups * c.topk_groups)
         r.fail("num_experts_per_token", "exceeds the experts in the kept groups (topk_group × experts per group)");
     if (r.integer_or("num_nextn_predict_layers", 0, 0, 64) != 0)

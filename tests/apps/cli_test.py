@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""End-to-end tests of `kimi-cpp generate` and `kimi-cpp chat` on a random tiny model.
+"""End-to-end tests of `kimi-cpp generate` and `kimi-cpp chat` on a random tiny model, and of
+every local command (inspect, score, generate, chat, bench decode --ab) on a random Kimi-K3.
 
 Run as: cli_test.py --kimi build/bin/kimi-cpp [unittest args, e.g. Generate]
 Standard library only. Chat is driven both through a pipe and through a pseudo-terminal
@@ -300,6 +301,51 @@ class Chat(unittest.TestCase):
             except (ProcessLookupError, ChildProcessError):
                 pass
             os.close(fd)
+
+
+class K3(unittest.TestCase):
+    """A k3-tiny checkpoint (published K3 layout) through every local command."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = os.path.join(WORK, "k3")
+        rc, _, err = run("make-model", "--preset", "k3-tiny", "--seed", "2", "--out", cls.dir)
+        assert rc == 0, err
+
+    def test_inspect_names_the_k3_blocks(self):
+        rc, out, err = run("inspect", "--model", self.dir)
+        self.assertEqual(rc, 0, err)
+        for want in ("KimiK3ForConditionalGeneration", "lower bound -5", "full-rank g_proj", "q-LoRA rank 24",
+                     "output gate sigmoid", "48-wide latent", "SiTU (beta 4, linear beta 25)",
+                     "block size 2 -> 3 blocks", "skipped:      4 tensors", "KDA state"):
+            self.assertIn(want, out)
+
+    def test_score_generate_chat(self):
+        out_file = os.path.join(self.dir, "logits.bin")
+        rc, _, err = run("score", "--model", self.dir, "--tokens", "1,2,3,4,5", "--out", out_file)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("skipped 4 non-text tensors", err)
+        self.assertEqual(os.path.getsize(out_file), 5 * 1280 * 4)
+        rc, out, err = run("generate", "--model", self.dir, "--prompt", "Hello", "-n", "6", "--ignore-eos", "--json")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(out)["completion_tokens"], 6)
+        rc, out, err = run("chat", "--model", self.dir, "-n", "5", "--temperature", "0", "--quiet", "--stop", "\n",
+                           input=b"Hello\nAgain\n")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(len(out.split("\n")), 3, out)
+
+    def test_bench_decode_ab_counts_one_copy_per_attention_layer(self):
+        js = os.path.join(self.dir, "ab.json")
+        rc, _, err = run("bench", "decode", "--model", self.dir, "--ab", "--concurrency", "2", "--prefix-len", "16",
+                         "--suffix-len", "4", "--output-len", "4", "--runs", "1", "--warmup", "0", "--quiet",
+                         "--json", js, timeout=300)
+        self.assertEqual(rc, 0, err)
+        with open(js) as f:
+            j = json.load(f)
+        self.assertEqual(j["config"]["attention_layers"], 5)
+        self.assertEqual(j["variants"]["direct"]["attn_output_copies_per_step"], 0)
+        self.assertEqual(j["variants"]["copy"]["attn_output_copies_per_step"], 5)
+        self.assertEqual(j["variants"]["direct"]["allocations_per_step"], 0)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,14 @@ import kimi_ref  # noqa: E402
 #  the f32 run checks the same code to 1e-4).
 #  f32: only float32-vs-float64 accumulation differences (measured ~1e-6).
 TOL = {"bf16": 0.1, "f32": 1e-4}
+#  bf16 with Block AttnRes (attn_res_block_size, Kimi-K3): each depth-mix score is the dot
+#  product of an RMS-normalised entry (norm sqrt(D)) with res_norm*res_proj (norm ~1 in the
+#  random checkpoints), so the bf16 rounding of the entries moves the softmax weights by a
+#  few times their own relative error, three mixes per layer.  Measured on k3-tiny, seeds
+#  0-15, 2 sequences each: 1.6-7.6% (the same checkpoint without attn_res: 1.4-1.6%; the
+#  C++ engine's own bf16 run shows the same sensitive positions, up to 7.6% on seed 0).
+#  f32 stays at ~1e-6 - 6e-6, so the semantics are still checked to 1e-4.
+TOL_BF16_ATTN_RES = 0.15
 # MoE routing is a discrete choice: at a near-tie (two experts' selection scores closer
 # than the precision's noise) the run may legitimately pick the other expert, which
 # changes that token's output by O(1) and, through the KDA/MLA state, every later
@@ -245,7 +253,7 @@ def incremental(torch, m, routing, seqs, ids):
     return torch.stack(out, 1).double().numpy()
 
 
-def check_dtype(model_dir, seqs, dtype, vocab, work):
+def check_dtype(model_dir, seqs, dtype, vocab, work, tol):
     import torch
     import kimi_torch
     torch.set_num_threads(THREADS)
@@ -270,8 +278,8 @@ def check_dtype(model_dir, seqs, dtype, vocab, work):
                                             f"(rel {rel_err(cli, full[0]):.1e})")
         ref, gap = reference(model_dir, seqs[0], routing.per_layer(0, T))
         err = rel_err(cli, ref)
-        check(err < TOL[dtype], f"(1) {dtype} --logits vs kimi_ref: rel err {err:.2e} < {TOL[dtype]:g} "
-                                f"({T} positions, same expert choice)")
+        check(err < tol, f"(1) {dtype} --logits vs kimi_ref: rel err {err:.2e} < {tol:g} "
+                         f"({T} positions, same expert choice)")
         check(gap < GAP[dtype], f"(1) {dtype}: that expert choice is within {gap:.1e} < {GAP[dtype]:g} of "
                                 f"kimi_ref's own top-k scores")
         agree = float(np.mean(cli.argmax(-1) == ref.argmax(-1)))
@@ -281,10 +289,10 @@ def check_dtype(model_dir, seqs, dtype, vocab, work):
     # (2) prefill(P) + decode steps vs full prefill; batch 2 vs batch 1
     for j in range(len(seqs)):
         e1, e2 = rel_err(inc1[j], full[j][P - 1:]), rel_err(inc2[j], inc1[j])
-        check(e1 < TOL[dtype], f"(2) {dtype} seq {j}: prefill({P}) + {T - P} decode steps vs full prefill "
-                               f"(positions {P - 1}..{T - 1}): rel err {e1:.2e} < {TOL[dtype]:g}")
-        check(e2 < TOL[dtype], f"(2) {dtype} seq {j}: batch-2 prefill + decode vs batch 1: "
-                               f"rel err {e2:.2e} < {TOL[dtype]:g}")
+        check(e1 < tol, f"(2) {dtype} seq {j}: prefill({P}) + {T - P} decode steps vs full prefill "
+                          f"(positions {P - 1}..{T - 1}): rel err {e1:.2e} < {tol:g}")
+        check(e2 < tol, f"(2) {dtype} seq {j}: batch-2 prefill + decode vs batch 1: "
+                          f"rel err {e2:.2e} < {tol:g}")
     agree = float(np.mean(inc2.argmax(-1) == np.stack([f[P - 1:] for f in full]).argmax(-1)))
     check(agree >= MIN_ARGMAX_AGREE, f"(2) {dtype}: batch-2 decode argmax agrees with full prefill on {agree:.0%}")
     check(routing.max_gap < GAP[dtype], f"(2) {dtype}: decode runs' own scores are within {routing.max_gap:.1e} "
@@ -369,7 +377,8 @@ def main():
     print(f"model {model_dir} ({kind}): {N_TOKENS} random token ids x 2 sequences, prefix {N_PREFIX}", flush=True)
     with tempfile.TemporaryDirectory(prefix="kimi-torch-test-") as work:
         for dtype in ("bf16", "f32"):
-            check_dtype(model_dir, seqs, dtype, vocab, work)
+            tol = TOL_BF16_ATTN_RES if dtype == "bf16" and getattr(cfg, "attn_res_bs", 0) else TOL[dtype]
+            check_dtype(model_dir, seqs, dtype, vocab, work, tol)
         check_bench(model_dir, work)
         check_errors(model_dir, work)
     print(f"{'FAILED: ' + str(len(FAILED)) + ' check(s)' if FAILED else 'all checks passed'}")

@@ -26,6 +26,8 @@ What is checked (one shared server for most tests; extra servers where flags dif
                       7. shutdown  SIGTERM idle -> exit 0; SIGINT with a stream in flight -> it
                                    completes, exit 0; --shutdown-grace 0.5 with a long stream ->
                                    aborted, exit 0; /health 503 while loading
+  http_k3.py          8. Kimi-K3   a k3-tiny checkpoint on its own server: startup lines, chat and
+                                   completions stream == non-stream, a bad token id -> 400
   http_common.py      the helpers they share (servers, HTTP, SSE, metrics, request bodies)
 Exits non-zero on any failure. Every server started is killed at the end (also on failure).
 """
@@ -40,7 +42,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import http_common as hc  # noqa: E402
 
-TEST_MODULES = ["http_shapes", "http_generation", "http_bad_input", "http_fuzz", "http_lifecycle"]
+TEST_MODULES = ["http_shapes", "http_generation", "http_bad_input", "http_fuzz", "http_lifecycle", "http_k3"]
 
 
 def collect_tests():

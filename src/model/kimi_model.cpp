@@ -64,7 +64,10 @@ void KimiModel::layer_forward(Exec& ex, const ForwardBatch& batch, CacheStorage&
     const Tensor h = attn_res_input(ex, cfg_, res, lw.attn_res_score);   // [T, D]
     // AttnRes block boundary: bank the raw incoming partial sum; the attention output starts the next.
     const bool bank = cfg_.attn_res_block_size > 0 && layer % cfg_.attn_res_block_size == 0;
-    if (bank) res.blocks[res.n_blocks++] = new (ex.arena->alloc_bytes(sizeof(Tensor))) Tensor(res.partial);
+    if (bank) {
+        KIMI_CHECK(res.n_blocks < res.blocks.size(), "layer_forward: more AttnRes blocks than the config has");
+        res.blocks[res.n_blocks++] = new (ex.arena->alloc_bytes(sizeof(Tensor))) Tensor(res.partial);
+    }
 
     Tensor xn = ex.arena->alloc_f32({n, d});                   // [T, D]
     ops::rms_norm(ex, h, lw.attn_norm, cfg_.rms_norm_eps, xn);

@@ -25,7 +25,6 @@ public:
     Tensor get(const std::string& name, std::initializer_list<int64_t> shape);
     // The same checks but any shape (the caller checks it, e.g. a padded vector).
     Tensor get_any_shape(const std::string& name);
-    bool contains(const std::string& name) const { return tensors_.count(prefix_ + name) != 0; }
     // Keeps only the tensors named `prefix`…; the others are skipped (counted, never read).
     void select_prefix(const std::string& prefix);
     size_t n_skipped() const { return n_skipped_; }

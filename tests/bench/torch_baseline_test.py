@@ -94,12 +94,34 @@ def forced_weights(s, idx, renorm, scale):
     return (w / w.sum(-1, keepdims=True) if renorm else w) * scale
 
 
-def choice_gap(sel, idx):
+def choice_gap(sel, idx, cfg):
     """How much worse the expert set idx is than the top-k of sel: best unchosen score minus
-    worst chosen score (0 when idx is the top-k)."""
-    chosen = np.zeros(sel.shape[-1], dtype=bool)
+    worst chosen score (0 when idx is the top-k).  With grouped routing (use_grouped_topk,
+    num_expert_group > 1) per stage, as the router chooses: the groups (score = sum of a
+    group's top 2) that hold the chosen experts, plus the best others up to topk_group, vs
+    the groups left out; then the chosen experts vs the unchosen ones of those kept groups."""
+    E = sel.shape[-1]
+    chosen = np.zeros(E, dtype=bool)
     chosen[idx] = True
-    return max(0.0, float(sel[~chosen].max() - sel[chosen].min())) if (~chosen).any() else 0.0
+    allowed = np.ones(E, dtype=bool)
+    gaps = [0.0]
+    G = cfg.n_group if cfg.grouped else 1
+    if G > 1:
+        gs = E // G
+        gscore = np.sort(sel.reshape(G, gs), axis=1)[:, ::-1][:, :min(2, gs)].sum(1)
+        kept = chosen.reshape(G, gs).any(1)
+        if kept.sum() > cfg.topk_group:                   # no score could make the router pick it
+            return float("inf")
+        others = [g for g in np.argsort(-gscore, kind="stable") if not kept[g]]
+        extra = max(0, cfg.topk_group - int(kept.sum()))
+        kept[others[:extra]] = True                       # kept groups without a chosen expert
+        if others[extra:]:
+            gaps.append(float(gscore[others[extra]] - gscore[kept].min()))
+        allowed = np.repeat(kept, gs)
+    cand = allowed & ~chosen
+    if cand.any():
+        gaps.append(float(sel[cand].max() - sel[chosen].min()))
+    return max(gaps)
 
 
 # --------------------------------------------------------------------------------------
@@ -150,7 +172,7 @@ def reference(model_dir, tokens, forced):
     def route(logits, bias, cfg):
         idx = np.array(next(rows))
         s = router_scores(logits, cfg.router_act)
-        gaps.append(choice_gap(s + (bias if bias is not None else 0.0), idx))
+        gaps.append(choice_gap(s + (bias if bias is not None else 0.0), idx, cfg))
         return idx, forced_weights(s, idx, cfg.renorm, cfg.scale)
 
     kimi_ref.route = route
@@ -208,7 +230,7 @@ class TorchRouting:
         s = router_scores(F.linear(x, layer.gate).float(), cfg.router_act)          # [N, E]
         sel = (s if layer.bias is None else s + layer.bias.float()).numpy()
         for r in range(idx.shape[0]):
-            self.max_gap = max(self.max_gap, choice_gap(sel[r], idx[r].numpy()))
+            self.max_gap = max(self.max_gap, choice_gap(sel[r], idx[r].numpy(), cfg))
         return idx, forced_weights(s, idx, cfg.renorm, cfg.scale)
 
     def per_layer(self, seq, T):

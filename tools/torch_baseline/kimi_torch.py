@@ -44,6 +44,8 @@ state (tokens/s = p / seconds).  Decode rows set up a synthetic state of B seque
 D tokens of context (random KDA states, conv histories and MLA latent caches; the values do
 not change the cost), run one untimed decode step, then time `reps` runs of
 `decode_steps` greedy steps (each step feeds the argmax of the previous step's logits).
+Block AttnRes mixes over depth within a token, so a K3 decode state is the same KDA states,
+conv histories and MLA caches.
 """
 
 import argparse

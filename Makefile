@@ -66,10 +66,18 @@ BENCH_MODEL ?= models/bench
 $(BENCH_MODEL)/config.json: | build
 	$(KIMI) make-model --out $(BENCH_MODEL) --preset bench --seed 0
 
-bench: build $(BENCH_MODEL)/config.json
+# Kimi-K3's real per-layer widths (7.5 GB): decode at context 0 only, as a 4k-token prefill per
+# sequence at these widths takes minutes.
+BENCH_K3_MODEL ?= models/k3-bench
+$(BENCH_K3_MODEL)/config.json: | build
+	$(KIMI) make-model --out $(BENCH_K3_MODEL) --preset k3-bench --seed 0
+
+bench: build $(BENCH_MODEL)/config.json $(BENCH_K3_MODEL)/config.json
 	@mkdir -p bench/results
 	$(KIMI) bench machine --json bench/results/machine.json
 	$(KIMI) bench model --model $(BENCH_MODEL) --compare-torch --json bench/results/model.json --plot bench/results/model.png
+	$(KIMI) bench model --model $(BENCH_K3_MODEL) --prompt-lens 512 --batches 1,16 --contexts 0 --activation-dtype bf16 \
+	  --compare-torch --json bench/results/k3-model.json --plot bench/results/k3-model.png
 	ctest --test-dir $(BUILD) -L slow --output-on-failure
 
 clean:

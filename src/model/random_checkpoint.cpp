@@ -277,98 +277,50 @@ ordered_json model_preset(const std::string& name) {
     if (name == "k3-tiny") return k3_base_config();
     if (name == "k3-small") {
         ordered_json c = k3_base_config();
-        ordered_json& t = c["text_config"];
-        t["hidden_size"] = 512;
-        t["num_hidden_layers"] = 8;
-        t["intermediate_size"] = 1408;
-        t["head_dim"] = 64;
-        t["num_attention_heads"] = 8;
-        t["num_key_value_heads"] = 8;
-        t["q_lora_rank"] = 192;
-        t["kv_lora_rank"] = 128;
-        t["qk_nope_head_dim"] = 64;
-        t["qk_rope_head_dim"] = 32;
-        t["v_head_dim"] = 64;
-        t["num_experts"] = 16;
-        t["num_experts_per_token"] = 4;
-        t["moe_intermediate_size"] = 256;
-        t["routed_expert_hidden_size"] = 384;
-        t["attn_res_block_size"] = 3;
-        t["model_max_length"] = 8192;
-        t["linear_attn_config"]["head_dim"] = 64;
-        t["linear_attn_config"]["num_heads"] = 8;
-        t["linear_attn_config"]["kda_layers"] = {1, 2, 3, 5, 6, 7};
-        t["linear_attn_config"]["full_attn_layers"] = {4, 8};
+        c["text_config"].merge_patch(ordered_json{
+            {"hidden_size", 512}, {"num_hidden_layers", 8}, {"intermediate_size", 1408}, {"head_dim", 64},
+            {"num_attention_heads", 8}, {"num_key_value_heads", 8}, {"q_lora_rank", 192}, {"kv_lora_rank", 128},
+            {"qk_nope_head_dim", 64}, {"qk_rope_head_dim", 32}, {"v_head_dim", 64}, {"num_experts", 16},
+            {"num_experts_per_token", 4}, {"moe_intermediate_size", 256}, {"routed_expert_hidden_size", 384},
+            {"attn_res_block_size", 3}, {"model_max_length", 8192},
+            {"linear_attn_config",
+             {{"head_dim", 64}, {"num_heads", 8}, {"kda_layers", {1, 2, 3, 5, 6, 7}}, {"full_attn_layers", {4, 8}}}}});
         set_vocab(c, 8192 + 256);
         return c;
     }
     if (name == "k3-bench") {   // Kimi-K3's real per-layer widths; 3 layers, 20 experts, small vocabulary
         ordered_json c = k3_base_config();
-        ordered_json& t = c["text_config"];
-        t["hidden_size"] = 7168;
-        t["num_hidden_layers"] = 3;
-        t["intermediate_size"] = 33792;
-        t["head_dim"] = 128;
-        t["num_attention_heads"] = 96;
-        t["num_key_value_heads"] = 96;
-        t["q_lora_rank"] = 1536;
-        t["kv_lora_rank"] = 512;
-        t["qk_nope_head_dim"] = 128;
-        t["qk_rope_head_dim"] = 64;
-        t["v_head_dim"] = 128;
-        t["num_experts"] = 20;
-        t["num_experts_per_token"] = 16;
-        t["moe_intermediate_size"] = 3072;
-        t["routed_expert_hidden_size"] = 3584;
-        t["attn_res_block_size"] = 2;
-        t["model_max_length"] = 262144;
-        t["linear_attn_config"]["head_dim"] = 128;
-        t["linear_attn_config"]["num_heads"] = 96;
-        t["linear_attn_config"]["kda_layers"] = {1, 2};
-        t["linear_attn_config"]["full_attn_layers"] = {3};
+        c["text_config"].merge_patch(ordered_json{
+            {"hidden_size", 7168}, {"num_hidden_layers", 3}, {"intermediate_size", 33792}, {"head_dim", 128},
+            {"num_attention_heads", 96}, {"num_key_value_heads", 96}, {"q_lora_rank", 1536}, {"kv_lora_rank", 512},
+            {"qk_nope_head_dim", 128}, {"qk_rope_head_dim", 64}, {"v_head_dim", 128}, {"num_experts", 20},
+            {"num_experts_per_token", 16}, {"moe_intermediate_size", 3072}, {"routed_expert_hidden_size", 3584},
+            {"attn_res_block_size", 2}, {"model_max_length", 262144},
+            {"linear_attn_config", {{"head_dim", 128}, {"num_heads", 96}, {"kda_layers", {1, 2}}, {"full_attn_layers", {3}}}}});
         set_vocab(c, 16384 + 256);
         return c;
     }
     ordered_json c = base_config();
     if (name == "tiny") return c;
     if (name == "small") {
-        c["hidden_size"] = 512;
-        c["num_hidden_layers"] = 8;
-        c["intermediate_size"] = 1408;
-        c["head_dim"] = 64;
-        c["num_attention_heads"] = 8;
-        c["num_key_value_heads"] = 8;
-        c["kv_lora_rank"] = 128;
-        c["qk_nope_head_dim"] = 64;
-        c["qk_rope_head_dim"] = 32;
-        c["v_head_dim"] = 64;
-        c["num_experts"] = 16;
-        c["num_experts_per_token"] = 4;
-        c["moe_intermediate_size"] = 256;
-        c["model_max_length"] = 8192;
+        c.merge_patch(ordered_json{
+            {"hidden_size", 512}, {"num_hidden_layers", 8}, {"intermediate_size", 1408}, {"head_dim", 64},
+            {"num_attention_heads", 8}, {"num_key_value_heads", 8}, {"kv_lora_rank", 128}, {"qk_nope_head_dim", 64},
+            {"qk_rope_head_dim", 32}, {"v_head_dim", 64}, {"num_experts", 16}, {"num_experts_per_token", 4},
+            {"moe_intermediate_size", 256}, {"model_max_length", 8192},
+            {"linear_attn_config",
+             {{"head_dim", 64}, {"num_heads", 8}, {"kda_layers", {1, 2, 3, 5, 6, 7}}, {"full_attn_layers", {4, 8}}}}});
         set_vocab(c, 8192 + 256);
-        c["linear_attn_config"] = {{"head_dim", 64}, {"num_heads", 8}, {"short_conv_kernel_size", 4},
-                                   {"kda_layers", {1, 2, 3, 5, 6, 7}}, {"full_attn_layers", {4, 8}}};
         return c;
     }
     if (name == "bench") {   // Kimi-Linear-48B layer widths, 4 layers, 64 experts
-        c["hidden_size"] = 2304;
-        c["num_hidden_layers"] = 4;
-        c["intermediate_size"] = 9216;
-        c["head_dim"] = 72;
-        c["num_attention_heads"] = 32;
-        c["num_key_value_heads"] = 32;
-        c["kv_lora_rank"] = 512;
-        c["qk_nope_head_dim"] = 128;
-        c["qk_rope_head_dim"] = 64;
-        c["v_head_dim"] = 128;
-        c["num_experts"] = 64;
-        c["num_experts_per_token"] = 8;
-        c["moe_intermediate_size"] = 1024;
-        c["model_max_length"] = 1048576;
+        c.merge_patch(ordered_json{
+            {"hidden_size", 2304}, {"num_hidden_layers", 4}, {"intermediate_size", 9216}, {"head_dim", 72},
+            {"num_attention_heads", 32}, {"num_key_value_heads", 32}, {"kv_lora_rank", 512}, {"qk_nope_head_dim", 128},
+            {"qk_rope_head_dim", 64}, {"v_head_dim", 128}, {"num_experts", 64}, {"num_experts_per_token", 8},
+            {"moe_intermediate_size", 1024}, {"model_max_length", 1048576},
+            {"linear_attn_config", {{"head_dim", 128}, {"num_heads", 32}, {"kda_layers", {1, 2, 3}}, {"full_attn_layers", {4}}}}});
         set_vocab(c, 163840);
-        c["linear_attn_config"] = {{"head_dim", 128}, {"num_heads", 32}, {"short_conv_kernel_size", 4},
-                                   {"kda_layers", {1, 2, 3}}, {"full_attn_layers", {4}}};
         return c;
     }
     std::string all;

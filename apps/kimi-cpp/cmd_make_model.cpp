@@ -32,7 +32,9 @@ int cmd_make_model(int argc, char** argv) {
     const auto& text = config.contains("text_config") ? config["text_config"] : config;
     const int64_t vocab = text["vocab_size"].get<int64_t>();
     if (vocab >= 512) {
-        tok::write_synthetic_tokenizer(out, int32_t(vocab - 256), uint64_t(seed));
+        // a K3 checkpoint gets K3's tokenizer layout (its XTML markers), a Kimi Linear one its own
+        tok::write_synthetic_tokenizer(out, int32_t(vocab - 256), uint64_t(seed),
+                                       config.contains("text_config") ? tok::SpecialLayout::kKimiK3 : tok::SpecialLayout::kKimiLinear);
     } else {
         std::fprintf(stderr, "make-model: vocab_size %lld < 512: no tokenizer written (needs 256 byte tokens + 256 specials)\n",
                      (long long)vocab);

@@ -202,43 +202,6 @@ int cmd_detokenize(int argc, char** argv) {
     return 0;
 }
 
-int cmd_chat_template(int argc, char** argv) {
-    ArgParser args("chat-template", argc, argv);
-    const std::string dir = args.required("--tokenizer");
-    const std::string messages_path = args.required("--messages");
-    const auto tools_path = args.opt("--tools");
-    tok::ChatOptions opts;
-    opts.add_generation_prompt = args.flag("--add-generation-prompt");
-    opts.allow_special_in_content = args.flag("--special-in-content");
-    const bool json = args.flag("--json");
-    args.done();
-    const tok::Tokenizer t = tok::Tokenizer::load(dir);
-    auto parse = [](const std::string& path) {
-        try {
-            return nlohmann::ordered_json::parse(read_all(path));
-        } catch (const nlohmann::json::exception& e) {
-            throw Error(path + ": invalid JSON: " + e.what());
-        }
-    };
-    const auto messages = tok::chat_messages_from_json(parse(messages_path));
-    const nlohmann::ordered_json tools = tools_path ? parse(*tools_path) : nlohmann::ordered_json();
-    if (!tools.is_null() && !tools.is_array()) throw Error(*tools_path + ": tools must be a JSON array");
-    const tok::ChatPrompt p = t.render_chat(messages, tools, opts);
-    std::string out;
-    if (json) {
-        nlohmann::json j;
-        j["text"] = p.text;
-        j["ids"] = p.ids;
-        out = j.dump() + "\n";
-    } else {
-        out = p.text + "\n";
-        for (size_t i = 0; i < p.ids.size(); ++i) out += (i ? "," : "") + std::to_string(p.ids[i]);
-        out += "\n";
-    }
-    write_out(out);
-    return 0;
-}
-
 int cmd_bench_tokenizer(int argc, char** argv) {
     ArgParser args("bench tokenizer", argc, argv);
     const std::string dir = args.required("--tokenizer");

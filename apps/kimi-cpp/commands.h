@@ -9,7 +9,8 @@ int cmd_make_model(int argc, char** argv);     // cmd_make_model.cpp
 int cmd_inspect(int argc, char** argv);        // cmd_inspect.cpp
 int cmd_tokenize(int argc, char** argv);       // cmd_tokenizer.cpp
 int cmd_detokenize(int argc, char** argv);     // cmd_tokenizer.cpp
-int cmd_chat_template(int argc, char** argv);  // cmd_tokenizer.cpp
+int cmd_chat_template(int argc, char** argv);  // cmd_chat_format.cpp
+int cmd_chat_parse(int argc, char** argv);     // cmd_chat_format.cpp
 int cmd_bench(int argc, char** argv);          // cmd_bench.cpp: `bench tokenizer`, ...
 int cmd_generate(int argc, char** argv);       // cmd_generate.cpp
 int cmd_chat(int argc, char** argv);           // cmd_chat.cpp

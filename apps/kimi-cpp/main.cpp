@@ -24,7 +24,8 @@ const Command kCommands[] = {
     {"inspect",       kimi::app::cmd_inspect,       "print a model's config, layer map, sizes"},
     {"tokenize",      kimi::app::cmd_tokenize,      "text → token ids"},
     {"detokenize",    kimi::app::cmd_detokenize,    "token ids → text"},
-    {"chat-template", kimi::app::cmd_chat_template, "render a conversation with the Kimi chat format"},
+    {"chat-template", kimi::app::cmd_chat_template, "render a conversation (or a request) with the model's chat format"},
+    {"chat-parse",    kimi::app::cmd_chat_parse,    "parse generated text into reasoning, content and tool calls"},
     {"eval",          kimi::app::cmd_eval,          "evaluations: eval gsm8k, eval compare A.jsonl B.jsonl (exact McNemar)"},
     {"bench",         kimi::app::cmd_bench,         "benchmarks: bench decode (direct/copy A/B), bench serve (load generator), bench tokenizer"},
 };

@@ -1,4 +1,4 @@
-// The Kimi special-token table (K2 family / Kimi Linear tokenizer_config.json), as offsets
+// The Kimi special-token tables (K2 family / Kimi Linear, and Kimi-K3), as offsets
 // from n_base. Slots not listed are "<|reserved_token_{id}|>". The media ids are taken from
 // third-party Kimi tables (unverified for Kimi Linear, see docs/tokenizer.md).
 #pragma once
@@ -32,6 +32,19 @@ inline constexpr KimiSpecial kKimiSpecials[] = {
     {19, "<|media_content|>", true},
     {20, "<|media_end|>", true},
     {21, "<|media_pad|>", true},
+    {254, "[UNK]", true},
+    {255, "[PAD]", true},
+};
+
+// Kimi-K3 ("XTML" conversation format): the same ranks, with the structural markers in the
+// first slots (ids 163585–163589 for the real tokenizer). Image placeholders are not served.
+inline constexpr KimiSpecial kK3Specials[] = {
+    {0, "[BOS]", true},
+    {1, "[EOS]", true},
+    {2, "<|end_of_msg|>", true},
+    {3, "<|open|>", true},
+    {4, "<|close|>", true},
+    {5, "<|sep|>", true},
     {254, "[UNK]", true},
     {255, "[PAD]", true},
 };

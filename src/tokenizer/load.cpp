@@ -215,9 +215,11 @@ int32_t Tokenizer::unk_id() const { return impl_->unk; }
 const std::string& Tokenizer::chat_template() const { return impl_->chat_template; }
 std::vector<int32_t> Tokenizer::stop_ids() const {
     std::vector<int32_t> ids;
-    const int32_t im_end = impl_->find_special("<|im_end|>");
-    if (im_end >= 0) ids.push_back(im_end);
-    if (impl_->eos >= 0 && impl_->eos != im_end) ids.push_back(impl_->eos);
+    for (const char* turn_end : {"<|im_end|>", "<|end_of_msg|>"}) {   // Kimi Linear / Kimi-K3 end of turn
+        const int32_t id = impl_->find_special(turn_end);
+        if (id >= 0) ids.push_back(id);
+    }
+    if (impl_->eos >= 0 && std::find(ids.begin(), ids.end(), impl_->eos) == ids.end()) ids.push_back(impl_->eos);
     return ids;
 }
 

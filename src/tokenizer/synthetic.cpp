@@ -133,10 +133,14 @@ void write_text(const std::filesystem::path& path, const std::string& text) {
     if (!f) throw Error("cannot write " + path.string());
 }
 
-nlohmann::ordered_json config_json(int32_t n_base) {
+nlohmann::ordered_json config_json(int32_t n_base, SpecialLayout layout) {
+    const bool k3 = layout == SpecialLayout::kKimiK3;
     nlohmann::ordered_json dec = nlohmann::ordered_json::object();
     std::vector<const KimiSpecial*> by_offset(kModelVocabExtra, nullptr);
-    for (const KimiSpecial& s : kKimiSpecials) by_offset[size_t(s.offset)] = &s;
+    if (k3)
+        for (const KimiSpecial& s : kK3Specials) by_offset[size_t(s.offset)] = &s;
+    else
+        for (const KimiSpecial& s : kKimiSpecials) by_offset[size_t(s.offset)] = &s;
     for (int32_t k = 0; k < kModelVocabExtra; ++k) {
         const int32_t id = n_base + k;
         const KimiSpecial* s = by_offset[size_t(k)];
@@ -151,11 +155,13 @@ nlohmann::ordered_json config_json(int32_t n_base) {
     }
     nlohmann::ordered_json cfg;
     cfg["added_tokens_decoder"] = dec;
-    cfg["additional_special_tokens"] = nlohmann::ordered_json::array({"<|im_end|>", "<|im_user|>", "<|im_assistant|>", "<|start_header_id|>",
-                                        "<|end_header_id|>", "[EOT]", "<|im_system|>", "<|im_middle|>"});
+    cfg["additional_special_tokens"] =
+        k3 ? nlohmann::ordered_json::array({"<|end_of_msg|>", "<|open|>", "<|close|>", "<|sep|>"})
+           : nlohmann::ordered_json::array({"<|im_end|>", "<|im_user|>", "<|im_assistant|>", "<|start_header_id|>",
+                                            "<|end_header_id|>", "[EOT]", "<|im_system|>", "<|im_middle|>"});
     cfg["auto_map"]["AutoTokenizer"] = nlohmann::ordered_json::array({"tokenization_kimi.TikTokenTokenizer", nullptr});
     cfg["bos_token"] = "[BOS]";
-    cfg["chat_template"] = kKimiLinearChatTemplate;
+    if (!k3) cfg["chat_template"] = kKimiLinearChatTemplate;   // K3 ships its encoder in Python, no Jinja
     cfg["clean_up_tokenization_spaces"] = false;
     cfg["eos_token"] = "[EOS]";
     cfg["extra_special_tokens"] = nlohmann::ordered_json::object();
@@ -168,7 +174,7 @@ nlohmann::ordered_json config_json(int32_t n_base) {
 
 }  // namespace
 
-void write_synthetic_tokenizer(const std::string& dir, int32_t n_base_tokens, uint64_t seed) {
+void write_synthetic_tokenizer(const std::string& dir, int32_t n_base_tokens, uint64_t seed, SpecialLayout layout) {
     if (n_base_tokens < 256 || n_base_tokens > (1 << 30))
         throw Error("synthetic tokenizer: n_base_tokens must be in [256, 2^30], got " + std::to_string(n_base_tokens));
     Vocab v;
@@ -194,7 +200,7 @@ void write_synthetic_tokenizer(const std::string& dir, int32_t n_base_tokens, ui
         model += '\n';
     }
     write_text(std::filesystem::path(dir) / "tiktoken.model", model);
-    write_text(std::filesystem::path(dir) / "tokenizer_config.json", config_json(n_base_tokens).dump(2) + "\n");
+    write_text(std::filesystem::path(dir) / "tokenizer_config.json", config_json(n_base_tokens, layout).dump(2) + "\n");
 }
 
 int32_t count_base_tokens(const std::string& dir) {

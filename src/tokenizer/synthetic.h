@@ -13,7 +13,11 @@ namespace kimi::tok {
 // rule (bpe_merge of its bytes yields exactly that token). Deterministic for a seed.
 // n_base_tokens must be in [256, 2^30]. The model's vocab_size is then
 // n_base_tokens + kModelVocabExtra (tokenizer.h). Creates dir if needed.
-void write_synthetic_tokenizer(const std::string& dir, int32_t n_base_tokens, uint64_t seed);
+// kKimiLinear: the Kimi Linear specials and chat template; kKimiK3: K3's XTML markers
+// (<|end_of_msg|>, <|open|>, <|close|>, <|sep|>) and no Jinja template, as K3 ships.
+enum class SpecialLayout : uint8_t { kKimiLinear, kKimiK3 };
+void write_synthetic_tokenizer(const std::string& dir, int32_t n_base_tokens, uint64_t seed,
+                               SpecialLayout layout = SpecialLayout::kKimiLinear);
 
 // Number of ranks in dir/tiktoken.model (non-empty lines), for a model loader to check
 // vocab_size == n_base + kModelVocabExtra without loading the whole tokenizer.

@@ -98,7 +98,7 @@ public:
     int32_t eos_id() const;
     int32_t pad_id() const;
     int32_t unk_id() const;
-    std::vector<int32_t> stop_ids() const;    // <|im_end|> then [EOS], those present
+    std::vector<int32_t> stop_ids() const;    // end of turn (<|im_end|> or K3's <|end_of_msg|>) then [EOS], those present
     const std::string& chat_template() const; // the Jinja text shipped in the config (may be empty)
 
     // The Kimi Linear chat format; specials are emitted as ids. tools: a JSON array (or null);

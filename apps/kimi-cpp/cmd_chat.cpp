@@ -1,8 +1,10 @@
 // `kimi-cpp chat`: an interactive multi-turn chat in the terminal. Each turn renders the
-// whole conversation with the model's chat format (tokenizer: the model directory unless
-// --tokenizer), streams the reply, and keeps it in the history. /reset forgets the
-// conversation, /exit (or end of input) quits, Ctrl-C stops the current reply only.
-// Works the same with a pipe as input: one user turn per line, no prompt is drawn.
+// whole conversation with the model's chat format (src/chat/: Kimi Linear or Kimi-K3;
+// tokenizer: the model directory unless --tokenizer), streams the reply through the format's
+// output parser — K3's thinking channel dimmed on a terminal, prefixed `[think] ` otherwise,
+// the response as is — and keeps it in the history (with K3's reasoning, as the encoder
+// expects). /reset forgets the conversation, /exit (or end of input) quits, Ctrl-C stops the
+// current reply only. Works the same with a pipe as input: one user turn per line.
 #include <poll.h>
 #include <unistd.h>
 
@@ -10,6 +12,7 @@
 #include <cstdio>
 
 #include "args.h"
+#include "chat/chat_format.h"
 #include "commands.h"
 #include "core/error.h"
 #include "engine_options.h"
@@ -56,6 +59,7 @@ int cmd_chat(int argc, char** argv) {
     const auto system = args.opt("--system");
     const bool quiet = args.flag("--quiet");
     const bool stats = args.flag("--stats");
+    const auto thinking_flag = args.opt("--thinking");
     const EngineConfig engine_cfg = parse_engine_options(args);
     SamplingParams defaults;
     defaults.max_tokens = 1024;
@@ -72,16 +76,25 @@ int cmd_chat(int argc, char** argv) {
     }
     install_interrupt_handler();
 
-    std::vector<tok::ChatMessage> history;
+    const auto format = chat::chat_format_for(tok);
+    chat::ChatRequest conv;
+    conv.add_generation_prompt = true;
+    if (thinking_flag) {
+        if (*thinking_flag != "on" && *thinking_flag != "off") throw Error("chat: --thinking must be on or off");
+        conv.thinking = *thinking_flag == "on";
+    }
     auto reset = [&] {
-        history.clear();
-        if (system) history.push_back(tok::ChatMessage{"system", std::nullopt, *system, std::nullopt, {}, ""});
+        conv.messages = nlohmann::ordered_json::array();
+        if (system) conv.messages.push_back({{"role", "system"}, {"content", *system}});
     };
     reset();
     SamplingParams params = base;
-    // A reply ends at the end-of-turn tokens (<|im_end|>, [EOS]) unless --ignore-eos.
+    // A reply ends at the end-of-turn tokens (<|im_end|> or <|end_of_msg|>, [EOS]) unless --ignore-eos.
     if (!base.ignore_eos)
         for (int32_t id : tok.stop_ids()) params.stop_token_ids.push_back(id);
+    // the parser reads K3's markers: keep their text (other special tokens add none)
+    for (const char* m : {"<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"})
+        if (auto id = tok.special_id(m)) params.keep_special_ids.push_back(*id);
 
     std::string line;
     for (;;) {
@@ -105,30 +118,48 @@ int cmd_chat(int argc, char** argv) {
             std::fflush(stdout);
             continue;
         }
-        history.push_back(tok::ChatMessage{"user", std::nullopt, line, std::nullopt, {}, ""});
-        tok::ChatOptions opts;
-        opts.add_generation_prompt = true;
-        const tok::ChatPrompt prompt = tok.render_chat(history, nullptr, opts);
+        conv.messages.push_back({{"role", "user"}, {"content", line}});
+        const tok::ChatPrompt prompt = format->render(conv);
         const int64_t room = int64_t(engine.max_model_len()) - int64_t(prompt.ids.size());
         if (room < 1) {
-            history.pop_back();
+            conv.messages.erase(conv.messages.end() - 1);
             std::printf("(the conversation is %zu tokens, over max-model-len %d: /reset to start over)\n",
                         prompt.ids.size(), engine.max_model_len());
             std::fflush(stdout);
             continue;
         }
         params.max_tokens = int32_t(std::min<int64_t>(base.max_tokens, room));
+        auto parser = format->new_parser(conv.thinking);
+        std::vector<chat::Delta> deltas;
+        bool in_think = false;
+        auto show = [&] {
+            for (const chat::Delta& d : deltas) {
+                if (d.kind == chat::Delta::kToolCall) continue;
+                const bool think = d.kind == chat::Delta::kReasoning;
+                if (think != in_think) std::fputs(think ? (tty ? "\x1b[2m" : "[think] ") : (tty ? "\x1b[0m" : "\n"), stdout);
+                in_think = think;
+                std::fwrite(d.text.data(), 1, d.text.size(), stdout);
+            }
+            deltas.clear();
+            std::fflush(stdout);
+        };
         const LocalResult r = run_local(
             engine, prompt.ids, params,
-            [](const TokenEvent& e) {
-                std::fwrite(e.text.data(), 1, e.text.size(), stdout);
-                std::fflush(stdout);
+            [&](const TokenEvent& e) {
+                parser->push(e.text, deltas);
+                show();
             },
             quiet, false);
+        parser->finish(deltas);
+        show();
+        if (in_think && tty) std::fputs("\x1b[0m", stdout);
         std::printf(r.interrupted ? " [stopped]\n" : "\n");
         std::fflush(stdout);
         if (stats) std::fprintf(stderr, "[%s]\n", timing_line(r).c_str());
-        history.push_back(tok::ChatMessage{"assistant", std::nullopt, r.text, std::nullopt, {}, ""});
+        const chat::AssistantMessage& reply = parser->message();
+        nlohmann::ordered_json msg = {{"role", "assistant"}, {"content", reply.content.value_or("")}};
+        if (reply.reasoning_content) msg["reasoning_content"] = *reply.reasoning_content;
+        conv.messages.push_back(std::move(msg));
     }
     return 0;
 }

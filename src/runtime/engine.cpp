@@ -145,7 +145,7 @@ std::shared_ptr<RequestStream> Engine::submit(std::vector<int32_t> prompt, const
     live->stream->notifier_ = std::move(notifier);
     live->req.params = params;
     if (tok_) live->text = std::make_unique<TextStream>(*tok_, live->req.params.stop, params.skip_special_tokens,
-                                                    params.include_stop_str_in_output);
+                                                    params.include_stop_str_in_output, params.keep_special_ids);
     live->req.prompt = std::move(prompt);
     live->req.output.reserve(size_t(params.max_tokens));
     if (params.logprobs > 0) {

@@ -24,6 +24,7 @@ struct SamplingParams {
     std::vector<std::string> stop;      // stop strings (matched on the text, excluded from the output)
     bool ignore_eos = false;
     bool skip_special_tokens = true;    // special tokens add no text (they still count as tokens)
+    std::vector<int32_t> keep_special_ids;   // ...except these (a chat format's markers, for its parser)
     bool include_stop_str_in_output = false;   // vLLM: keep the matched stop string at the end of the text
     int32_t logprobs = -1;              // -1: none; N ≥ 0: the sampled token's logprob + top-N alternatives
 

@@ -10,15 +10,17 @@ bool is_continuation(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 
 }  // namespace
 
 TextStream::TextStream(const tok::Tokenizer& tok, const std::vector<std::string>& stops, bool skip_special,
-                       bool include_stop)
-    : tok_(&tok), stops_(stops), dec_(tok), skip_special_(skip_special), include_stop_(include_stop) {
+                       bool include_stop, const std::vector<int32_t>& keep_special)
+    : tok_(&tok), stops_(stops), dec_(tok), skip_special_(skip_special), keep_special_(keep_special), include_stop_(include_stop) {
     for (const auto& s : stops) hold_ = std::max(hold_, s.size() - 1);
     pending_.reserve(hold_ + 64);
 }
 
 bool TextStream::push(int32_t id, std::string& out) {
     if (done_) return true;
-    if (skip_special_ && tok_->is_special(id)) return false;
+    if (skip_special_ && tok_->is_special(id) &&
+        std::find(keep_special_.begin(), keep_special_.end(), id) == keep_special_.end())
+        return false;
     const size_t before = pending_.size();
     dec_.push(id, pending_);
     if (!stops_.empty() && pending_.size() > before) {

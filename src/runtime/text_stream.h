@@ -18,8 +18,10 @@ public:
     // stops: non-empty strings (checked by the engine). skip_special: special tokens add no
     // text (vLLM's skip_special_tokens=True, the default).
     // include_stop: keep the matched stop string at the end (vLLM include_stop_str_in_output).
+    // keep_special: ids whose text is kept even when skipping specials (a chat format's markers).
     TextStream(const tok::Tokenizer& tok, const std::vector<std::string>& stops, bool skip_special,
-               bool include_stop = false);
+               bool include_stop = false,
+               const std::vector<int32_t>& keep_special = {});
 
     // Appends to `out` the text that became final with token `id`. Returns true when a stop
     // string completed: `out` then ends just before it and the stream is over.
@@ -36,6 +38,7 @@ private:
     std::string pending_;          // decoded, not yet emitted
     size_t hold_ = 0;              // longest stop − 1
     bool skip_special_;
+    std::vector<int32_t> keep_special_;
     bool include_stop_;
     bool done_ = false;
     int32_t stop_index_ = -1;

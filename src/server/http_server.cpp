@@ -83,6 +83,7 @@ void HttpServer::start() {
 void HttpServer::set_ready(Engine* engine, const tok::Tokenizer* tok, const ModelConfig* model) {
     engine_ = engine;
     tok_ = tok;
+    format_ = chat::chat_format_for(*tok);
     model_ = model;
     ready_.store(true);
 }
@@ -185,7 +186,7 @@ void HttpServer::routes() {
             J chat = b;
             chat["max_tokens"] = 1;
             chat.erase("stream");
-            ParseContext pc{tok_, cfg_.served_model_name, std::numeric_limits<int32_t>::max(), int32_t(model_->vocab_size)};
+            ParseContext pc{tok_, cfg_.served_model_name, std::numeric_limits<int32_t>::max(), int32_t(model_->vocab_size), format_.get()};
             ids = parse_chat_request(chat, pc).prompts[0].ids;
         } else {
             if (!b.contains("prompt") || !b["prompt"].is_string()) throw bad_param("prompt", "prompt must be a string");
@@ -208,7 +209,7 @@ void HttpServer::routes() {
     auto generate = [this](Endpoint ep) {
         return [this, ep](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
             const J b = parse_body(read_body(req, reader, cfg_.max_body_bytes));
-            const ParseContext pc{tok_, cfg_.served_model_name, engine_->max_model_len(), int32_t(model_->vocab_size)};
+            const ParseContext pc{tok_, cfg_.served_model_name, engine_->max_model_len(), int32_t(model_->vocab_size), format_.get()};
             auto job = std::make_shared<GenerationJob>(ep == Endpoint::kChat ? parse_chat_request(b, pc)
                                                                               : parse_completion_request(b, pc));
             GenerateContext gc{*engine_, *tok_, metrics_, std::string("fp_kimi_cpp_") + kVersion + "_" + cfg_.precision, &abort_all_};

@@ -6,6 +6,7 @@
 // /tokenize and /detokenize need "Authorization: Bearer KEY". shutdown() stops accepting,
 // lets in-flight requests finish for a grace period, then aborts them.
 #pragma once
+#include "chat/chat_format.h"
 #include <atomic>
 #include <memory>
 #include <string>
@@ -58,6 +59,7 @@ private:
     std::atomic<bool> ready_{false}, draining_{false}, abort_all_{false}, stopped_{false};
     Engine* engine_ = nullptr;
     const tok::Tokenizer* tok_ = nullptr;
+    std::unique_ptr<chat::ChatFormat> format_;   // the tokenizer's conversation format
     const ModelConfig* model_ = nullptr;
     ServerMetrics metrics_;
     int64_t started_at_ = 0;

@@ -1,6 +1,8 @@
 // OpenAI generation on the engine (see openai_generate.h).
 #include "server/openai_generate.h"
 
+#include "chat/chat_json.h"
+
 #include <chrono>
 #include <ctime>
 #include <random>
@@ -45,6 +47,11 @@ struct Choice {
     double t_first = -1.0, t_last = -1.0;
     int64_t text_cps = 0;      // code points of the text so far (completions text_offset)
     std::vector<tok::ToolCall> calls;
+    // Kimi-K3: the format's output parser, the deltas it released since the last chunk, and
+    // the reasoning channel's text.
+    std::unique_ptr<chat::OutputParser> parser;
+    std::vector<chat::Delta> deltas;
+    std::string reasoning;
 };
 
 class Job {
@@ -62,6 +69,7 @@ public:
                 c.prompt = p;
                 SamplingParams params = job.params;
                 if (params.seed) params.seed = *params.seed + uint64_t(k);
+                if (job.output_format) c.parser = job.output_format->new_parser(job.thinking);
                 try {
                     c.stream = ctx.engine.submit(job.prompts[p].ids, params, notifier_);
                 } catch (const Error& e) {
@@ -198,14 +206,24 @@ private:
                 c.offsets.push_back(c.text_cps);
             }
         }
-        if (c.in_tools) c.tool_text += e.text;
-        else {
+        if (c.parser) {
+            c.parser->push(e.text, c.deltas);
+        } else if (c.in_tools) {
+            c.tool_text += e.text;
+        } else {
             c.text += e.text;
             c.text_cps += code_points(e.text);
         }
         if (e.finish != FinishReason::kNone) {
             c.finish = e.finish;
             c.done = true;
+            if (c.parser) {
+                c.parser->finish(c.deltas);
+                const chat::AssistantMessage& m = c.parser->message();
+                c.text = m.content.value_or("");
+                c.reasoning = m.reasoning_content.value_or("");
+                for (const auto& call : m.tool_calls) c.calls.push_back({call.id, call.name, call.arguments});
+            }
             if (job_.parse_tools && c.in_tools) {
                 const tok::ParsedToolCalls parsed = ctx_.tok.parse_tool_calls(c.tokens);
                 c.calls = parsed.calls;
@@ -246,6 +264,7 @@ nlohmann::ordered_json run_job(const GenerationJob& job, GenerateContext& ctx) {
         if (chat) {
             J msg = {{"role", "assistant"}};
             msg["content"] = c.calls.empty() || !c.text.empty() ? J(c.text) : J(nullptr);
+            if (job.output_format) msg["reasoning_content"] = c.reasoning.empty() ? J(nullptr) : J(c.reasoning);
             if (!c.calls.empty()) msg["tool_calls"] = run.tool_calls_json(c, false);
             ch["message"] = std::move(msg);
             ch["logprobs"] = job.logprobs ? run.chat_logprobs(evs) : J(nullptr);
@@ -276,10 +295,24 @@ bool run_job_streaming(const GenerationJob& job, GenerateContext& ctx, const std
         if (chat) {
             J delta = J::object();
             if (first) delta["role"] = "assistant";
-            if (!c.in_tools && !e.text.empty()) delta["content"] = e.text;
-            else if (first) delta["content"] = "";
-            if (c.done && !c.calls.empty()) delta["tool_calls"] = run.tool_calls_json(c, true);
-            else if (c.done && c.in_tools && !c.tool_text.empty()) delta["content"] = c.tool_text;   // unparsed section
+            if (c.parser) {
+                // what the parser released for this token: reasoning, content, finished calls
+                for (const chat::Delta& d : chat::merge_deltas(c.deltas)) {
+                    if (d.kind == chat::Delta::kToolCall) {
+                        if (!delta.contains("tool_calls")) delta["tool_calls"] = J::array();
+                        delta["tool_calls"].push_back(chat::delta_json(d)["tool_calls"][0]);
+                    } else {
+                        delta.update(chat::delta_json(d));
+                    }
+                }
+                c.deltas.clear();
+                if (first && !delta.contains("content")) delta["content"] = "";
+            } else {
+                if (!c.in_tools && !e.text.empty()) delta["content"] = e.text;
+                else if (first) delta["content"] = "";
+                if (c.done && !c.calls.empty()) delta["tool_calls"] = run.tool_calls_json(c, true);
+                else if (c.done && c.in_tools && !c.tool_text.empty()) delta["content"] = c.tool_text;   // unparsed section
+            }
             ch["delta"] = std::move(delta);
             ch["logprobs"] = job.logprobs && !evs.empty() ? run.chat_logprobs(evs) : J(nullptr);
         } else {

@@ -267,16 +267,19 @@ GenerationJob parse_chat_request(const J& b, const ParseContext& c) {
     const J* msgs = field(b, "messages");
     if (!msgs) throw ApiError(400, "messages is required", "messages", "missing_required_parameter");
     if (!msgs->is_array() || msgs->empty()) throw bad_param("messages", "messages must be a non-empty array");
+    const bool k3 = c.format && std::string(c.format->name()) == "kimi-k3";
     std::vector<tok::ChatMessage> messages;
-    try {
-        messages = tok::chat_messages_from_json(*msgs);
-    } catch (const Error& e) {
-        throw bad_param("messages", e.what());
-    }
-    for (const auto& m : messages) {
-        if (m.parts)
-            for (const auto& part : *m.parts)
-                if (part.is_image) throw ApiError(400, "image content is not supported by this model", "messages", "unsupported_content");
+    if (!k3) {   // Kimi Linear: the messages as its renderer reads them
+        try {
+            messages = tok::chat_messages_from_json(*msgs);
+        } catch (const Error& e) {
+            throw bad_param("messages", e.what());
+        }
+        for (const auto& m : messages) {
+            if (m.parts)
+                for (const auto& part : *m.parts)
+                    if (part.is_image) throw ApiError(400, "image content is not supported by this model", "messages", "unsupported_content");
+        }
     }
     J tools = nullptr;
     if (const J* t = field(b, "tools")) {
@@ -306,14 +309,35 @@ GenerationJob parse_chat_request(const J& b, const ParseContext& c) {
         job.params.logprobs = 0;
     }
 
-    tok::ChatOptions opts;
-    opts.add_generation_prompt = boolean(b, "add_generation_prompt", true);
-    opts.allow_special_in_content = false;   // no control-token injection through message text
     tok::ChatPrompt rendered;
-    try {
-        rendered = c.tok->render_chat(messages, tools, opts);
-    } catch (const Error& e) {
-        throw bad_param("messages", e.what());
+    if (k3) {
+        // The K3 format renders the request as a whole (chat_template_kwargs, reasoning_effort,
+        // tool results matched to calls, JSON-string arguments parsed as vLLM does).
+        try {
+            chat::ChatRequest r = chat::chat_request_from_body(b);
+            r.allow_special_in_content = false;   // no control-token injection through message text
+            rendered = c.format->render(r);
+            job.output_format = c.format;
+            job.thinking = r.thinking;
+        } catch (const Error& e) {
+            const std::string what = e.what();
+            if (what.find("image content") != std::string::npos) throw ApiError(400, what, "messages", "unsupported_content");
+            const bool kwargs = what.find("thinking") != std::string::npos || what.find("reasoning_effort") != std::string::npos ||
+                                what.find("chat_template_kwargs") != std::string::npos;
+            throw bad_param(kwargs ? "chat_template_kwargs" : "messages", what);
+        }
+        // The parser reads the format's markers: keep their text (other specials still add none).
+        for (const char* m : {"<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"})
+            if (auto id = c.tok->special_id(m)) job.params.keep_special_ids.push_back(*id);
+    } else {
+        tok::ChatOptions opts;
+        opts.add_generation_prompt = boolean(b, "add_generation_prompt", true);
+        opts.allow_special_in_content = false;   // no control-token injection through message text
+        try {
+            rendered = c.tok->render_chat(messages, tools, opts);
+        } catch (const Error& e) {
+            throw bad_param("messages", e.what());
+        }
     }
     PromptInput p;
     p.ids = std::move(rendered.ids);

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat/chat_format.h"
 #include "runtime/sampling_params.h"
 #include "tokenizer/tokenizer.h"
 
@@ -32,7 +33,12 @@ struct GenerationJob {
     bool stream = false, include_usage = false, continuous_usage = false;
     bool echo = false;                       // completions
     bool logprobs = false;                   // report logprobs (top N = params.logprobs)
-    bool parse_tools = false;                // chat: tools given and tool_choice != "none"
+    bool parse_tools = false;                // chat: tools given and tool_choice != "none" (Kimi Linear markers)
+    // chat with Kimi-K3: every reply is parsed by this format's output parser (reasoning,
+    // content, tool calls), from the text with the format's markers (thinking: the think
+    // channel was opened by the prompt).
+    const chat::ChatFormat* output_format = nullptr;
+    bool thinking = true;
     bool max_tokens_given = false;
 };
 
@@ -41,6 +47,7 @@ struct ParseContext {
     std::string served_model_name;
     int32_t max_model_len = 0;
     int32_t vocab_size = 0;
+    const chat::ChatFormat* format = nullptr;   // the tokenizer's conversation format
 };
 
 GenerationJob parse_completion_request(const nlohmann::ordered_json& body, const ParseContext& ctx);

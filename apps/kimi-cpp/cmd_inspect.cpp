@@ -4,6 +4,8 @@
 #include <cstdio>
 
 #include "args.h"
+#include "chat/chat_format.h"
+#include "core/error.h"
 #include "commands.h"
 #include "model/kimi_model.h"
 #include "model/step_traffic.h"
@@ -73,12 +75,18 @@ int cmd_inspect(int argc, char** argv) {
     const int64_t file_bytes = int64_t(model->store().tensor_bytes());
     const int64_t params = model->store().n_params();
     const CacheGeometry g = model->cache_geometry(1, 1);
+    std::string chat_format = "none (no tokenizer in the model directory)";
+    try {
+        chat_format = chat::chat_format_for(tok::Tokenizer::load(dir))->name();
+    } catch (const Error&) {
+    }
     std::printf("\nparameters:   %lld (%.1f MiB of tensors in %zu file(s))\n", (long long)params, mib(double(file_bytes)),
                 model->store().n_files());
     if (model->store().n_skipped() > 0)
         std::printf("skipped:      %zu tensors, %.1f MiB (vision tower / projector: not part of the text model)\n",
                     model->store().n_skipped(), mib(double(model->store().skipped_bytes())));
     std::printf("decode read:  %.2f MiB of weights per step at batch 1 (selected experts only)\n", mib(decode_bytes));
+    std::printf("chat format:  %s\n", chat_format.c_str());
     std::printf("cache:        KDA state %.2f MiB per sequence; MLA latents %lld B per token of context\n",
                 mib(double(g.bytes_per_slot())), (long long)(g.bytes_per_block() / g.block_size));
     return 0;

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "args.h"
+#include "chat/chat_format.h"
 #include "commands.h"
 #include "core/error.h"
 #include "engine_options.h"
@@ -76,6 +77,8 @@ int cmd_serve(int argc, char** argv) {
     const tok::Tokenizer tok = *load_tokenizer_for(tok_dir, model->config(), true);
     Engine engine(*model, ec, &tok);
     std::fprintf(stderr, "serve: %s\n", engine.sizing().describe().c_str());
+    std::fprintf(stderr, "serve: chat format %s (stops at %s)\n", chat::chat_format_for(tok)->name(),
+                 tok.special_id("<|end_of_msg|>") ? "<|end_of_msg|>" : "<|im_end|>");
     engine.start();
     http.set_ready(&engine, &tok, &model->config());
     {

@@ -2,8 +2,8 @@
 // Tokenizer::render_chat (<|im_…|> headers, tool-call section), and an output parser that
 // streams the content up to <|tool_calls_section_begin|> and parses the section's calls when
 // the generation ends (vLLM's kimi_k2 rule, tokenizer/tool_calls.cpp).
-#include "chat/chat_format.h"
 #include "chat/k3_format.h"
+#include "chat/kimi_linear.h"
 #include "core/error.h"
 
 namespace kimi::chat {
@@ -37,9 +37,9 @@ public:
             msg_.content = all_;
             return;
         }
-        const tok::ParsedToolCalls p = tok::parse_tool_calls_text(all_);
-        for (const tok::ToolCall& c : p.calls) {
-            msg_.tool_calls.push_back({c.id, c.name, c.arguments});
+        const ParsedToolCalls p = parse_tool_calls_text(all_);
+        for (const ToolCallOut& c : p.calls) {
+            msg_.tool_calls.push_back(c);
             out.push_back({Delta::kToolCall, {}, int32_t(msg_.tool_calls.size() - 1), msg_.tool_calls.back()});
         }
         std::string content = all_.substr(0, all_.find(kSection));
@@ -67,11 +67,11 @@ public:
     explicit KimiLinearFormat(const tok::Tokenizer& t) : tok_(t) {}
     const char* name() const override { return "kimi-linear"; }
     tok::ChatPrompt render(const ChatRequest& r) const override {
-        tok::ChatOptions opts;
+        ChatOptions opts;
         opts.add_generation_prompt = r.add_generation_prompt;
         opts.allow_special_in_content = r.allow_special_in_content;
         if (!r.tools.is_null() && !r.tools.is_array()) throw Error("tools must be a JSON array");
-        return tok_.render_chat(tok::chat_messages_from_json(r.messages), r.tools, opts);
+        return render_kimi_linear(tok_, chat_messages_from_json(r.messages), r.tools, opts);
     }
     std::unique_ptr<OutputParser> new_parser(bool) const override { return std::make_unique<KimiLinearParser>(); }
 

@@ -2,6 +2,7 @@
 #include "server/openai_generate.h"
 
 #include "chat/chat_json.h"
+#include "chat/kimi_linear.h"
 
 #include <chrono>
 #include <ctime>
@@ -46,7 +47,7 @@ struct Choice {
     bool done = false, sent_first = false;
     double t_first = -1.0, t_last = -1.0;
     int64_t text_cps = 0;      // code points of the text so far (completions text_offset)
-    std::vector<tok::ToolCall> calls;
+    std::vector<chat::ToolCallOut> calls;
     // Kimi-K3: the format's output parser, the deltas it released since the last chunk, and
     // the reasoning channel's text.
     std::unique_ptr<chat::OutputParser> parser;
@@ -222,10 +223,10 @@ private:
                 const chat::AssistantMessage& m = c.parser->message();
                 c.text = m.content.value_or("");
                 c.reasoning = m.reasoning_content.value_or("");
-                for (const auto& call : m.tool_calls) c.calls.push_back({call.id, call.name, call.arguments});
+                c.calls = m.tool_calls;
             }
             if (job_.parse_tools && c.in_tools) {
-                const tok::ParsedToolCalls parsed = ctx_.tok.parse_tool_calls(c.tokens);
+                const chat::ParsedToolCalls parsed = chat::parse_tool_calls(ctx_.tok, c.tokens);
                 c.calls = parsed.calls;
                 if (c.calls.empty()) c.text += c.tool_text;   // not a well-formed call: keep it as text
             }

@@ -1,6 +1,8 @@
 // OpenAI request parsing and validation (see openai_request.h).
 #include "server/openai_request.h"
 
+#include "chat/kimi_linear.h"
+
 #include <cmath>
 #include <limits>
 
@@ -268,10 +270,10 @@ GenerationJob parse_chat_request(const J& b, const ParseContext& c) {
     if (!msgs) throw ApiError(400, "messages is required", "messages", "missing_required_parameter");
     if (!msgs->is_array() || msgs->empty()) throw bad_param("messages", "messages must be a non-empty array");
     const bool k3 = c.format && std::string(c.format->name()) == "kimi-k3";
-    std::vector<tok::ChatMessage> messages;
+    std::vector<chat::ChatMessage> messages;
     if (!k3) {   // Kimi Linear: the messages as its renderer reads them
         try {
-            messages = tok::chat_messages_from_json(*msgs);
+            messages = chat::chat_messages_from_json(*msgs);
         } catch (const Error& e) {
             throw bad_param("messages", e.what());
         }
@@ -330,11 +332,11 @@ GenerationJob parse_chat_request(const J& b, const ParseContext& c) {
         for (const char* m : {"<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"})
             if (auto id = c.tok->special_id(m)) job.params.keep_special_ids.push_back(*id);
     } else {
-        tok::ChatOptions opts;
+        chat::ChatOptions opts;
         opts.add_generation_prompt = boolean(b, "add_generation_prompt", true);
         opts.allow_special_in_content = false;   // no control-token injection through message text
         try {
-            rendered = c.tok->render_chat(messages, tools, opts);
+            rendered = chat::render_kimi_linear(*c.tok, messages, tools, opts);
         } catch (const Error& e) {
             throw bad_param("messages", e.what());
         }

@@ -1,7 +1,7 @@
 // kimi::tok::Tokenizer — the public tokenizer API: load a Kimi tokenizer directory
 // (tiktoken.model + tokenizer_config.json), encode/decode exactly like Kimi's
 // TikTokenTokenizer (tiktoken core + Kimi pat_str + Kimi specials), stream-decode at UTF-8
-// boundaries, render the Kimi Linear chat format natively and parse tool calls back.
+// boundaries. (The conversation formats built on it live in src/chat/.)
 // Reference: moonshotai tokenization_kimi.py, openai/tiktoken (src/lib.rs, tiktoken/core.py).
 #pragma once
 #include <cstdint>
@@ -27,50 +27,11 @@ struct LoadOptions {
     Pattern pattern = Pattern::kimi;   // o200k only for testing the BPE against o200k_base
 };
 
-struct ToolCall {
-    std::string id;          // e.g. "functions.get_weather:0"
-    std::string name;        // function name
-    std::string arguments;   // JSON text, as the model wrote it / as the client sent it
-};
-
-struct ContentPart {
-    bool is_image = false;   // rendered as the media placeholder
-    std::string text;
-};
-
-struct ChatMessage {
-    std::string role;                                // system | user | assistant | tool | ...
-    std::optional<std::string> name;                 // replaces the role in the header if non-empty
-    std::optional<std::string> content;              // string content; nullopt = none
-    std::optional<std::vector<ContentPart>> parts;   // list content (used instead of content if set)
-    std::vector<ToolCall> tool_calls;                // assistant
-    std::string tool_call_id;                        // tool
-};
-
-struct ChatOptions {
-    bool add_generation_prompt = false;
-    // false (server default): text inside messages is plain text even if it spells a special
-    // token. true: like HF apply_chat_template(tokenize=True) — such text becomes the control token.
-    bool allow_special_in_content = false;
-};
-
+// A rendered prompt (src/chat/ formats): the text and its token ids.
 struct ChatPrompt {
     std::string text;
     std::vector<int32_t> ids;
 };
-
-struct ParsedToolCalls {
-    std::string content;          // text before the tool-call section (all of it if none)
-    std::vector<ToolCall> calls;  // complete calls, in order
-    bool has_section = false;     // a <|tool_calls_section_begin|> was seen
-};
-
-// OpenAI-style messages / tools JSON -> ChatMessage (throws kimi::Error on a malformed message).
-// Non-string tool-call arguments are serialized like Python json.dumps (insertion order).
-std::vector<ChatMessage> chat_messages_from_json(const nlohmann::ordered_json& messages);
-
-// Text-level parser (markers as text), the rule vLLM's kimi_k2 tool parser uses.
-ParsedToolCalls parse_tool_calls_text(std::string_view text);
 
 class Tokenizer {
 public:
@@ -100,14 +61,6 @@ public:
     int32_t unk_id() const;
     std::vector<int32_t> stop_ids() const;    // end of turn (<|im_end|> or K3's <|end_of_msg|>) then [EOS], those present
     const std::string& chat_template() const; // the Jinja text shipped in the config (may be empty)
-
-    // The Kimi Linear chat format; specials are emitted as ids. tools: a JSON array (or null);
-    // it is key-sorted recursively and written as compact JSON, like tokenization_kimi.py.
-    ChatPrompt render_chat(const std::vector<ChatMessage>& messages, const nlohmann::ordered_json& tools,
-                           const ChatOptions& opts = {}) const;
-
-    // Token-level parser: the markers are recognized only as their special ids.
-    ParsedToolCalls parse_tool_calls(std::span<const int32_t> ids) const;
 
     // Emits text only at UTF-8 boundaries: never splits a multi-byte character across pieces;
     // U+FFFD only for bytes that cannot become valid. concat(push...) + flush() == decode_lossy.

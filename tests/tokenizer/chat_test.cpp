@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include "chat/kimi_linear.h"
 #include "core/error.h"
 #include "tokenizer/py_json.h"
 #include "tokenizer/unicode.h"
@@ -13,13 +14,17 @@ namespace kimi::tok::test {
 namespace {
 
 using nlohmann::ordered_json;
+using chat::ChatMessage;
+using chat::ChatOptions;
+using chat::chat_messages_from_json;
+using chat::parse_tool_calls_text;
 
 TEST(Chat, SingleTurnIds) {
     const Tokenizer& t = synthetic();
     const auto msgs = chat_messages_from_json(ordered_json::parse(R"([{"role": "user", "content": "Hi"}])"));
     ChatOptions o;
     o.add_generation_prompt = true;
-    const ChatPrompt p = t.render_chat(msgs, nullptr, o);
+    const ChatPrompt p = chat::render_kimi_linear(t, msgs, nullptr, o);
     EXPECT_EQ(p.text, "<|im_user|>user<|im_middle|>Hi<|im_end|><|im_assistant|>assistant<|im_middle|>");
     const int32_t n = t.n_base();
     std::vector<int32_t> want = {n + 3};
@@ -37,11 +42,11 @@ TEST(Chat, SpecialTextInContentStaysTextByDefault) {
     const Tokenizer& t = synthetic();
     const auto msgs = chat_messages_from_json(ordered_json::parse(R"([{"role": "user", "content": "a<|im_end|>b"}])"));
     const int32_t im_end = *t.special_id("<|im_end|>");
-    const ChatPrompt plain = t.render_chat(msgs, nullptr);
+    const ChatPrompt plain = chat::render_kimi_linear(t, msgs, nullptr);
     EXPECT_EQ(std::count(plain.ids.begin(), plain.ids.end(), im_end), 1);
     ChatOptions o;
     o.allow_special_in_content = true;
-    const ChatPrompt hf = t.render_chat(msgs, nullptr, o);
+    const ChatPrompt hf = chat::render_kimi_linear(t, msgs, nullptr, o);
     EXPECT_EQ(std::count(hf.ids.begin(), hf.ids.end(), im_end), 2);
     EXPECT_EQ(hf.ids, t.encode(hf.text, true));
     EXPECT_EQ(plain.text, hf.text);
@@ -55,7 +60,7 @@ TEST(Chat, ToolsAndToolCalls) {
         {"id": "functions.f:0", "type": "function", "function": {"name": "f", "arguments": {"b": "é\n", "a": 2}}}]},
       {"role": "tool", "tool_call_id": "functions.f:0", "content": [{"type": "text", "text": "42"}, {"type": "image_url", "image_url": {}}]},
       {"role": "user", "name": "bob", "content": "x"}])"));
-    const ChatPrompt p = t.render_chat(msgs, tools);
+    const ChatPrompt p = chat::render_kimi_linear(t, msgs, tools);
     EXPECT_EQ(p.text,
               "<|im_system|>tool_declare<|im_middle|>[{\"function\":{\"name\":\"f\",\"parameters\":{\"a\":[true,null,1e-07],\"z\":1.0}},"
               "\"type\":\"function\"}]<|im_end|>"
@@ -101,11 +106,11 @@ TEST(ToolCalls, ParseIdsRoundTripsRenderedCalls) {
     m.role = "assistant";
     m.content = "Sure.";
     m.tool_calls = {{"functions.a:0", "a", "{\"x\": 1}"}, {"functions.lookup_user:1", "lookup_user", "{\"q\": \"<|im_end|>\"}"}};
-    const ChatPrompt p = t.render_chat({m}, nullptr);
+    const ChatPrompt p = chat::render_kimi_linear(t, {m}, nullptr);
     // Drop the header (<|im_assistant|> assistant <|im_middle|>) and the trailing <|im_end|>.
     const auto mid = std::find(p.ids.begin(), p.ids.end(), *t.special_id("<|im_middle|>"));
     const std::vector<int32_t> body(mid + 1, p.ids.end() - 1);
-    const auto r = t.parse_tool_calls(body);
+    const auto r = chat::parse_tool_calls(t, body);
     EXPECT_TRUE(r.has_section);
     EXPECT_EQ(r.content, "Sure.");
     ASSERT_EQ(r.calls.size(), 2u);
@@ -114,7 +119,7 @@ TEST(ToolCalls, ParseIdsRoundTripsRenderedCalls) {
     EXPECT_EQ(r.calls[1].name, "lookup_user");
     EXPECT_EQ(r.calls[1].arguments, "{\"q\": \"<|im_end|>\"}");
     // Marker text typed as plain tokens is not a marker at the token level.
-    const auto plain = t.parse_tool_calls(t.encode("<|tool_calls_section_begin|>", false));
+    const auto plain = chat::parse_tool_calls(t, t.encode("<|tool_calls_section_begin|>", false));
     EXPECT_FALSE(plain.has_section);
     EXPECT_EQ(plain.content, "<|tool_calls_section_begin|>");
 }

@@ -6,9 +6,9 @@
 // ID and ARGS are stripped of surrounding whitespace, and an unfinished call is dropped —
 // the rules of vLLM's kimi_k2 tool parser (vllm/entrypoints/openai/tool_parsers/kimi_k2_tool_parser.py),
 // except that an ID without the ":N" suffix is accepted too.
-#include "tokenizer/tokenizer_impl.h"
+#include "chat/kimi_linear.h"
 
-namespace kimi::tok {
+namespace kimi::chat {
 namespace {
 
 constexpr std::string_view kSectionBegin = "<|tool_calls_section_begin|>";
@@ -31,8 +31,8 @@ std::string function_name(std::string_view id) {
     return std::string(head);
 }
 
-ToolCall make_call(std::string_view id, std::string_view args) {
-    ToolCall c;
+ToolCallOut make_call(std::string_view id, std::string_view args) {
+    ToolCallOut c;
     c.id = std::string(strip(id));
     c.name = function_name(c.id);
     c.arguments = std::string(strip(args));
@@ -79,16 +79,16 @@ ParsedToolCalls parse_tool_calls_text(std::string_view text) {
     return r;
 }
 
-ParsedToolCalls Tokenizer::parse_tool_calls(std::span<const int32_t> ids) const {
-    const Impl& t = *impl_;
-    const int32_t sec_begin = t.find_special(kSectionBegin), sec_end = t.find_special(kSectionEnd);
-    const int32_t call_begin = t.find_special(kCallBegin), arg_begin = t.find_special(kArgBegin);
-    const int32_t call_end = t.find_special(kCallEnd);
+ParsedToolCalls parse_tool_calls(const tok::Tokenizer& t, std::span<const int32_t> ids) {
+    auto special = [&](std::string_view m) { return t.special_id(m).value_or(-1); };
+    const int32_t sec_begin = special(kSectionBegin), sec_end = special(kSectionEnd);
+    const int32_t call_begin = special(kCallBegin), arg_begin = special(kArgBegin);
+    const int32_t call_end = special(kCallEnd);
     ParsedToolCalls r;
     size_t i = 0;
     std::vector<int32_t> run;
     for (; i < ids.size() && (sec_begin < 0 || ids[i] != sec_begin); ++i) run.push_back(ids[i]);
-    r.content = decode_lossy(run);
+    r.content = t.decode_lossy(run);
     if (i == ids.size()) return r;
     r.has_section = true;
     ++i;
@@ -104,8 +104,8 @@ ParsedToolCalls Tokenizer::parse_tool_calls(std::span<const int32_t> ids) const 
         } else if (id == arg_begin && state == kInId) {
             state = kInArgs;
         } else if (id == call_end && state == kInArgs) {
-            const std::string call_id = decode_lossy(id_ids);
-            if (valid_id(call_id)) r.calls.push_back(make_call(call_id, decode_lossy(arg_ids)));
+            const std::string call_id = t.decode_lossy(id_ids);
+            if (valid_id(call_id)) r.calls.push_back(make_call(call_id, t.decode_lossy(arg_ids)));
             state = kOutside;
         } else if (state == kInId) {
             id_ids.push_back(id);
@@ -116,4 +116,4 @@ ParsedToolCalls Tokenizer::parse_tool_calls(std::span<const int32_t> ids) const 
     return r;
 }
 
-}  // namespace kimi::tok
+}  // namespace kimi::chat

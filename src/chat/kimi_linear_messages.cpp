@@ -2,11 +2,11 @@
 // HF apply_chat_template takes them) -> ChatMessage. Follows what the Jinja template reads:
 // role, name, content (string / list of parts / null), tool_calls[].id and
 // .function.arguments (string, or JSON written with Python json.dumps), tool_call_id.
+#include "chat/kimi_linear.h"
 #include "core/error.h"
 #include "tokenizer/py_json.h"
-#include "tokenizer/tokenizer.h"
 
-namespace kimi::tok {
+namespace kimi::chat {
 namespace {
 
 std::string where(size_t i) { return "messages[" + std::to_string(i) + "]"; }
@@ -62,14 +62,14 @@ std::vector<ChatMessage> chat_messages_from_json(const nlohmann::ordered_json& m
                 const auto& tc = (*tcs)[k];
                 const std::string tctx = ctx + ".tool_calls[" + std::to_string(k) + "]";
                 if (!tc.is_object()) throw Error(tctx + " must be an object");
-                ToolCall call;
+                ToolCallOut call;
                 call.id = opt_string(tc, "id", tctx).value_or("");
                 auto fn = tc.find("function");
                 if (fn == tc.end() || !fn->is_object()) throw Error(tctx + " has no function object");
                 call.name = opt_string(*fn, "name", tctx + ".function").value_or("");
                 auto args = fn->find("arguments");
                 if (args == fn->end()) throw Error(tctx + ".function has no arguments");
-                call.arguments = args->is_string() ? args->get<std::string>() : py_json_dumps(*args, false, false);
+                call.arguments = args->is_string() ? args->get<std::string>() : tok::py_json_dumps(*args, false, false);
                 msg.tool_calls.push_back(std::move(call));
             }
         }
@@ -79,4 +79,4 @@ std::vector<ChatMessage> chat_messages_from_json(const nlohmann::ordered_json& m
     return out;
 }
 
-}  // namespace kimi::tok
+}  // namespace kimi::chat

@@ -1,46 +1,17 @@
-// Tokenizer::render_chat: the Kimi Linear chat format rendered natively, producing the same
+// render_kimi_linear: the Kimi Linear chat format rendered natively, producing the same
 // text as the Jinja template in chat_template_text.cpp (under HF's trim_blocks/lstrip_blocks),
 // with every marker emitted as its special id. Text between two markers is tokenized as one
 // segment, so ids == encode(text) whenever content spells no special token.
 // Mirrors: Kimi-Linear chat_template.jinja + tokenization_kimi.py apply_chat_template.
+#include "chat/kimi_linear.h"
+#include "chat/prompt_builder.h"
 #include "core/error.h"
 #include "tokenizer/py_json.h"
-#include "tokenizer/tokenizer_impl.h"
 
-namespace kimi::tok {
+namespace kimi::chat {
 namespace {
 
-class Builder {
-public:
-    Builder(const Tokenizer& tok, const Tokenizer::Impl& t, bool allow_special)
-        : tok_(tok), t_(t), allow_special_(allow_special) {}
-
-    void text(std::string_view s) { pending_ += s; }
-    void special(const char* name) {
-        const int32_t id = t_.find_special(name);
-        if (id < 0) throw Error(std::string("chat format: the tokenizer has no special token ") + name);
-        flush();
-        out_.text += t_.special_text[size_t(id - t_.n_base)];
-        out_.ids.push_back(id);
-    }
-    ChatPrompt finish() {
-        flush();
-        return std::move(out_);
-    }
-
-private:
-    void flush() {
-        if (pending_.empty()) return;
-        out_.text += pending_;
-        tok_.encode_append(pending_, allow_special_, out_.ids);
-        pending_.clear();
-    }
-    const Tokenizer& tok_;
-    const Tokenizer::Impl& t_;
-    bool allow_special_;
-    std::string pending_;
-    ChatPrompt out_;
-};
+using Builder = PromptBuilder;
 
 // render_content(msg): string as is; list: text parts, image parts as the media placeholder
 // (the template leaves a newline after <|media_end|>); none: nothing.
@@ -73,13 +44,13 @@ bool truthy(const nlohmann::ordered_json& v) {
 }
 
 // tokenization_kimi.py deep_sort_dict, then tojson(separators=(',', ':')).
-std::string tools_json(const nlohmann::ordered_json& tools) { return py_json_dumps(tools, true, true); }
+std::string tools_json(const nlohmann::ordered_json& tools) { return tok::py_json_dumps(tools, true, true); }
 
 }  // namespace
 
-ChatPrompt Tokenizer::render_chat(const std::vector<ChatMessage>& messages, const nlohmann::ordered_json& tools,
-                                  const ChatOptions& opts) const {
-    Builder b(*this, *impl_, opts.allow_special_in_content);
+tok::ChatPrompt render_kimi_linear(const tok::Tokenizer& t, const std::vector<ChatMessage>& messages,
+                                   const nlohmann::ordered_json& tools, const ChatOptions& opts) {
+    Builder b(t, opts.allow_special_in_content);
     if (truthy(tools)) {
         b.special("<|im_system|>");
         b.text("tool_declare");
@@ -101,7 +72,7 @@ ChatPrompt Tokenizer::render_chat(const std::vector<ChatMessage>& messages, cons
             render_content(b, m);
             if (!m.tool_calls.empty()) {
                 b.special("<|tool_calls_section_begin|>");
-                for (const ToolCall& tc : m.tool_calls) {
+                for (const ToolCallOut& tc : m.tool_calls) {
                     b.special("<|tool_call_begin|>");
                     b.text(tc.id);
                     b.special("<|tool_call_argument_begin|>");
@@ -128,4 +99,4 @@ ChatPrompt Tokenizer::render_chat(const std::vector<ChatMessage>& messages, cons
     return b.finish();
 }
 
-}  // namespace kimi::tok
+}  // namespace kimi::chat

@@ -95,10 +95,11 @@ private:
             }
             const size_t lt = buf_.find("<|", pos);
             if (lt == std::string::npos) {
+                // hold back what may start a marker; at the end it is a truncated tag: dropped
                 std::string_view rest = std::string_view(buf_).substr(pos);
-                const size_t hold = at_end ? 0 : held_suffix(rest);
+                const size_t hold = held_suffix(rest);
                 emit_text(rest.substr(0, rest.size() - hold), out);
-                pos += rest.size() - hold;
+                pos = at_end ? buf_.size() : pos + rest.size() - hold;
                 break;
             }
             emit_text(std::string_view(buf_).substr(pos, lt - pos), out);

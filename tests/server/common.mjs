@@ -84,11 +84,12 @@ export function runMain(main) {
 }
 
 // ---------------------------------------------------------------- model
-// A random tiny model (seed 1) in a new temporary folder: {tmp, modelDir}; the caller removes tmp.
-export function makeTinyModel(kimi, tmpPrefix) {
+// A random tiny model (seed 1; preset `tiny` or e.g. `k3-tiny`) in a new temporary folder:
+// {tmp, modelDir}; the caller removes tmp.
+export function makeTinyModel(kimi, tmpPrefix, preset = 'tiny') {
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), tmpPrefix));
     const modelDir = path.join(tmp, 'model');
-    execFileSync(kimi, ['make-model', '--preset', 'tiny', '--seed', '1', '--out', modelDir], { stdio: 'pipe' });
+    execFileSync(kimi, ['make-model', '--preset', preset, '--seed', '1', '--out', modelDir], { stdio: 'pipe' });
     return { tmp, modelDir };
 }
 

@@ -33,9 +33,11 @@ std::string escape_attr(const std::string& s) {
     return out;
 }
 
+// Python truthiness (nlohmann's empty() is false for every string, so strings are checked apart).
 bool truthy(const J& v) {
     if (v.is_null()) return false;
-    if (v.is_array() || v.is_object() || v.is_string()) return !v.empty();
+    if (v.is_string()) return !v.get_ref<const std::string&>().empty();
+    if (v.is_array() || v.is_object()) return !v.empty();
     if (v.is_boolean()) return v.get<bool>();
     if (v.is_number_float()) return v.get<double>() != 0.0;
     return v.get<int64_t>() != 0;

@@ -36,7 +36,8 @@ void render_content(Builder& b, const ChatMessage& m) {
 
 bool truthy(const nlohmann::ordered_json& v) {
     if (v.is_null()) return false;
-    if (v.is_array() || v.is_object() || v.is_string()) return !v.empty();
+    if (v.is_string()) return !v.get_ref<const std::string&>().empty();   // json::empty() is false for strings
+    if (v.is_array() || v.is_object()) return !v.empty();
     if (v.is_boolean()) return v.get<bool>();
     if (v.is_number_float()) return v.get<double>() != 0.0;
     if (v.is_number()) return v.get<int64_t>() != 0;

@@ -2,10 +2,6 @@
 // format (Kimi Linear or Kimi-K3, src/chat/) on its own — a conversation or a whole request
 // body rendered to the exact prompt (text + ids) the server builds, and generated text parsed
 // into the assistant message (or its stream of deltas) the server returns.
-#include <cstdio>
-#include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
 
 #include "args.h"
@@ -13,6 +9,7 @@
 #include "chat/chat_json.h"
 #include "commands.h"
 #include "core/error.h"
+#include "text_io.h"
 
 namespace kimi::app {
 
@@ -20,17 +17,9 @@ namespace {
 
 using J = nlohmann::ordered_json;
 
-std::string read_file(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throw Error(path + ": cannot open");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
 J read_json(const std::string& path) {
     try {
-        return J::parse(read_file(path));
+        return J::parse(read_all(path));
     } catch (const nlohmann::json::exception& e) {
         throw Error(path + ": invalid JSON: " + e.what());
     }
@@ -40,11 +29,6 @@ bool on_off(const std::string& flag, const std::string& v) {
     if (v == "on") return true;
     if (v == "off") return false;
     throw Error(flag + " must be on or off");
-}
-
-void print(const std::string& s) {
-    std::fwrite(s.data(), 1, s.size(), stdout);
-    std::fflush(stdout);
 }
 
 }  // namespace
@@ -84,11 +68,11 @@ int cmd_chat_template(int argc, char** argv) {
         j["format"] = format->name();
         j["text"] = p.text;
         j["ids"] = p.ids;
-        print(j.dump() + "\n");
+        write_out(j.dump() + "\n");
     } else {
         std::string out = p.text + "\n";
         for (size_t i = 0; i < p.ids.size(); ++i) out += (i ? "," : "") + std::to_string(p.ids[i]);
-        print(out + "\n");
+        write_out(out + "\n");
     }
     return 0;
 }
@@ -102,7 +86,7 @@ int cmd_chat_parse(int argc, char** argv) {
     args.done();
     const tok::Tokenizer t = tok::Tokenizer::load(dir);
     const auto format = chat::chat_format_for(t);
-    const std::string text = read_file(input);
+    const std::string text = read_all(input);
     auto parser = format->new_parser(thinking ? on_off("--thinking", *thinking) : true);
     std::vector<chat::Delta> deltas;
     // Fed in small pieces, as a stream of tokens would arrive; the result does not depend on it.
@@ -114,7 +98,7 @@ int cmd_chat_parse(int argc, char** argv) {
     } else {
         out = chat::message_json(parser->message()).dump() + "\n";
     }
-    print(out);
+    write_out(out);
     return 0;
 }
 

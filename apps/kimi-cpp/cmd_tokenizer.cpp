@@ -22,22 +22,11 @@
 #include "commands.h"
 #include "core/error.h"
 #include "tokenizer/tokenizer.h"
+#include "text_io.h"
 #include "tokenizer/unicode.h"
 
 namespace kimi::app {
 namespace {
-
-std::string read_all(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throw Error("cannot open " + path);
-    std::ostringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
-void write_out(const std::string& s) {
-    if (!s.empty() && std::fwrite(s.data(), 1, s.size(), stdout) != s.size()) throw Error("cannot write to stdout");
-}
 
 tok::Pattern parse_pattern(ArgParser& args) {
     return args.choice("--pattern", "kimi", {"kimi", "o200k"}) == "kimi" ? tok::Pattern::kimi : tok::Pattern::o200k;

@@ -6,6 +6,8 @@
 // same run, and the % of it achieved; for prefill, the % of the measured multiply-add peak.
 // --reps repetitions with min/median/max; a table, --json and --plot. --compare-torch then
 // runs the PyTorch eager bf16 baseline over the same matrix and reports the speedup per row.
+#include <sys/resource.h>
+
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -31,6 +33,17 @@ namespace {
 using J = nlohmann::ordered_json;
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// Page faults and system CPU time of the process so far: a row's delta per step shows
+// memory churn (scratch released and faulted in again) and time spent in the kernel.
+struct Usage {
+    double faults = 0, sys_s = 0;
+};
+Usage usage_now() {
+    rusage u{};
+    ::getrusage(RUSAGE_SELF, &u);
+    return {double(u.ru_minflt + u.ru_majflt), double(u.ru_stime.tv_sec) + 1e-6 * double(u.ru_stime.tv_usec)};
+}
 
 J mmm(std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -110,22 +123,30 @@ int cmd_bench_model(int argc, char** argv) {
     const double total = double(prompt_lens.size() + batches.size() * contexts.size()) * double(reps);
     double done = 0;
     J prefill = J::array(), decode = J::array();
-    std::printf("| test | tokens/s (median [min, max]) | step ms | bytes/step | roofline ms | %% of limit |\n");
-    std::printf("| --- | --- | --- | --- | --- | --- |\n");
+    std::printf("| test | tokens/s (median [min, max]) | step ms | bytes/step | roofline ms | %% of limit | faults/step | sys %% |\n");
+    std::printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
     for (int32_t p : prompt_lens) {
         std::vector<double> tps;
+        double faults = 0, sys_s = 0, wall_s = 0;
         for (int64_t r = 0; r < reps; ++r) {
             SamplingParams sp;
             sp.temperature = 0;
             sp.max_tokens = 1;
             std::vector<std::shared_ptr<RequestStream>> ss = {engine.submit(random_ids(rng, p, vocab), sp)};
             std::vector<int64_t> got = {0};
+            const Usage u0 = usage_now();
             const double t0 = now_s();
             run_until_tokens(engine, ss, got, 1);
-            tps.push_back(double(p) / (now_s() - t0));
+            const double dt = now_s() - t0;
+            const Usage u1 = usage_now();
+            tps.push_back(double(p) / dt);
+            faults += u1.faults - u0.faults;
+            sys_s += u1.sys_s - u0.sys_s;
+            wall_s += dt;
             engine.run_until_idle();
             bar.update(++done, total, "runs");
         }
+        const double faults_per_prefill = faults / double(reps), sys_pct = 100.0 * sys_s / (wall_s * double(cfg.threads));
         const J s = mmm(tps);
         // The matrix products a prefill does: every layer for every token, lm_head for the last.
         const StepTraffic tr = decode_step_traffic(*model, 1, 0);
@@ -133,9 +154,11 @@ int cmd_bench_model(int argc, char** argv) {
         const double gflops = 2.0 * macs / 1e9 * s["median"].get<double>() / double(p);
         const double pct = 100.0 * gflops / peak;
         prefill.push_back({{"test", "pp" + std::to_string(p)}, {"prompt_tokens", p}, {"tokens_per_s", s},
-                           {"gflops", gflops}, {"pct_of_peak", pct}});
-        std::printf("| pp%d | %.1f [%.1f, %.1f] | %.1f | | | %.1f%% of peak |\n", p, s["median"].get<double>(), s["min"].get<double>(),
-                    s["max"].get<double>(), 1e3 * double(p) / s["median"].get<double>(), pct);
+                           {"gflops", gflops}, {"pct_of_peak", pct}, {"page_faults_per_prefill", faults_per_prefill},
+                           {"sys_pct", sys_pct}});
+        std::printf("| pp%d | %.1f [%.1f, %.1f] | %.1f | | | %.1f%% of peak | %.0f / prefill | %.1f |\n", p, s["median"].get<double>(),
+                    s["min"].get<double>(), s["max"].get<double>(), 1e3 * double(p) / s["median"].get<double>(), pct,
+                    faults_per_prefill, sys_pct);
     }
     for (int32_t d : contexts) {
         for (int32_t b : batches) {
@@ -148,6 +171,7 @@ int cmd_bench_model(int argc, char** argv) {
             std::vector<int64_t> got(ss.size(), 0);
             run_until_tokens(engine, ss, got, 1);   // prefill (not timed)
             std::vector<double> tps, step_ms;
+            const Usage u0 = usage_now();
             for (int64_t r = 0; r < reps; ++r) {
                 const double t0 = now_s();
                 for (int64_t k = 0; k < steps; ++k) {
@@ -160,6 +184,11 @@ int cmd_bench_model(int argc, char** argv) {
                 step_ms.push_back(1e3 * dt / double(steps));
                 bar.update(++done, total, "runs");
             }
+            const Usage u1 = usage_now();
+            double wall_s = 0;
+            for (double ms : step_ms) wall_s += ms * 1e-3 * double(steps);
+            const double faults_per_step = (u1.faults - u0.faults) / double(steps * reps);
+            const double sys_pct = 100.0 * (u1.sys_s - u0.sys_s) / (wall_s * double(cfg.threads));
             for (auto& st : ss) engine.cancel(st->id());
             engine.run_until_idle();
             const StepTraffic tr = decode_step_traffic(*model, b, d + 1 + steps * reps / 2);
@@ -169,10 +198,11 @@ int cmd_bench_model(int argc, char** argv) {
             const std::string name = "tg" + std::to_string(steps) + " b" + std::to_string(b) + " @ d" + std::to_string(d);
             decode.push_back({{"test", name}, {"batch", b}, {"context", d}, {"tokens_per_s", s}, {"step_ms", st},
                               {"bytes_per_step", tr.total_bytes()}, {"weight_bytes", tr.weight_bytes},
-                              {"cache_bytes", tr.cache_bytes}, {"roofline_step_ms", roof_ms}, {"pct_of_roofline", pct}});
-            std::printf("| %s | %.1f [%.1f, %.1f] | %.2f | %.1f MiB | %.2f | %.1f%% of roofline |\n", name.c_str(),
+                              {"cache_bytes", tr.cache_bytes}, {"roofline_step_ms", roof_ms}, {"pct_of_roofline", pct},
+                              {"page_faults_per_step", faults_per_step}, {"sys_pct", sys_pct}});
+            std::printf("| %s | %.1f [%.1f, %.1f] | %.2f | %.1f MiB | %.2f | %.1f%% of roofline | %.1f | %.1f |\n", name.c_str(),
                         s["median"].get<double>(), s["min"].get<double>(), s["max"].get<double>(), st["median"].get<double>(),
-                        tr.total_bytes() / 1048576.0, roof_ms, pct);
+                        tr.total_bytes() / 1048576.0, roof_ms, pct, faults_per_step, sys_pct);
         }
     }
     bar.finish();

@@ -20,6 +20,7 @@ enum class AttnOutputMode : uint8_t { kDirect, kCopy };
 struct StepCounters {
     int64_t attn_output_copies = 0;   // copies of attention outputs this step
     int64_t heap_allocations = 0;     // operator-new calls this step (all threads)
+    int64_t page_faults = 0;          // page faults of the process during this step
     int64_t n_tokens = 0;
     double step_ms = 0.0;
 };

@@ -94,6 +94,7 @@ void KimiModel::layer_forward(Exec& ex, const ForwardBatch& batch, CacheStorage&
 Tensor KimiModel::forward(Exec& ex, const ForwardBatch& batch, CacheStorage& cache) const {
     const auto t_start = std::chrono::steady_clock::now();
     const uint64_t allocs_before = thread_alloc_count() + ex.pool->worker_alloc_count();
+    const uint64_t faults_before = process_page_faults();
     ex.counters = StepCounters{};
     for (int32_t id : batch.token_ids)
         if (id < 0 || id >= cfg_.vocab_size)
@@ -117,6 +118,7 @@ Tensor KimiModel::forward(Exec& ex, const ForwardBatch& batch, CacheStorage& cac
 
     ex.counters.n_tokens = n;
     ex.counters.heap_allocations = int64_t(thread_alloc_count() + ex.pool->worker_alloc_count() - allocs_before);
+    ex.counters.page_faults = int64_t(process_page_faults() - faults_before);
     ex.counters.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_start).count();
     return logits;
 }

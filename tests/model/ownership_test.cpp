@@ -102,6 +102,7 @@ TEST_P(Ownership, CountersPerStep) {
             EXPECT_EQ(r.ex.counters.attn_output_copies, mode == AttnOutputMode::kDirect ? 0 : n_layers);
             if (step >= 2) {
                 EXPECT_EQ(r.ex.counters.heap_allocations, 0) << "steady-state decode step " << step;
+                EXPECT_EQ(r.ex.counters.page_faults, 0) << "steady-state decode step " << step;
             }
         }
     }

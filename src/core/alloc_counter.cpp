@@ -24,6 +24,7 @@ void* counted_alloc(std::size_t n, std::size_t align) {
 
 namespace kimi {
 uint64_t thread_alloc_count() { return g_thread_allocs; }
+void count_allocation() { ++g_thread_allocs; }
 }  // namespace kimi
 
 void* operator new(std::size_t n) { return counted_alloc(n, 0); }

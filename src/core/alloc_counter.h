@@ -7,6 +7,7 @@
 namespace kimi {
 
 uint64_t thread_alloc_count();   // allocations made by the calling thread since it started
+void count_allocation();         // counts an allocation made outside operator new (aligned_alloc)
 
 // Page faults (minor + major) of the whole process so far (getrusage): a step's delta shows
 // memory being faulted in — scratch released and touched again, or first touches.

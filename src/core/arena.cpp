@@ -1,23 +1,39 @@
 // Arena implementation (see arena.h).
 #include "core/arena.h"
 
+#include "core/alloc_counter.h"
+
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
 
 namespace kimi {
 
 static constexpr size_t kAlign = 64;
+static constexpr size_t kHuge = size_t(2) << 20;   // x86-64 huge page
+
+void Arena::Free::operator()(std::byte* p) const { std::free(p); }
 
 Arena::Arena(size_t initial_bytes) {
     blocks_.reserve(8);
     add_block(initial_bytes);
 }
 
-void Arena::add_block(size_t min_bytes) {
+void Arena::add_block(size_t min_bytes, bool touch) {
     Block b;
     b.size = std::max(min_bytes, size_t(1) << 16);
-    b.raw.reset(new std::byte[b.size + kAlign]);
-    const uintptr_t p = reinterpret_cast<uintptr_t>(b.raw.get());
-    b.base = b.raw.get() + ((kAlign - p % kAlign) % kAlign);
+    const size_t align = b.size >= kHuge ? kHuge : kAlign;
+    const size_t bytes = (b.size + align - 1) / align * align;
+    void* p = std::aligned_alloc(align, bytes);
+    if (!p) throw std::bad_alloc();
+    count_allocation();
+    if (align == kHuge) ::madvise(p, bytes, MADV_HUGEPAGE);   // a hint; fine if refused
+    if (touch) std::memset(p, 0, bytes);
+    b.raw.reset(static_cast<std::byte*>(p));
+    b.base = b.raw.get();
     blocks_.push_back(std::move(b));
     used_ = 0;
 }
@@ -42,7 +58,7 @@ void Arena::reset() {
     high_water_ = std::max(high_water_, step_total_);
     if (blocks_.size() > 1) {
         blocks_.clear();
-        add_block(high_water_);
+        add_block(high_water_, true);
     }
     used_ = 0;
     step_total_ = 0;

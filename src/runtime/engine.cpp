@@ -123,6 +123,22 @@ Engine::Engine(const KimiModel& model, const EngineConfig& cfg, const tok::Token
     ex_.precision = cfg.precision;
     ex_.attn_output = cfg.attn_output;
     live_.reserve(size_t(cfg.max_num_seqs) * 4);
+    profile_run();
+}
+
+void Engine::profile_run() {
+    const int32_t bs = sizing_.block_size;
+    const int32_t n = std::min({cfg_.max_num_batched_tokens, sizing_.max_model_len, sizing_.n_blocks * bs});
+    if (n < 1 || sizing_.n_slots < 1) return;
+    const int32_t n_blocks = (n + bs - 1) / bs;
+    std::vector<int32_t> ids(size_t(n), 0), starts = {0, n}, past = {0}, slots = {0}, rows = {n - 1};
+    std::vector<int32_t> tables(static_cast<size_t>(n_blocks));
+    for (int32_t b = 0; b < n_blocks; ++b) tables[size_t(b)] = b;
+    storage_.reset_slot(0);
+    arena_.reset();
+    model_.forward(ex_, ForwardBatch{ids, starts, past, slots, tables, n_blocks, rows}, storage_);
+    arena_.reset();   // merged into one block of the high-water size, touched
+    storage_.reset_slot(0);
 }
 
 Engine::~Engine() { stop(); }

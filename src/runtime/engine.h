@@ -134,6 +134,12 @@ public:
     const CacheManager& cache() const { return cache_; }
 
 private:
+    // vLLM's profile run: one forward of a full token budget at start-up (a dummy sequence in
+    // state slot 0 and the first blocks, both overwritten by any later request), so the step
+    // arena, the kernels' per-thread scratch and the weights' pages are in place before the
+    // first request: steady-state steps then fault in no pages and allocate nothing.
+    void profile_run();
+
     struct Live {
         Request req;
         std::shared_ptr<RequestStream> stream;

@@ -140,7 +140,8 @@ int cmd_bench_decode(int argc, char** argv) {
     const std::string json_path = args.str("--json", ""), plot_path = args.str("--plot", "");
     const bool explicit_seqs = args.has("--max-num-seqs");
     const bool explicit_budget = args.has("--max-num-batched-tokens");
-    EngineConfig cfg = parse_engine_options(args);
+    const EngineOptions eo = parse_engine_options(args);
+    EngineConfig cfg = eo.cfg;
     args.done();
     if (conc < 1 || conc > 1024) throw Error("--concurrency must be in [1, 1024]");
     if (prefix < 0 || suffix < 0 || prefix + suffix < 1) throw Error("--prefix-len + --suffix-len must be at least 1");
@@ -154,6 +155,7 @@ int cmd_bench_decode(int argc, char** argv) {
     if (explicit_seqs && cfg.max_num_seqs < conc) throw Error("--max-num-seqs must be >= --concurrency (a fixed cohort)");
 
     auto model = load_model_with_progress(model_dir, quiet);
+    cfg.precision = resolve_precision(eo.precision_auto, cfg.precision, *model);
     const int64_t vocab = model->config().vocab_size;
     Rng rng(uint64_t(seed) * 0x9e3779b97f4a7c15ull + 1);
     std::vector<int32_t> shared;

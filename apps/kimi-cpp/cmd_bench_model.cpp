@@ -85,7 +85,8 @@ int cmd_bench_model(int argc, char** argv) {
     torch_opt.script = args.str("--torch-script", default_torch_script());
     torch_opt.python = args.str("--python", torch_opt.python);
     const bool explicit_budget = args.has("--max-num-batched-tokens");
-    EngineConfig cfg = parse_engine_options(args);
+    const EngineOptions eo = parse_engine_options(args);
+    EngineConfig cfg = eo.cfg;
     args.done();
     if (steps < 1 || reps < 1 || reps > 100) throw Error("--decode-steps >= 1 and --reps in [1, 100]");
     for (int32_t v : prompt_lens) if (v < 1) throw Error("--prompt-lens must be >= 1");
@@ -94,6 +95,7 @@ int cmd_bench_model(int argc, char** argv) {
     if (compare_torch) check_torch_baseline(torch_opt);
 
     auto model = load_model_with_progress(model_dir, quiet);
+    cfg.precision = resolve_precision(eo.precision_auto, cfg.precision, *model);
     const int64_t vocab = model->config().vocab_size;
     const int32_t max_b = *std::max_element(batches.begin(), batches.end());
     const int32_t max_ctx = *std::max_element(contexts.begin(), contexts.end());

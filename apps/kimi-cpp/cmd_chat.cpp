@@ -60,7 +60,7 @@ int cmd_chat(int argc, char** argv) {
     const bool quiet = args.flag("--quiet");
     const bool stats = args.flag("--stats");
     const auto thinking_flag = args.opt("--thinking");
-    const EngineConfig engine_cfg = parse_engine_options(args);
+    const EngineOptions engine_opts = parse_engine_options(args);
     SamplingParams defaults;
     defaults.max_tokens = 1024;
     const SamplingParams base = parse_sampling_options(args, defaults);
@@ -68,7 +68,7 @@ int cmd_chat(int argc, char** argv) {
 
     auto model = load_model_with_progress(model_dir, quiet);
     const tok::Tokenizer tok = *load_tokenizer_for(tok_dir, model->config(), true);
-    Engine engine(*model, engine_cfg, &tok);
+    Engine engine(*model, engine_opts.with_model_precision(*model), &tok);
     const bool tty = ::isatty(0) && ::isatty(1);
     if (!quiet) {
         std::fprintf(stderr, "%s\n", engine.sizing().describe().c_str());

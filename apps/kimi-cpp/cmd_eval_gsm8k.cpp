@@ -176,7 +176,8 @@ int cmd_eval_gsm8k(int argc, char** argv) {
     const std::string summary_path = args.str("--json", "");
     const std::string api_key = args.str("--api-key", "");
     const std::string tok_dir = args.str("--tokenizer", model_dir.value_or(""));
-    EngineConfig cfg = parse_engine_options(args);
+    const EngineOptions eo = parse_engine_options(args);
+    EngineConfig cfg = eo.cfg;
     args.done();
     if (bool(base_url) == bool(model_dir)) throw Error("give exactly one of --base-url URL or --model DIR");
     if (ab && !model_dir) throw Error("--ab runs in-process: it needs --model DIR");
@@ -203,6 +204,7 @@ int cmd_eval_gsm8k(int argc, char** argv) {
     } else {
         if (cfg.max_num_seqs < int32_t(conc)) cfg.max_num_seqs = int32_t(conc);
         auto model = load_model_with_progress(*model_dir, s.quiet);
+        cfg.precision = resolve_precision(eo.precision_auto, cfg.precision, *model);
         const tok::Tokenizer tok = *load_tokenizer_for(tok_dir, model->config(), true);
         const std::vector<AttnOutputMode> modes = ab ? std::vector<AttnOutputMode>{AttnOutputMode::kDirect, AttnOutputMode::kCopy}
                                                      : std::vector<AttnOutputMode>{cfg.attn_output};

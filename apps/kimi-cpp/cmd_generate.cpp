@@ -39,7 +39,7 @@ int cmd_generate(int argc, char** argv) {
     const bool json = args.flag("--json");
     const bool quiet = args.flag("--quiet");
     const bool step_stats = args.flag("--step-stats");
-    const EngineConfig engine_cfg = parse_engine_options(args);
+    const EngineOptions engine_opts = parse_engine_options(args);
     SamplingParams defaults;
     defaults.max_tokens = 128;
     const SamplingParams params = parse_sampling_options(args, defaults);
@@ -52,7 +52,7 @@ int cmd_generate(int argc, char** argv) {
                                               : parse_int_list("--tokens", *prompt_ids);
     if (prompt.empty()) throw Error("the prompt is empty");
 
-    Engine engine(*model, engine_cfg, tok ? &*tok : nullptr);
+    Engine engine(*model, engine_opts.with_model_precision(*model), tok ? &*tok : nullptr);
     if (!quiet) std::fprintf(stderr, "%s\n", engine.sizing().describe().c_str());
     install_interrupt_handler();
     const bool stream_out = !json;

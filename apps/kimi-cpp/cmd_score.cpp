@@ -32,6 +32,7 @@ int cmd_score(int argc, char** argv) {
     if (tokens.empty()) throw Error("score: --tokens is empty");
 
     auto model = KimiModel::load(model_dir);
+    run.precision = resolve_precision(run.precision_auto, run.precision, *model);
     note_skipped_tensors(*model, false);
     for (int32_t id : tokens)
         if (id < 0 || id >= model->config().vocab_size)

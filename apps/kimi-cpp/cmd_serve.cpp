@@ -39,11 +39,10 @@ int cmd_serve(int argc, char** argv) {
     sc.shutdown_grace_s = args.real("--shutdown-grace", 5.0);
     if (!(sc.shutdown_grace_s >= 0 && sc.shutdown_grace_s <= 3600)) throw Error("--shutdown-grace must be in [0, 3600] seconds");
     const bool quiet = args.flag("--quiet");
-    const EngineConfig ec = parse_engine_options(args);
+    const EngineOptions eo = parse_engine_options(args);
     args.done();
-    sc.precision = ec.precision == Precision::kBF16 ? "bf16" : "f32";
     // Streams hold a connection each: room for every running and a few times as many waiting.
-    sc.http_threads = http_threads > 0 ? int(http_threads) : std::max(64, 8 * ec.max_num_seqs);
+    sc.http_threads = http_threads > 0 ? int(http_threads) : std::max(64, 8 * eo.cfg.max_num_seqs);
 
     // Signals go to the thread below only (every thread started later inherits the mask).
     sigset_t sigs;
@@ -75,6 +74,7 @@ int cmd_serve(int argc, char** argv) {
 
     auto model = load_model_with_progress(model_dir, quiet);
     const tok::Tokenizer tok = *load_tokenizer_for(tok_dir, model->config(), true);
+    const EngineConfig ec = eo.with_model_precision(*model);
     Engine engine(*model, ec, &tok);
     std::fprintf(stderr, "serve: %s\n", engine.sizing().describe().c_str());
     std::fprintf(stderr, "serve: chat format %s (stops at %s)\n", chat::chat_format_for(tok)->name(),

@@ -24,9 +24,17 @@ void need(bool ok, const std::string& what) {
 }
 }  // namespace
 
-EngineConfig parse_engine_options(ArgParser& args) {
+EngineConfig EngineOptions::with_model_precision(const KimiModel& m) const {
+    EngineConfig c = cfg;
+    c.precision = resolve_precision(precision_auto, cfg.precision, m);
+    return c;
+}
+
+EngineOptions parse_engine_options(ArgParser& args) {
     const RunOptions run = parse_run_options(args);
-    EngineConfig c;
+    EngineOptions o;
+    o.precision_auto = run.precision_auto;
+    EngineConfig& c = o.cfg;
     c.threads = run.threads;
     c.precision = run.precision;
     c.attn_output = run.attn_output;
@@ -37,7 +45,7 @@ EngineConfig parse_engine_options(ArgParser& args) {
     const double gib = args.real("--cache-memory", 0.0);
     if (!(gib >= 0.0) || gib > 1 << 20) throw Error("--cache-memory must be a size in GiB >= 0");
     c.cache_memory_bytes = int64_t(gib * 1024.0 * 1024.0 * 1024.0);
-    return c;
+    return o;
 }
 
 SamplingParams parse_sampling_options(ArgParser& args, const SamplingParams& defaults) {

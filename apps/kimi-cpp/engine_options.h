@@ -15,12 +15,20 @@
 
 #include "args.h"
 #include "model/kimi_model.h"
+#include "run_options.h"
 #include "runtime/engine.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kimi::app {
 
-EngineConfig parse_engine_options(ArgParser& args);
+// The runtime flags. With --activation-dtype auto (the default) the precision is settled by
+// with_model_precision once the model is loaded.
+struct EngineOptions {
+    EngineConfig cfg;
+    bool precision_auto = true;
+    EngineConfig with_model_precision(const KimiModel& m) const;   // cfg with auto resolved
+};
+EngineOptions parse_engine_options(ArgParser& args);
 SamplingParams parse_sampling_options(ArgParser& args, const SamplingParams& defaults);
 void check_sampling_params(const SamplingParams& p);   // throws kimi::Error naming the parameter
 

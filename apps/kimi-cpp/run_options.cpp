@@ -1,19 +1,29 @@
 // RunOptions parsing (see run_options.h).
 #include "run_options.h"
 
+#include "backend/cpu/cpu_features.h"
 #include "core/error.h"
 
 namespace kimi::app {
 
 RunOptions parse_run_options(ArgParser& args) {
     RunOptions r;
-    r.precision = args.choice("--activation-dtype", "f32", {"f32", "bf16"}) == "bf16" ? Precision::kBF16 : Precision::kF32;
+    const std::string dtype = args.choice("--activation-dtype", "auto", {"auto", "f32", "bf16"});
+    r.precision_auto = dtype == "auto";
+    r.precision = dtype == "bf16" ? Precision::kBF16 : Precision::kF32;
     r.attn_output = args.choice("--attn-output", "direct", {"direct", "copy"}) == "copy" ? AttnOutputMode::kCopy
                                                                                         : AttnOutputMode::kDirect;
     const int64_t t = args.integer("--threads", ThreadPool::default_threads());
     if (t < 1 || t > 1024) throw Error("--threads must be in [1, 1024]");
     r.threads = int(t);
     return r;
+}
+
+Precision resolve_precision(bool precision_auto, Precision flag, const KimiModel& model) {
+    if (!precision_auto) return flag;
+    const cpu::CpuFeatures f = cpu::cpu_features();
+    const bool vector_path = f.avx2 || f.avx512f;
+    return model.weights().lm_head.dtype == DType::kBF16 && vector_path ? Precision::kBF16 : Precision::kF32;
 }
 
 Exec make_exec(const RunOptions& r, ThreadPool& pool, Arena& arena) {

@@ -129,6 +129,7 @@ public:
     int64_t total_preemptions() const { return total_preemptions_; }
     EngineSnapshot snapshot() const;   // thread-safe
     const CacheSizing& sizing() const { return sizing_; }
+    Precision precision() const { return ex_.precision; }
     const EngineConfig& config() const { return cfg_; }
     int32_t max_model_len() const { return sizing_.max_model_len; }
     const CacheManager& cache() const { return cache_; }

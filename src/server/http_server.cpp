@@ -84,6 +84,7 @@ void HttpServer::set_ready(Engine* engine, const tok::Tokenizer* tok, const Mode
     engine_ = engine;
     tok_ = tok;
     format_ = chat::chat_format_for(*tok);
+    cfg_.precision = engine->precision() == Precision::kBF16 ? "bf16" : "f32";   // settled at load (auto)
     model_ = model;
     ready_.store(true);
 }

@@ -34,7 +34,7 @@ struct ServerConfig {
     size_t max_body_bytes = 16u << 20;
     int http_threads = 64;                 // concurrent connections served (streams hold one each)
     double shutdown_grace_s = 5.0;
-    std::string precision = "f32";         // for system_fingerprint
+    std::string precision = "f32";         // for system_fingerprint (set from the engine when ready)
 };
 
 class HttpServer {

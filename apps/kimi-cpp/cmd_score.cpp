@@ -39,8 +39,9 @@ int cmd_score(int argc, char** argv) {
             throw Error("score: token id " + std::to_string(id) + " is out of range [0, " +
                         std::to_string(model->config().vocab_size) + ")");
     ThreadPool pool(run.threads);
-    Arena arena;
+    Arena arena, layer_arena;
     Exec ex = make_exec(run, pool, arena);
+    ex.layer_arena = &layer_arena;
     const std::vector<float> logits = score_sequence(*model, ex, tokens, drive);
 
     std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(out_path.c_str(), "wb"), std::fclose);

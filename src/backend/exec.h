@@ -34,7 +34,10 @@ struct OutputTrace {
 
 struct Exec {
     ThreadPool* pool = nullptr;
-    Arena* arena = nullptr;
+    Arena* arena = nullptr;         // the step's activations (reset per step)
+    // Scratch of one decoder layer, reset after each layer so a step's high-water mark is one
+    // layer's scratch, not all of them (nullptr: layers allocate from `arena` too).
+    Arena* layer_arena = nullptr;
     Precision precision = Precision::kF32;
     AttnOutputMode attn_output = AttnOutputMode::kDirect;
     StepCounters counters;

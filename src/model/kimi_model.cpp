@@ -37,6 +37,7 @@ CacheGeometry KimiModel::cache_geometry(int32_t n_slots, int32_t n_blocks, int32
 
 KimiModel::Residual KimiModel::new_residual(Exec& ex, int64_t n_tokens) const {
     Residual r;
+    r.home = ex.arena;
     r.partial = ex.arena->alloc_f32({n_tokens, cfg_.hidden_size});
     const size_t cap = size_t(cfg_.attn_res_n_blocks());
     if (cap > 0) r.blocks = {static_cast<const Tensor**>(ex.arena->alloc_bytes(cap * sizeof(Tensor*))), cap};
@@ -66,7 +67,10 @@ void KimiModel::layer_forward(Exec& ex, const ForwardBatch& batch, CacheStorage&
     const bool bank = cfg_.attn_res_block_size > 0 && layer % cfg_.attn_res_block_size == 0;
     if (bank) {
         KIMI_CHECK(res.n_blocks < res.blocks.size(), "layer_forward: more AttnRes blocks than the config has");
-        res.blocks[res.n_blocks++] = new (ex.arena->alloc_bytes(sizeof(Tensor))) Tensor(res.partial);
+        res.blocks[res.n_blocks++] = new (res.home->alloc_bytes(sizeof(Tensor))) Tensor(res.partial);
+        // the next partial sum starts from zero in memory that outlives this layer's scratch
+        res.partial = res.home->alloc_f32({n, d});
+        std::memset(res.partial.data, 0, res.partial.nbytes());
     }
 
     Tensor xn = ex.arena->alloc_f32({n, d});                   // [T, D]
@@ -81,10 +85,7 @@ void KimiModel::layer_forward(Exec& ex, const ForwardBatch& batch, CacheStorage&
         ++ex.counters.attn_output_copies;
     }
     ex.trace.residual_addend = addend.data;
-    if (bank)
-        res.partial = addend;                                  // the new partial sum is that very tensor
-    else
-        ops::add_inplace(ex, res.partial, addend);
+    ops::add_inplace(ex, res.partial, addend);                 // that very tensor, into the residual
 
     ops::rms_norm(ex, attn_res_input(ex, cfg_, res, lw.ffn_res_score), lw.ffn_norm, cfg_.rms_norm_eps, xn);
     const Tensor ffn = lw.is_moe ? moe_forward(ex, cfg_, lw.moe, xn) : mlp_forward(ex, cfg_.act, lw.mlp, xn);
@@ -105,7 +106,13 @@ Tensor KimiModel::forward(Exec& ex, const ForwardBatch& batch, CacheStorage& cac
 
     Residual res = new_residual(ex, n);                        // [T, D] the residual stream
     ops::embedding(ex, weights_.embed, batch.token_ids, res.partial);
-    for (int64_t l = 0; l < cfg_.n_layers; ++l) layer_forward(ex, batch, cache, l, res);
+    Arena* const step_arena = ex.arena;
+    for (int64_t l = 0; l < cfg_.n_layers; ++l) {
+        if (ex.layer_arena) ex.arena = ex.layer_arena;        // the layer's scratch
+        layer_forward(ex, batch, cache, l, res);
+        ex.arena = step_arena;
+        if (ex.layer_arena) ex.layer_arena->reset();
+    }
     const Tensor residual = attn_res_input(ex, cfg_, res, weights_.output_res_score);
 
     const int64_t r = int64_t(batch.logit_rows.size());

@@ -39,6 +39,7 @@ public:
         Tensor partial;                      // [T, D]
         std::span<const Tensor*> blocks;     // capacity: the config's block count
         size_t n_blocks = 0;
+        Arena* home = nullptr;               // owns partial and the blocks (outlives the layers)
     };
     Residual new_residual(Exec& ex, int64_t n_tokens) const;
 

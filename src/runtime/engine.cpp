@@ -120,6 +120,7 @@ Engine::Engine(const KimiModel& model, const EngineConfig& cfg, const tok::Token
       sampler_(model.config().vocab_size) {
     ex_.pool = &pool_;
     ex_.arena = &arena_;
+    ex_.layer_arena = &layer_arena_;
     ex_.precision = cfg.precision;
     ex_.attn_output = cfg.attn_output;
     live_.reserve(size_t(cfg.max_num_seqs) * 4);

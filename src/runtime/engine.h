@@ -157,7 +157,7 @@ private:
     EngineConfig cfg_;
     CacheSizing sizing_;
     ThreadPool pool_;
-    Arena arena_;
+    Arena arena_, layer_arena_;
     Exec ex_;
     CacheStorage storage_;
     CacheManager cache_;

@@ -21,11 +21,12 @@ struct Runner {
         : pool(threads), arena() {
         ex.pool = &pool;
         ex.arena = &arena;
+        ex.layer_arena = &layer_arena;
         ex.precision = p;
         ex.attn_output = m;
     }
     ThreadPool pool;
-    Arena arena;
+    Arena arena, layer_arena;
     Exec ex;
 };
 

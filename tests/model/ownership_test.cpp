@@ -2,7 +2,7 @@
 // the decoder layer adds that tensor into the residual (direct mode); copy mode adds a copy
 // and counts it. A steady-state decode step performs no heap allocation. Every test runs on
 // Kimi Linear and on Kimi-K3 (full-rank KDA gate, gated q-LoRA MLA, Block AttnRes decoder,
-// where a block boundary makes the returned tensor itself the new partial sum).
+// where a block boundary adds the returned tensor into a fresh partial sum).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -72,10 +72,6 @@ TEST_P(Ownership, DecoderLayerAddsTheReturnedTensor) {
             KimiModel::Residual res = model->new_residual(r.ex, 4);
             for (int64_t i = 0; i < res.partial.numel(); ++i) res.partial.f32()[i] = float(i % 3) - 1.0f;
             model->layer_forward(r.ex, b, cache, layer, res);
-            const int64_t bs = model->config().attn_res_block_size;
-            if (bs > 0 && layer % bs == 0) {   // AttnRes boundary: the added tensor became the partial sum
-                EXPECT_EQ(res.partial.data, r.ex.trace.residual_addend) << "layer " << layer;
-            }
             if (mode == AttnOutputMode::kDirect) {
                 EXPECT_EQ(r.ex.trace.residual_addend, r.ex.trace.o_proj_output) << "layer " << layer;
                 EXPECT_EQ(r.ex.counters.attn_output_copies, 0);

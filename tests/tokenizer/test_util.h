@@ -2,8 +2,10 @@
 // a cached synthetic tokenizer.
 #pragma once
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -15,9 +17,20 @@
 
 namespace kimi::tok::test {
 
+// This process's scratch folder, removed when the process exits (also after a failed test).
+inline std::filesystem::path temp_base() {
+    static const std::filesystem::path base = [] {
+        std::atexit([] {
+            std::error_code ec;
+            std::filesystem::remove_all(std::filesystem::temp_directory_path() / ("kimi-tok-test-" + std::to_string(::getpid())), ec);
+        });
+        return std::filesystem::temp_directory_path() / ("kimi-tok-test-" + std::to_string(::getpid()));
+    }();
+    return base;
+}
+
 inline std::filesystem::path temp_dir(const std::string& name) {
-    const auto base = std::filesystem::temp_directory_path() / ("kimi-tok-test-" + std::to_string(::getpid()));
-    const auto dir = base / name;
+    const auto dir = temp_base() / name;
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
     return dir;

@@ -159,7 +159,7 @@ ModelConfig parse_model_config(const json& top, const std::string& source) {
     c.v_head_dim = r.integer("v_head_dim", 1, kMaxDim);
     if (c.v_head_dim > c.kv_lora_rank + c.qk_rope_dim) r.fail("v_head_dim", "must not exceed kv_lora_rank + qk_rope_head_dim");
     if (!r.boolean_or("mla_use_nope", false))
-        r.fail("mla_use_nope", "must be true: Kimi MLA applies no rotary embedding (RoPE MLA is not implemented)");
+        r.fail("mla_use_nope", "must be true: Kimi MLA applies no rotary embedding (RoPE MLA is not supported)");
 
     // KDA
     const json& lac = r.need("linear_attn_config");
@@ -211,7 +211,7 @@ ModelConfig parse_model_config(const json& top, const std::string& source) {
     if (c.n_experts_per_token > c.n_experts / c.n_expert_groups * c.topk_groups)
         r.fail("num_experts_per_token", "exceeds the experts in the kept groups (topk_group × experts per group)");
     if (r.integer_or("num_nextn_predict_layers", 0, 0, 64) != 0)
-        r.fail("num_nextn_predict_layers", "must be 0 (multi-token-prediction layers are not implemented)");
+        r.fail("num_nextn_predict_layers", "must be 0 (multi-token-prediction layers are not supported)");
     return c;
 }
 

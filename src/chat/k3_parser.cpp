@@ -14,6 +14,7 @@ namespace kimi::chat {
 namespace {
 
 constexpr std::string_view kMarkers[] = {"<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"};
+constexpr size_t kMaxHeader = 4096;   // bytes a tag header (name + attributes) may take before its <|sep|>
 
 bool is_space(std::string_view s) { return s.find_first_not_of(" \t\n\r") == std::string_view::npos; }
 
@@ -129,9 +130,13 @@ private:
             }
             const size_t sep = buf_.find("<|sep|>", pos + marker.size());
             if (sep == std::string::npos) {
-                if (!at_end) break;              // the tag header is still coming
-                pos = buf_.size();               // truncated tag: dropped
-                break;
+                if (buf_.size() - pos > kMaxHeader) {   // no tag header is this long: not a tag
+                    to_raw(tail, out);
+                    pos = buf_.size();
+                } else if (at_end) {
+                    pos = buf_.size();           // truncated tag: dropped
+                }
+                break;                           // else the tag header is still coming
             }
             const std::string header = buf_.substr(pos + marker.size(), sep - pos - marker.size());
             if (header.find("<|") != std::string::npos) {

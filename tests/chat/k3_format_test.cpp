@@ -138,6 +138,9 @@ TEST(K3Parser, MalformedRepliesDegradeGracefully) {
     // text that only looks like a marker stays text
     r = parse("a <|b and <| c<|close|>response<|sep|>", false, 1);
     EXPECT_EQ(r.msg.content.value_or(""), "a <|b and <| c");
+    // an open marker never followed by its separator is text once no tag header could be that long
+    r = parse("x<|open|>" + std::string(5000, 'y'), false, 64);
+    EXPECT_EQ(r.msg.content.value_or("").size(), 1 + 8 + 5000u);
     // a stray end of message ends the reply
     r = parse("done<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>", false, 4);
     EXPECT_EQ(r.msg.content.value_or(""), "done");

@@ -95,7 +95,7 @@ int cmd_bench_model(int argc, char** argv) {
     if (compare_torch) check_torch_baseline(torch_opt);
 
     auto model = load_model_with_progress(model_dir, quiet);
-    cfg.precision = resolve_precision(eo.precision_auto, cfg.precision, *model);
+    eo.settle(cfg, *model);
     const int64_t vocab = model->config().vocab_size;
     const int32_t max_b = *std::max_element(batches.begin(), batches.end());
     const int32_t max_ctx = *std::max_element(contexts.begin(), contexts.end());
@@ -193,7 +193,7 @@ int cmd_bench_model(int argc, char** argv) {
             const double sys_pct = 100.0 * (u1.sys_s - u0.sys_s) / (wall_s * double(cfg.threads));
             for (auto& st : ss) engine.cancel(st->id());
             engine.run_until_idle();
-            const StepTraffic tr = decode_step_traffic(*model, b, d + 1 + steps * reps / 2);
+            const StepTraffic tr = decode_step_traffic(*model, b, d + 1 + steps * reps / 2, cfg.kv_cache_bf16);
             const double roof_ms = 1e3 * tr.total_bytes() / (bw * 1e9);
             const J s = mmm(tps), st = mmm(step_ms);
             const double pct = 100.0 * roof_ms / st["median"].get<double>();

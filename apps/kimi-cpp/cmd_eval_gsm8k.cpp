@@ -204,7 +204,7 @@ int cmd_eval_gsm8k(int argc, char** argv) {
     } else {
         if (cfg.max_num_seqs < int32_t(conc)) cfg.max_num_seqs = int32_t(conc);
         auto model = load_model_with_progress(*model_dir, s.quiet);
-        cfg.precision = resolve_precision(eo.precision_auto, cfg.precision, *model);
+        eo.settle(cfg, *model);
         const tok::Tokenizer tok = *load_tokenizer_for(tok_dir, model->config(), true);
         const std::vector<AttnOutputMode> modes = ab ? std::vector<AttnOutputMode>{AttnOutputMode::kDirect, AttnOutputMode::kCopy}
                                                      : std::vector<AttnOutputMode>{cfg.attn_output};

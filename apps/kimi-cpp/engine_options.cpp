@@ -24,9 +24,15 @@ void need(bool ok, const std::string& what) {
 }
 }  // namespace
 
+void EngineOptions::settle(EngineConfig& c, const KimiModel& m) const {
+    c.precision = resolve_precision(precision_auto, cfg.precision, m);
+    // auto: the latent cache follows the activation precision
+    c.kv_cache_bf16 = kv_cache_dtype == "bf16" || (kv_cache_dtype == "auto" && c.precision == Precision::kBF16);
+}
+
 EngineConfig EngineOptions::with_model_precision(const KimiModel& m) const {
     EngineConfig c = cfg;
-    c.precision = resolve_precision(precision_auto, cfg.precision, m);
+    settle(c, m);
     return c;
 }
 
@@ -34,6 +40,7 @@ EngineOptions parse_engine_options(ArgParser& args) {
     const RunOptions run = parse_run_options(args);
     EngineOptions o;
     o.precision_auto = run.precision_auto;
+    o.kv_cache_dtype = args.choice("--kv-cache-dtype", "auto", {"auto", "bf16", "f32"});
     EngineConfig& c = o.cfg;
     c.threads = run.threads;
     c.precision = run.precision;

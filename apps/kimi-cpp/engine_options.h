@@ -3,7 +3,7 @@
 // its tokenizer (the model directory unless --tokenizer says otherwise).
 //
 // Runtime flags: --max-num-seqs N --max-num-batched-tokens N --max-model-len N
-//   --block-size N --cache-memory GiB, and RunOptions' --threads --activation-dtype --attn-output.
+//   --block-size N --cache-memory GiB --kv-cache-dtype auto|bf16|f32, and RunOptions' --threads --activation-dtype --attn-output.
 // Sampling flags: -n/--max-tokens N --temperature T --top-k K --top-p P --min-p P
 //   --presence-penalty X --frequency-penalty X --repetition-penalty X --seed S
 //   --stop TEXT (repeatable) --stop-token-ids 1,2 --logit-bias ID=BIAS (repeatable)
@@ -26,7 +26,10 @@ namespace kimi::app {
 struct EngineOptions {
     EngineConfig cfg;
     bool precision_auto = true;
-    EngineConfig with_model_precision(const KimiModel& m) const;   // cfg with auto resolved
+    std::string kv_cache_dtype = "auto";   // --kv-cache-dtype auto|bf16|f32 (auto: the activation precision)
+    // Settles the auto choices for this model: the activation precision and the latent cache dtype.
+    void settle(EngineConfig& c, const KimiModel& m) const;
+    EngineConfig with_model_precision(const KimiModel& m) const;   // cfg, settled
 };
 EngineOptions parse_engine_options(ArgParser& args);
 SamplingParams parse_sampling_options(ArgParser& args, const SamplingParams& defaults);

@@ -20,9 +20,11 @@ struct SeqLayout {
 };
 
 // Paged latent cache of one MLA layer: token p of a sequence sits in block
-// block_table[p / block_size], row p % block_size; each row holds [c (R) ; k_rope (P)].
+// block_table[p / block_size], row p % block_size; each row holds [c (R) ; k_rope (P)],
+// as f32 (base) or as bf16 bits (base_bf16, rounded to nearest even when written).
 struct PagedLatents {
-    float* base = nullptr;              // [n_blocks, block_size, R + P]
+    float* base = nullptr;              // [n_blocks, block_size, R + P] f32, or
+    uint16_t* base_bf16 = nullptr;      // the same as bf16 (exactly one of the two is set)
     int32_t block_size = 0;
     int64_t row_width = 0;              // R + P
     std::span<const int32_t> block_tables;   // [B, max_blocks]

@@ -10,8 +10,13 @@ CacheStorage::CacheStorage(const CacheGeometry& g) : g_(g) {
         state_.emplace_back(new float[size_t(g.n_slots * g.state_floats_per_slot())]());
         conv_.emplace_back(new float[size_t(g.n_slots * g.conv_floats_per_slot())]());
     }
-    for (int64_t l = 0; l < g.n_mla_layers; ++l)
-        mla_.emplace_back(new float[size_t(int64_t(g.n_blocks) * g.block_size * g.latent_width)]());
+    const size_t per_layer = size_t(int64_t(g.n_blocks) * g.block_size * g.latent_width);
+    for (int64_t l = 0; l < g.n_mla_layers; ++l) {
+        if (g.latent_bf16)
+            mla_bf16_.emplace_back(new uint16_t[per_layer]());
+        else
+            mla_.emplace_back(new float[per_layer]());
+    }
 }
 
 ops::SlotState CacheStorage::kda_state(int64_t kda_layer) {
@@ -23,7 +28,16 @@ ops::SlotState CacheStorage::conv_state(int64_t kda_layer, int which) {
     return {conv_[size_t(kda_layer)].get() + which * one, g_.conv_floats_per_slot()};
 }
 
-float* CacheStorage::mla_latents(int64_t mla_layer) { return mla_[size_t(mla_layer)].get(); }
+ops::PagedLatents CacheStorage::mla_latents(int64_t mla_layer) {
+    ops::PagedLatents p;
+    if (g_.latent_bf16)
+        p.base_bf16 = mla_bf16_[size_t(mla_layer)].get();
+    else
+        p.base = mla_[size_t(mla_layer)].get();
+    p.block_size = g_.block_size;
+    p.row_width = g_.latent_width;
+    return p;
+}
 
 void CacheStorage::reset_slot(int32_t slot) {
     for (int64_t l = 0; l < g_.n_kda_layers; ++l) {

@@ -1,7 +1,7 @@
 // CacheStorage: the tensors behind the hybrid cache (bookkeeping lives elsewhere).
 //   KDA layer l: recurrent state [n_slots, H, K, V] f32 and conv windows
 //                [n_slots, 3 (q, k, v), W-1, H*K] f32 (raw pre-conv projections).
-//   MLA layer l: paged latents [n_blocks, block_size, R + P] f32 (normed c ; k_rope).
+//   MLA layer l: paged latents [n_blocks, block_size, R + P] f32 or bf16 (normed c ; k_rope).
 // A sequence owns one state slot (shared by all KDA layers) and a block table (shared by
 // all MLA layers).
 #pragma once
@@ -17,11 +17,12 @@ struct CacheGeometry {
     int64_t n_kda_layers = 0, kda_heads = 0, kda_head_dim = 0, conv_kernel = 0;
     int64_t n_mla_layers = 0, latent_width = 0;
     int32_t n_slots = 0, n_blocks = 0, block_size = 16;
+    bool latent_bf16 = false;   // --kv-cache-dtype bf16: half the MLA cache bytes
 
     int64_t state_floats_per_slot() const { return kda_heads * kda_head_dim * kda_head_dim; }
     int64_t conv_floats_per_slot() const { return 3 * (conv_kernel - 1) * kda_heads * kda_head_dim; }
     int64_t bytes_per_slot() const { return 4 * n_kda_layers * (state_floats_per_slot() + conv_floats_per_slot()); }
-    int64_t bytes_per_block() const { return 4 * n_mla_layers * block_size * latent_width; }
+    int64_t bytes_per_block() const { return (latent_bf16 ? 2 : 4) * n_mla_layers * block_size * latent_width; }
 };
 
 class CacheStorage {
@@ -31,13 +32,14 @@ public:
     const CacheGeometry& geometry() const { return g_; }
     ops::SlotState kda_state(int64_t kda_layer);
     ops::SlotState conv_state(int64_t kda_layer, int which);   // which: 0 q, 1 k, 2 v
-    float* mla_latents(int64_t mla_layer);
+    ops::PagedLatents mla_latents(int64_t mla_layer);   // base (or base_bf16) and row geometry; tables unset
     void reset_slot(int32_t slot);   // zero state + conv windows: a fresh sequence
     int64_t bytes() const;
 
 private:
     CacheGeometry g_;
     std::vector<std::unique_ptr<float[]>> state_, conv_, mla_;
+    std::vector<std::unique_ptr<uint16_t[]>> mla_bf16_;
 };
 
 }  // namespace kimi

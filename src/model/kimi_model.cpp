@@ -21,8 +21,9 @@ std::unique_ptr<KimiModel> KimiModel::load(const std::string& model_dir, const L
     return m;
 }
 
-CacheGeometry KimiModel::cache_geometry(int32_t n_slots, int32_t n_blocks, int32_t block_size) const {
+CacheGeometry KimiModel::cache_geometry(int32_t n_slots, int32_t n_blocks, int32_t block_size, bool latent_bf16) const {
     CacheGeometry g;
+    g.latent_bf16 = latent_bf16;
     g.n_kda_layers = cfg_.n_kda_layers();
     g.kda_heads = cfg_.kda_heads;
     g.kda_head_dim = cfg_.kda_head_dim;

@@ -26,7 +26,8 @@ public:
     const WeightStore& store() const { return *store_; }
 
     // Cache geometry for the given pool sizes (MLA block size 16 unless given).
-    CacheGeometry cache_geometry(int32_t n_slots, int32_t n_blocks, int32_t block_size = 16) const;
+    // latent_bf16: the MLA latents stored as bf16 (--kv-cache-dtype bf16).
+    CacheGeometry cache_geometry(int32_t n_slots, int32_t n_blocks, int32_t block_size = 16, bool latent_bf16 = false) const;
 
     // One forward step over the batch; returns logits [R, vocab] (arena-owned) for
     // batch.logit_rows. Token ids are range-checked first (kimi::Error). Updates the caches

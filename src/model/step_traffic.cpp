@@ -20,7 +20,7 @@ void add_all(StepTraffic& t, std::initializer_list<const Tensor*> xs) {
 }
 }  // namespace
 
-StepTraffic decode_step_traffic(const KimiModel& model, int64_t batch, int64_t context) {
+StepTraffic decode_step_traffic(const KimiModel& model, int64_t batch, int64_t context, bool latent_bf16) {
     const ModelConfig& c = model.config();
     const ModelWeights& w = model.weights();
     StepTraffic t;
@@ -48,7 +48,7 @@ StepTraffic decode_step_traffic(const KimiModel& model, int64_t batch, int64_t c
             t.macs_per_token += mlp_elems(l.mlp);
         }
     }
-    const CacheGeometry g = model.cache_geometry(1, 1);
+    const CacheGeometry g = model.cache_geometry(1, 1, 16, latent_bf16);
     t.cache_bytes = double(batch) * (2.0 * double(g.bytes_per_slot()) +
                                      double(context) * double(g.bytes_per_block()) / double(g.block_size));
     return t;

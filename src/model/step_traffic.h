@@ -20,6 +20,7 @@ struct StepTraffic {
 };
 
 // A decode step of `batch` sequences, each with `context` tokens already cached.
-StepTraffic decode_step_traffic(const KimiModel& m, int64_t batch, int64_t context);
+// latent_bf16: the MLA cache holds bf16 latents (half the cache bytes).
+StepTraffic decode_step_traffic(const KimiModel& m, int64_t batch, int64_t context, bool latent_bf16 = false);
 
 }  // namespace kimi

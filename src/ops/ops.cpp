@@ -101,6 +101,7 @@ void gated_rms_norm(Exec& ex, const Tensor& x, const Tensor& w, const Tensor& z,
 void mla_cache_write(Exec& ex, const Tensor& latents, const PagedLatents& cache, std::span<const int32_t> seq_starts,
                      std::span<const int32_t> n_past) {
     CONTRACT(latents.rank == 2 && latents.dim(1) == cache.row_width && seq_starts.size() == n_past.size() + 1);
+    CONTRACT((cache.base != nullptr) != (cache.base_bf16 != nullptr));
     cpu::mla_cache_write(ex, latents, cache, seq_starts, n_past);
 }
 
@@ -108,7 +109,7 @@ void mla_attention(Exec& ex, const Tensor& q_abs, const PagedLatents& cache, std
                    std::span<const int32_t> n_past, float scale, Tensor& o_lat) {
     CONTRACT(q_abs.rank == 3 && q_abs.dim(2) == cache.row_width && o_lat.rank == 3);
     CONTRACT(o_lat.dim(0) == q_abs.dim(0) && o_lat.dim(1) == q_abs.dim(1) && o_lat.dim(2) <= cache.row_width);
-    CONTRACT(seq_starts.size() == n_past.size() + 1);
+    CONTRACT(seq_starts.size() == n_past.size() + 1 && (cache.base != nullptr) != (cache.base_bf16 != nullptr));
     cpu::mla_attention(ex, q_abs, cache, seq_starts, n_past, scale, o_lat);
 }
 

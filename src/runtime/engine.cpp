@@ -35,7 +35,7 @@ CacheSizing size_cache(const KimiModel& m, const EngineConfig& c) {
     z.max_model_len = resolve_max_len(m, c);
     z.block_size = c.block_size;
     z.n_slots = c.max_num_seqs;
-    const CacheGeometry g = m.cache_geometry(1, 1, c.block_size);
+    const CacheGeometry g = m.cache_geometry(1, 1, c.block_size, c.kv_cache_bf16);
     z.slot_bytes = g.bytes_per_slot();
     z.block_bytes = g.bytes_per_block();
     // Never fewer blocks than one full-length sequence needs, so any admissible request fits alone.
@@ -112,7 +112,7 @@ Engine::Engine(const KimiModel& model, const EngineConfig& cfg, const tok::Token
       cfg_(cfg),
       sizing_(size_cache(model, cfg)),
       pool_(cfg.threads),
-      storage_(model.cache_geometry(sizing_.n_slots, sizing_.n_blocks, sizing_.block_size)),
+      storage_(model.cache_geometry(sizing_.n_slots, sizing_.n_blocks, sizing_.block_size, cfg.kv_cache_bf16)),
       cache_(sizing_.n_blocks, sizing_.block_size, sizing_.n_slots,
              (sizing_.max_model_len + sizing_.block_size - 1) / sizing_.block_size),
       sched_(SchedulerConfig{cfg.max_num_seqs, cfg.max_num_batched_tokens}, cache_),

@@ -247,7 +247,7 @@ TEST_P(Ops, MlaAttentionPaged) {
     const std::vector<int32_t> starts{0, 5, 6}, past{3, 9};   // seq 0: 5 new after 3; seq 1: 1 new after 9
     const std::vector<int32_t> tables{7, 2, 9, 0, 0, 4, 1, 8, 3, 0};
     Buf cache(DType::kF32, {10, bs, width}, &rng);
-    const ops::PagedLatents pl{cache.f(), bs, width, tables, max_blocks};
+    const ops::PagedLatents pl{cache.f(), nullptr, bs, width, tables, max_blocks};
     Buf lat(DType::kF32, {6, width}, &rng);
     ops::mla_cache_write(r.ex, lat.t, pl, starts, past);
     Buf q(DType::kF32, {6, h, width}, &rng), o(DType::kF32, {6, h, rank}), orf(DType::kF32, {6, h, rank});
@@ -257,6 +257,18 @@ TEST_P(Ops, MlaAttentionPaged) {
     // the new latents landed where the block table says
     const int64_t pos = 3;   // seq 0, first new token → block tables[0 + 3/4] = 7, row 3
     EXPECT_EQ(0, std::memcmp(cache.f() + (7 * bs + pos % bs) * width, lat.f(), size_t(width) * 4));
+    // a bf16 cache (--kv-cache-dtype bf16): latents rounded to nearest even when written, the
+    // same attention over the widened rows as the reference reads them
+    std::vector<uint16_t> cache16(size_t(10 * bs * width));
+    for (size_t i = 0; i < cache16.size(); ++i) cache16[i] = f32_to_bf16(cache.f()[i]);
+    ops::PagedLatents pl16{nullptr, cache16.data(), bs, width, tables, max_blocks};
+    ops::mla_cache_write(r.ex, lat.t, pl16, starts, past);
+    EXPECT_EQ(cache16[size_t((7 * bs + pos % bs) * width)], f32_to_bf16(lat.f()[0]));
+    Buf o16(DType::kF32, {6, h, rank}), o16r(DType::kF32, {6, h, rank});
+    ops::mla_attention(r.ex, q.t, pl16, starts, past, 0.3f, o16.t);
+    ref::mla_attention(q.t, pl16, starts, past, 0.3f, o16r.t);
+    EXPECT_LT(rel_err(o16.t, o16r.t), 1e-5);
+    EXPECT_LT(rel_err(o16.t, o.t), 2e-2);   // and close to the f32 cache (bf16 rounding)
 }
 
 TEST_P(Ops, MoeRoute) {

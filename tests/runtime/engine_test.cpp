@@ -51,9 +51,10 @@ protected:
         return p;
     }
 
-    Out alone(const std::vector<int32_t>& prompt, bool greedy) {
+    Out alone(const std::vector<int32_t>& prompt, bool greedy, bool kv_cache_bf16 = false) {
         EngineConfig c;
         c.threads = 2;
+        c.kv_cache_bf16 = kv_cache_bf16;
         Engine e(*model_, c);
         auto s = e.submit(prompt, params(greedy));
         e.run_until_idle();
@@ -108,6 +109,21 @@ TEST_F(EngineInvariance, GreedyAndSeeded) {
         expect_same(crowded(prompt, greedy, small_cache, &preemptions), ref, "preemption");
         EXPECT_GT(preemptions, 0) << "the small cache must actually preempt";
     }
+}
+
+// The same with the MLA latents stored as bf16 (--kv-cache-dtype bf16): still bit-identical
+// alone, crowded and chunked, and the cache bytes per block are halved.
+TEST_F(EngineInvariance, Bf16LatentCache) {
+    const auto prompt = test::random_tokens(30, model_->config().vocab_size, 9);
+    const Out ref = alone(prompt, true, true);
+    EngineConfig batched;
+    batched.threads = 2;
+    batched.max_num_seqs = 16;
+    batched.kv_cache_bf16 = true;
+    expect_same(crowded(prompt, true, batched), ref, "16 concurrent requests, bf16 latents");
+    batched.max_num_batched_tokens = 5;
+    expect_same(crowded(prompt, true, batched), ref, "token budget 5, bf16 latents");
+    EXPECT_EQ(model_->cache_geometry(1, 1, 16, true).bytes_per_block() * 2, model_->cache_geometry(1, 1, 16).bytes_per_block());
 }
 
 TEST_F(EngineInvariance, RejectsWhatCanNeverFit) {

@@ -11,9 +11,17 @@
 namespace kimi::cpu {
 
 namespace {
-inline const float* latent_row(const PagedLatents& c, int64_t seq, int64_t pos) {
+inline int64_t row_offset(const PagedLatents& c, int64_t seq, int64_t pos) {
     const int32_t block = c.block_tables[size_t(seq * c.max_blocks + pos / c.block_size)];
-    return c.base + (int64_t(block) * c.block_size + pos % c.block_size) * c.row_width;
+    return (int64_t(block) * c.block_size + pos % c.block_size) * c.row_width;
+}
+// The row as f32: in place for an f32 cache, widened (exactly) into `buf` for a bf16 one.
+inline const float* latent_row(const PagedLatents& c, int64_t seq, int64_t pos, float* buf) {
+    const int64_t off = row_offset(c, seq, pos);
+    if (c.base) return c.base + off;
+    const uint16_t* src = c.base_bf16 + off;
+    for (int64_t i = 0; i < c.row_width; ++i) buf[i] = bf16_to_f32(src[i]);
+    return buf;
 }
 inline int64_t seq_of(std::span<const int32_t> seq_starts, int64_t t) {
     return int64_t(std::upper_bound(seq_starts.begin(), seq_starts.end(), int32_t(t)) - seq_starts.begin()) - 1;
@@ -27,8 +35,11 @@ void mla_cache_write(Exec& ex, const Tensor& latents, const PagedLatents& cache,
     ex.pool->parallel_for(n, [&](int64_t t) {
         const int64_t b = seq_of(seq_starts, t);
         const int64_t pos = n_past[size_t(b)] + (t - seq_starts[size_t(b)]);
-        float* dst = const_cast<float*>(latent_row(cache, b, pos));
-        std::copy(src + t * w, src + (t + 1) * w, dst);
+        const int64_t off = row_offset(cache, b, pos);
+        if (cache.base)
+            std::copy(src + t * w, src + (t + 1) * w, cache.base + off);
+        else
+            for (int64_t i = 0; i < w; ++i) cache.base_bf16[off + i] = f32_to_bf16(src[t * w + i]);
     });
 }
 
@@ -46,7 +57,8 @@ void mla_attention(Exec& ex, const Tensor& q_abs, const PagedLatents& cache, std
     const int64_t n_groups = (n_heads + kGroup - 1) / kGroup;
     ex.pool->parallel_ranges(n * n_groups, [&](int64_t i0, int64_t i1, int) {
         // note: per-thread score buffer, grown once to the longest context seen.
-        thread_local std::vector<float> scores;
+        thread_local std::vector<float> scores, row;
+        if (int64_t(row.size()) < width) row.resize(size_t(width));
         for (int64_t i = i0; i < i1; ++i) {
             const int64_t t = i / n_groups, h0 = (i % n_groups) * kGroup, nh = std::min(kGroup, n_heads - h0);
             const int64_t b = seq_of(seq_starts, t);
@@ -57,7 +69,7 @@ void mla_attention(Exec& ex, const Tensor& q_abs, const PagedLatents& cache, std
             float m[kGroup], inv[kGroup];
             for (int64_t h = 0; h < nh; ++h) m[h] = -INFINITY;
             for (int64_t j = 0; j < ctx; ++j) {
-                const float* c = latent_row(cache, b, j);
+                const float* c = latent_row(cache, b, j, row.data());
                 for (int64_t h = 0; h < nh; ++h) {
                     float& sc = scores[size_t(h * ctx + j)];
                     sc = dot_f32(q + h * width, c, width) * scale;
@@ -75,7 +87,7 @@ void mla_attention(Exec& ex, const Tensor& q_abs, const PagedLatents& cache, std
             }
             for (int64_t r = 0; r < nh * rank; ++r) o[r] = 0.0f;
             for (int64_t j = 0; j < ctx; ++j) {
-                const float* c = latent_row(cache, b, j);
+                const float* c = latent_row(cache, b, j, row.data());
                 for (int64_t h = 0; h < nh; ++h) {
                     const float p = scores[size_t(h * ctx + j)] * inv[h];
                     float* oh = o + h * rank;

@@ -135,12 +135,14 @@ void mla_attention(const Tensor& q_abs, const PagedLatents& cache, std::span<con
             for (int64_t h = 0; h < n_heads; ++h) {
                 const float* q = q_abs.f32() + (t * n_heads + h) * width;
                 std::vector<double> s(static_cast<size_t>(ctx));
-                std::vector<const float*> rows(static_cast<size_t>(ctx));
+                std::vector<std::vector<double>> rows(static_cast<size_t>(ctx));
                 for (int64_t j = 0; j < ctx; ++j) {
                     const int32_t block = cache.block_tables[size_t(int64_t(b) * cache.max_blocks + j / cache.block_size)];
-                    rows[size_t(j)] = cache.base + (int64_t(block) * cache.block_size + j % cache.block_size) * cache.row_width;
+                    const int64_t off = (int64_t(block) * cache.block_size + j % cache.block_size) * cache.row_width;
+                    for (int64_t i = 0; i < cache.row_width; ++i)
+                        rows[size_t(j)].push_back(cache.base ? double(cache.base[off + i]) : double(bf16_to_f32(cache.base_bf16[off + i])));
                     double acc = 0;
-                    for (int64_t i = 0; i < width; ++i) acc += double(q[i]) * rows[size_t(j)][i];
+                    for (int64_t i = 0; i < width; ++i) acc += double(q[i]) * rows[size_t(j)][size_t(i)];
                     s[size_t(j)] = acc * scale;
                 }
                 const double m = *std::max_element(s.begin(), s.end());
@@ -148,7 +150,7 @@ void mla_attention(const Tensor& q_abs, const PagedLatents& cache, std::span<con
                 for (auto& e : s) sum += (e = std::exp(e - m));
                 for (int64_t r = 0; r < rank; ++r) {
                     double acc = 0;
-                    for (int64_t j = 0; j < ctx; ++j) acc += s[size_t(j)] / sum * rows[size_t(j)][r];
+                    for (int64_t j = 0; j < ctx; ++j) acc += s[size_t(j)] / sum * rows[size_t(j)][size_t(r)];
                     o_lat.f32()[(t * n_heads + h) * rank + r] = float(acc);
                 }
             }

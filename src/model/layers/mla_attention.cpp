@@ -31,8 +31,9 @@ Tensor mla_attention_forward(LayerContext& lc, const MlaWeights& w, int64_t mla_
     // why: eps 1e-6 as the checkpoint's own modeling code (KimiRMSNorm class default).
     ops::rms_norm(ex, lat, w.kv_a_norm, 1e-6f, lat);
 
-    ops::PagedLatents cache{lc.cache.mla_latents(mla_layer), lc.cache.geometry().block_size, width,
-                            lc.batch.block_tables, lc.batch.max_blocks};
+    ops::PagedLatents cache = lc.cache.mla_latents(mla_layer);
+    cache.block_tables = lc.batch.block_tables;
+    cache.max_blocks = lc.batch.max_blocks;
     Tensor latents = a.alloc_f32({n, width});                    // [T, R+P]
     for (int64_t t = 0; t < n; ++t) {
         std::memcpy(latents.f32() + t * width, lat.f32() + t * rank, size_t(rank) * sizeof(float));

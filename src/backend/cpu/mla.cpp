@@ -15,13 +15,17 @@ inline int64_t row_offset(const PagedLatents& c, int64_t seq, int64_t pos) {
     const int32_t block = c.block_tables[size_t(seq * c.max_blocks + pos / c.block_size)];
     return (int64_t(block) * c.block_size + pos % c.block_size) * c.row_width;
 }
-// The row as f32: in place for an f32 cache, widened (exactly) into `buf` for a bf16 one.
-inline const float* latent_row(const PagedLatents& c, int64_t seq, int64_t pos, float* buf) {
-    const int64_t off = row_offset(c, seq, pos);
-    if (c.base) return c.base + off;
-    const uint16_t* src = c.base_bf16 + off;
-    for (int64_t i = 0; i < c.row_width; ++i) buf[i] = bf16_to_f32(src[i]);
-    return buf;
+// dot_f32 with a bf16 second operand, in the same 8-lane order (the widening is exact, so the
+// result equals dot_f32 over the widened row, without writing that row anywhere).
+inline float dot_f32_bf16(const float* a, const uint16_t* b, int64_t n) {
+    const int64_t n8 = n - n % 8;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t i = 0; i < n8; i += 8)
+        for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * bf16_to_f32(b[i + l]);
+    const float b0 = acc[0] + acc[4], b1 = acc[1] + acc[5], b2 = acc[2] + acc[6], b3 = acc[3] + acc[7];
+    float s = (b0 + b2) + (b1 + b3);
+    for (int64_t i = n8; i < n; ++i) s += a[i] * bf16_to_f32(b[i]);
+    return s;
 }
 inline int64_t seq_of(std::span<const int32_t> seq_starts, int64_t t) {
     return int64_t(std::upper_bound(seq_starts.begin(), seq_starts.end(), int32_t(t)) - seq_starts.begin()) - 1;
@@ -57,8 +61,7 @@ void mla_attention(Exec& ex, const Tensor& q_abs, const PagedLatents& cache, std
     const int64_t n_groups = (n_heads + kGroup - 1) / kGroup;
     ex.pool->parallel_ranges(n * n_groups, [&](int64_t i0, int64_t i1, int) {
         // note: per-thread score buffer, grown once to the longest context seen.
-        thread_local std::vector<float> scores, row;
-        if (int64_t(row.size()) < width) row.resize(size_t(width));
+        thread_local std::vector<float> scores;
         for (int64_t i = i0; i < i1; ++i) {
             const int64_t t = i / n_groups, h0 = (i % n_groups) * kGroup, nh = std::min(kGroup, n_heads - h0);
             const int64_t b = seq_of(seq_starts, t);
@@ -69,10 +72,11 @@ void mla_attention(Exec& ex, const Tensor& q_abs, const PagedLatents& cache, std
             float m[kGroup], inv[kGroup];
             for (int64_t h = 0; h < nh; ++h) m[h] = -INFINITY;
             for (int64_t j = 0; j < ctx; ++j) {
-                const float* c = latent_row(cache, b, j, row.data());
+                const int64_t off = row_offset(cache, b, j);
                 for (int64_t h = 0; h < nh; ++h) {
                     float& sc = scores[size_t(h * ctx + j)];
-                    sc = dot_f32(q + h * width, c, width) * scale;
+                    sc = (cache.base ? dot_f32(q + h * width, cache.base + off, width)
+                                     : dot_f32_bf16(q + h * width, cache.base_bf16 + off, width)) * scale;
                     m[h] = std::max(m[h], sc);
                 }
             }
@@ -87,11 +91,17 @@ void mla_attention(Exec& ex, const Tensor& q_abs, const PagedLatents& cache, std
             }
             for (int64_t r = 0; r < nh * rank; ++r) o[r] = 0.0f;
             for (int64_t j = 0; j < ctx; ++j) {
-                const float* c = latent_row(cache, b, j, row.data());
+                const int64_t off = row_offset(cache, b, j);
                 for (int64_t h = 0; h < nh; ++h) {
                     const float p = scores[size_t(h * ctx + j)] * inv[h];
                     float* oh = o + h * rank;
-                    for (int64_t r = 0; r < rank; ++r) oh[r] += p * c[r];
+                    if (cache.base) {
+                        const float* c = cache.base + off;
+                        for (int64_t r = 0; r < rank; ++r) oh[r] += p * c[r];
+                    } else {
+                        const uint16_t* c = cache.base_bf16 + off;
+                        for (int64_t r = 0; r < rank; ++r) oh[r] += p * bf16_to_f32(c[r]);
+                    }
                 }
             }
         }

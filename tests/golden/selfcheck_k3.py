@@ -328,21 +328,19 @@ def check_k3_layout(rng):
         moved = names[0]
         bad[moved] = f"model-00002-of-{n_sh:05d}.safetensors" if wmap[moved].startswith("model-00001") else \
             f"model-00001-of-{n_sh:05d}.safetensors"
-        with open(os.path.join(md, R.INDEX_NAME), "w") as fh:
-            json.dump({"weight_map": bad}, fh)
-        try:
-            R.load_model_dir(md)
-            check("index naming the wrong shard rejected", False)
-        except ValueError:
-            check("index naming the wrong shard rejected", True)
-        bad = {n: f for n, f in wmap.items() if n != names[1]}
-        with open(os.path.join(md, R.INDEX_NAME), "w") as fh:
-            json.dump({"weight_map": bad}, fh)
-        try:
-            R.load_model_dir(md)
-            check("index missing a tensor rejected", False)
-        except ValueError:
-            check("index missing a tensor rejected", True)
+        expect_index_rejected(md, bad, "index naming the wrong shard rejected")
+        expect_index_rejected(md, {n: f for n, f in wmap.items() if n != names[1]}, "index missing a tensor rejected")
+
+
+def expect_index_rejected(md, weight_map, name):
+    """Writes `weight_map` as the directory's index; loading must then raise ValueError."""
+    with open(os.path.join(md, R.INDEX_NAME), "w") as fh:
+        json.dump({"weight_map": weight_map}, fh)
+    try:
+        R.load_model_dir(md)
+        check(name, False)
+    except ValueError:
+        check(name, True)
 
 
 def check_k3(rng):

@@ -94,7 +94,7 @@ int cmd_bench_model(int argc, char** argv) {
     for (int32_t v : contexts) if (v < 0) throw Error("--contexts must be >= 0");
     if (compare_torch) check_torch_baseline(torch_opt);
 
-    auto model = load_model_with_progress(model_dir, quiet);
+    auto model = load_model_with_progress(model_dir, quiet, eo.weight_memory);
     eo.settle(cfg, *model);
     const int64_t vocab = model->config().vocab_size;
     const int32_t max_b = *std::max_element(batches.begin(), batches.end());
@@ -208,8 +208,8 @@ int cmd_bench_model(int argc, char** argv) {
         }
     }
     bar.finish();
-    std::printf("\nlimits measured in this run: read bandwidth %.1f GB/s, %s peak %.1f GFLOP/s (%d threads)\n", bw, isa.c_str(),
-                peak, cfg.threads);
+    std::printf("\nlimits measured in this run: read bandwidth %.1f GB/s, %s peak %.1f GFLOP/s (%d threads); weights: %s\n", bw,
+                isa.c_str(), peak, cfg.threads, model->store().file_memory() == FileMemory::kHugeCopy ? "huge-page copy" : "mmap");
     J torch_info = nullptr;
     if (compare_torch) {
         torch_opt.model_dir = model_dir;
@@ -230,7 +230,9 @@ int cmd_bench_model(int argc, char** argv) {
                       {"script", torch_opt.script}, {"prefill", t["prefill"]}, {"decode", t["decode"]}};
     }
     J out = {{"benchmark", "model"}, {"model", model_dir}, {"threads", cfg.threads},
-             {"activation_dtype", cfg.precision == Precision::kBF16 ? "bf16" : "f32"}, {"cpu_flags", cpu::cpu_features_string()},
+             {"activation_dtype", cfg.precision == Precision::kBF16 ? "bf16" : "f32"},
+             {"weight_memory", model->store().file_memory() == FileMemory::kHugeCopy ? "huge-page copy" : "mmap"},
+             {"cpu_flags", cpu::cpu_features_string()},
              {"read_bandwidth_gbs", bw}, {"peak_gflops", peak}, {"peak_isa", isa}, {"reps", reps}, {"decode_steps", steps},
              {"prefill", prefill}, {"decode", decode}};
     if (compare_torch) out["torch"] = torch_info;

@@ -66,7 +66,7 @@ int cmd_chat(int argc, char** argv) {
     const SamplingParams base = parse_sampling_options(args, defaults);
     args.done();
 
-    auto model = load_model_with_progress(model_dir, quiet);
+    auto model = load_model_with_progress(model_dir, quiet, engine_opts.weight_memory);
     const tok::Tokenizer tok = *load_tokenizer_for(tok_dir, model->config(), true);
     Engine engine(*model, engine_opts.with_model_precision(*model), &tok);
     const bool tty = ::isatty(0) && ::isatty(1);

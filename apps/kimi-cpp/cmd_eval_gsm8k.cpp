@@ -203,7 +203,7 @@ int cmd_eval_gsm8k(int argc, char** argv) {
         summaries.push_back(score_and_write(s, replies, out, secs));
     } else {
         if (cfg.max_num_seqs < int32_t(conc)) cfg.max_num_seqs = int32_t(conc);
-        auto model = load_model_with_progress(*model_dir, s.quiet);
+        auto model = load_model_with_progress(*model_dir, s.quiet, eo.weight_memory);
         eo.settle(cfg, *model);
         const tok::Tokenizer tok = *load_tokenizer_for(tok_dir, model->config(), true);
         const std::vector<AttnOutputMode> modes = ab ? std::vector<AttnOutputMode>{AttnOutputMode::kDirect, AttnOutputMode::kCopy}

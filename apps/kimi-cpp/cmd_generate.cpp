@@ -46,7 +46,7 @@ int cmd_generate(int argc, char** argv) {
     args.done();
     if (bool(prompt_text) == bool(prompt_ids)) throw Error("give exactly one of --prompt TEXT or --tokens 1,2,3");
 
-    auto model = load_model_with_progress(model_dir, quiet);
+    auto model = load_model_with_progress(model_dir, quiet, engine_opts.weight_memory);
     const std::optional<tok::Tokenizer> tok = load_tokenizer_for(tok_dir, model->config(), bool(prompt_text));
     std::vector<int32_t> prompt = prompt_text ? tok->encode(*prompt_text, special == "all")
                                               : parse_int_list("--tokens", *prompt_ids);

@@ -72,7 +72,7 @@ int cmd_serve(int argc, char** argv) {
     const std::string url = "http://" + (sc.host == "0.0.0.0" ? std::string("127.0.0.1") : sc.host) + ":" + std::to_string(http.port());
     std::fprintf(stderr, "serve: listening on %s (loading %s)\n", url.c_str(), model_dir.c_str());
 
-    auto model = load_model_with_progress(model_dir, quiet);
+    auto model = load_model_with_progress(model_dir, quiet, eo.weight_memory);
     const tok::Tokenizer tok = *load_tokenizer_for(tok_dir, model->config(), true);
     const EngineConfig ec = eo.with_model_precision(*model);
     Engine engine(*model, ec, &tok);

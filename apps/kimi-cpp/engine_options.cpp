@@ -41,6 +41,9 @@ EngineOptions parse_engine_options(ArgParser& args) {
     EngineOptions o;
     o.precision_auto = run.precision_auto;
     o.kv_cache_dtype = args.choice("--kv-cache-dtype", "auto", {"auto", "bf16", "f32"});
+    const bool mmap = args.flag("--mmap"), no_mmap = args.flag("--no-mmap");
+    if (mmap && no_mmap) throw Error("give at most one of --mmap and --no-mmap");
+    o.weight_memory = mmap ? WeightMemory::kMmap : no_mmap ? WeightMemory::kCopy : WeightMemory::kAuto;
     EngineConfig& c = o.cfg;
     c.threads = run.threads;
     c.precision = run.precision;
@@ -102,9 +105,9 @@ void check_sampling_params(const SamplingParams& p) {
     for (const auto& s : p.stop) need(!s.empty(), "stop strings must not be empty");
 }
 
-std::unique_ptr<KimiModel> load_model_with_progress(const std::string& dir, bool quiet) {
+std::unique_ptr<KimiModel> load_model_with_progress(const std::string& dir, bool quiet, WeightMemory memory) {
     Progress bar("load", quiet);
-    auto m = KimiModel::load(dir, [&](uint64_t done, uint64_t total) { bar.update(double(done), double(total), "bytes"); });
+    auto m = KimiModel::load(dir, [&](uint64_t done, uint64_t total) { bar.update(double(done), double(total), "bytes"); }, memory);
     bar.finish();
     note_skipped_tensors(*m, quiet);
     return m;

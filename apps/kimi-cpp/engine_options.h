@@ -3,7 +3,9 @@
 // its tokenizer (the model directory unless --tokenizer says otherwise).
 //
 // Runtime flags: --max-num-seqs N --max-num-batched-tokens N --max-model-len N
-//   --block-size N --cache-memory GiB --kv-cache-dtype auto|bf16|f32, and RunOptions' --threads --activation-dtype --attn-output.
+//   --block-size N --cache-memory GiB --kv-cache-dtype auto|bf16|f32, --mmap / --no-mmap (how the
+//   weights are held: mapped, or read into huge pages; default: huge pages when the kernel has
+//   them and the checkpoint fits), and RunOptions' --threads --activation-dtype --attn-output.
 // Sampling flags: -n/--max-tokens N --temperature T --top-k K --top-p P --min-p P
 //   --presence-penalty X --frequency-penalty X --repetition-penalty X --seed S
 //   --stop TEXT (repeatable) --stop-token-ids 1,2 --logit-bias ID=BIAS (repeatable)
@@ -27,6 +29,7 @@ struct EngineOptions {
     EngineConfig cfg;
     bool precision_auto = true;
     std::string kv_cache_dtype = "auto";   // --kv-cache-dtype auto|bf16|f32 (auto: the activation precision)
+    WeightMemory weight_memory = WeightMemory::kAuto;   // --mmap / --no-mmap
     // Settles the auto choices for this model: the activation precision and the latent cache dtype.
     void settle(EngineConfig& c, const KimiModel& m) const;
     EngineConfig with_model_precision(const KimiModel& m) const;   // cfg, settled
@@ -36,7 +39,7 @@ SamplingParams parse_sampling_options(ArgParser& args, const SamplingParams& def
 void check_sampling_params(const SamplingParams& p);   // throws kimi::Error naming the parameter
 
 // Loads the model, drawing "load [####....]" on a terminal unless quiet.
-std::unique_ptr<KimiModel> load_model_with_progress(const std::string& dir, bool quiet);
+std::unique_ptr<KimiModel> load_model_with_progress(const std::string& dir, bool quiet, WeightMemory memory);
 // One stderr line when the checkpoint held tensors the text model does not use (K3 vision).
 void note_skipped_tensors(const KimiModel& m, bool quiet);
 

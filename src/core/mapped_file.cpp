@@ -1,4 +1,4 @@
-// MappedFile implementation over POSIX mmap.
+// MappedFile implementation: POSIX mmap, or pread into huge-page-advised anonymous memory.
 #include "core/mapped_file.h"
 
 #include <fcntl.h>
@@ -8,35 +8,94 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "core/error.h"
 
 namespace kimi {
 
-MappedFile::MappedFile(const std::string& path) : path_(path) {
+namespace {
+constexpr size_t kHugePage = size_t(2) << 20;
+constexpr size_t kReadChunk = size_t(64) << 20;   // bytes per pread (and per progress report)
+
+std::string errno_text() { return std::strerror(errno); }
+}  // namespace
+
+MappedFile::MappedFile(const std::string& path, FileMemory mode, const std::function<void(uint64_t)>& on_read)
+    : path_(path), mode_(mode) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
+    if (fd < 0) throw Error(path + ": cannot open: " + errno_text());
     struct stat st{};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         ::close(fd);
         throw Error(path + ": not a regular file");
     }
     size_ = size_t(st.st_size);
-    if (size_ > 0) {
+    if (size_ == 0) {
+        ::close(fd);
+        return;
+    }
+    std::string failure;
+    if (mode == FileMemory::kMap) {
         // why: MAP_POPULATE faults every page in now (the load), not during the first steps —
         // a cold prefill otherwise spends most of its time in page faults on the weights.
-        addr_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-        if (addr_ == MAP_FAILED) {
-            addr_ = nullptr;
-            ::close(fd);
-            throw Error(path + ": mmap failed: " + std::strerror(errno));
+        map_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+        map_len_ = size_;
+        if (map_ == MAP_FAILED) failure = "mmap failed: " + errno_text();
+        addr_ = map_;
+    } else {
+        // One huge page of slack so the data can start on a 2 MiB boundary.
+        map_len_ = (size_ + kHugePage - 1) / kHugePage * kHugePage + kHugePage;
+        map_ = ::mmap(nullptr, map_len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (map_ == MAP_FAILED) {
+            failure = "cannot allocate " + std::to_string(size_ >> 20) + " MiB for the weights: " + errno_text();
+        } else {
+            auto* base = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(map_) + kHugePage - 1) & ~(kHugePage - 1));
+            ::madvise(base, size_, MADV_HUGEPAGE);   // advisory: without THP this is plain memory
+            addr_ = base;
+            for (size_t got = 0; got < size_ && failure.empty();) {
+                const ssize_t r = ::pread(fd, base + got, std::min(kReadChunk, size_ - got), off_t(got));
+                if (r < 0 && errno == EINTR) continue;
+                if (r <= 0) failure = r < 0 ? "read failed: " + errno_text() : "file shrank while being read";
+                else {
+                    got += size_t(r);
+                    if (on_read) on_read(uint64_t(r));
+                }
+            }
+            if (failure.empty()) ::mprotect(base, size_, PROT_READ);   // weights are never written
         }
     }
     ::close(fd);
+    if (!failure.empty()) {
+        if (map_ != MAP_FAILED && map_ != nullptr) ::munmap(map_, map_len_);
+        map_ = addr_ = nullptr;
+        throw Error(path + ": " + failure);
+    }
 }
 
 MappedFile::~MappedFile() {
-    if (addr_) ::munmap(addr_, size_);
+    if (map_) ::munmap(map_, map_len_);
+}
+
+bool huge_pages_available() {
+    std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+    std::string s;
+    std::getline(f, s);
+    return s.find("[always]") != std::string::npos || s.find("[madvise]") != std::string::npos;
+}
+
+uint64_t memory_available_bytes() {
+    std::ifstream f("/proc/meminfo");
+    std::string line;
+    while (std::getline(f, line)) {
+        if (line.rfind("MemAvailable:", 0) != 0) continue;
+        std::istringstream in(line.substr(13));
+        uint64_t kib = 0;
+        in >> kib;
+        return kib * 1024;
+    }
+    return 0;
 }
 
 }  // namespace kimi

@@ -12,12 +12,15 @@
 
 namespace kimi {
 
-std::unique_ptr<KimiModel> KimiModel::load(const std::string& model_dir, const LoadProgress& progress) {
+std::unique_ptr<KimiModel> KimiModel::load(const std::string& model_dir, const LoadProgress& progress,
+                                           WeightMemory memory) {
     auto m = std::unique_ptr<KimiModel>(new KimiModel());
     m->cfg_ = load_model_config(model_dir);
-    m->store_ = std::make_unique<WeightStore>(model_dir);
+    m->store_ = std::make_unique<WeightStore>(model_dir, memory, progress);
     if (m->cfg_.is_k3_layout()) m->store_->select_prefix(m->cfg_.tensor_prefix);
-    m->weights_ = bind_weights(m->cfg_, *m->store_, progress);
+    // A copy has reported its reading; checking the tensors then takes no time worth a bar.
+    const bool copied = m->store_->file_memory() == FileMemory::kHugeCopy;
+    m->weights_ = bind_weights(m->cfg_, *m->store_, copied ? LoadProgress{} : progress);
     return m;
 }
 

@@ -18,8 +18,11 @@ namespace kimi {
 
 class KimiModel {
 public:
-    // Loads config.json + weights (mmap), validates everything, prepares. Throws kimi::Error.
-    static std::unique_ptr<KimiModel> load(const std::string& model_dir, const LoadProgress& progress = {});
+    // Loads config.json + weights (mapped or read into huge pages: WeightMemory), validates
+    // everything, prepares. progress(done, total): the bytes read (copy) or checked (mmap).
+    // Throws kimi::Error.
+    static std::unique_ptr<KimiModel> load(const std::string& model_dir, const LoadProgress& progress = {},
+                                           WeightMemory memory = WeightMemory::kAuto);
 
     const ModelConfig& config() const { return cfg_; }
     const ModelWeights& weights() const { return weights_; }

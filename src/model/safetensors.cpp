@@ -77,7 +77,8 @@ std::map<std::string, Tensor> parse_safetensors(const unsigned char* data, size_
     return out;
 }
 
-SafetensorsFile::SafetensorsFile(const std::string& path) : file_(std::make_unique<MappedFile>(path)) {
+SafetensorsFile::SafetensorsFile(const std::string& path, FileMemory mode, const std::function<void(uint64_t)>& on_read)
+    : file_(std::make_unique<MappedFile>(path, mode, on_read)) {
     tensors_ = parse_safetensors(file_->data(), file_->size(), path);
 }
 

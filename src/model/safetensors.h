@@ -1,9 +1,9 @@
 // Safetensors reader: an 8-byte little-endian header length, a JSON header (name →
-// {dtype, shape, data_offsets}), then the raw data. The file is memory-mapped; tensors are
-// views into the mapping. Every header is validated before use: size limits, dtypes,
+// {dtype, shape, data_offsets}), then the raw data. Tensors are views of the file's bytes. Every header is validated before use: size limits, dtypes,
 // shape × dtype = byte length, offsets inside the file, no overlaps. Errors name the file
-// and the tensor. (Fuzzed in tests/unit.)
+// and the tensor. (Fuzzed in tests/unit.) The bytes can also be read into huge pages (MappedFile).
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -17,7 +17,9 @@ class SafetensorsFile {
 public:
     static constexpr uint64_t kMaxHeaderBytes = 100u << 20;   // 100 MiB, as the reference library
 
-    explicit SafetensorsFile(const std::string& path);   // throws kimi::Error
+    // throws kimi::Error; mode/on_read: see MappedFile
+    explicit SafetensorsFile(const std::string& path, FileMemory mode = FileMemory::kMap,
+                             const std::function<void(uint64_t)>& on_read = {});
 
     const std::string& path() const { return file_->path(); }
     const std::map<std::string, Tensor>& tensors() const { return tensors_; }

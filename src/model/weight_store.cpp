@@ -17,9 +17,25 @@ bool file_exists(const std::string& p) {
 }
 }  // namespace
 
-WeightStore::WeightStore(const std::string& model_dir) {
+namespace {
+uint64_t file_size(const std::string& p) {
+    struct stat st{};
+    return ::stat(p.c_str(), &st) == 0 ? uint64_t(st.st_size) : 0;
+}
+
+FileMemory resolve_memory(WeightMemory m, uint64_t total_bytes) {
+    if (m == WeightMemory::kMmap) return FileMemory::kMap;
+    if (m == WeightMemory::kCopy) return FileMemory::kHugeCopy;
+    const bool fits = total_bytes <= memory_available_bytes() / 4 * 3;
+    return huge_pages_available() && fits ? FileMemory::kHugeCopy : FileMemory::kMap;
+}
+}  // namespace
+
+WeightStore::WeightStore(const std::string& model_dir, WeightMemory memory,
+                         const std::function<void(uint64_t, uint64_t)>& on_read) {
     const std::string index_path = model_dir + "/model.safetensors.index.json";
     std::map<std::string, std::string> expected_file;   // tensor → shard (sharded checkpoints)
+    std::vector<std::string> paths;
     if (file_exists(index_path)) {
         std::ifstream f(index_path);
         nlohmann::json j;
@@ -39,12 +55,20 @@ WeightStore::WeightStore(const std::string& model_dir) {
             expected_file[it.key()] = shard;
             shards.insert(shard);
         }
-        for (const auto& s : shards) files_.push_back(std::make_unique<SafetensorsFile>(model_dir + "/" + s));
+        for (const auto& s : shards) paths.push_back(model_dir + "/" + s);
     } else if (file_exists(model_dir + "/model.safetensors")) {
-        files_.push_back(std::make_unique<SafetensorsFile>(model_dir + "/model.safetensors"));
+        paths.push_back(model_dir + "/model.safetensors");
     } else {
         throw Error(model_dir + ": no model.safetensors or model.safetensors.index.json");
     }
+    uint64_t total = 0, done = 0;
+    for (const auto& p : paths) total += file_size(p);
+    file_memory_ = resolve_memory(memory, total);
+    const auto on_bytes = [&](uint64_t n) {
+        done += n;
+        if (on_read) on_read(done, total);
+    };
+    for (const auto& p : paths) files_.push_back(std::make_unique<SafetensorsFile>(p, file_memory_, on_bytes));
     for (const auto& f : files_) {
         for (const auto& [name, t] : f->tensors()) {
             if (tensors_.count(name)) throw Error(f->path() + ": tensor '" + name + "' also appears in " + tensors_[name].file->path());

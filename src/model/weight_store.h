@@ -1,11 +1,14 @@
 // WeightStore: every tensor of a Hugging Face model directory (one model.safetensors, or
-// the shards listed in model.safetensors.index.json), memory-mapped, by name. It also owns
+// the shards listed in model.safetensors.index.json), by name: memory-mapped, or read once
+// into huge pages (WeightMemory; the default picks huge pages when the kernel has them and
+// the files fit in available memory). It also owns
 // the few buffers made by load-time preparation (f32 copies of small vectors, -exp(A_log),
 // the transposed k part of kv_b_proj), so every prepared tensor lives as long as the model.
 // A multimodal checkpoint (Kimi-K3) keeps the text model under a name prefix: select_prefix
 // then sets every other tensor (vision tower, projector) aside unread, and names are given
 // without the prefix.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -16,9 +19,19 @@
 
 namespace kimi {
 
+// How the checkpoint's bytes are held (--mmap / --no-mmap; see MappedFile).
+enum class WeightMemory : uint8_t {
+    kAuto,   // huge-page copy when huge_pages_available() and the files fit in 3/4 of MemAvailable, else mmap
+    kMmap,
+    kCopy,
+};
+
 class WeightStore {
 public:
-    explicit WeightStore(const std::string& model_dir);   // throws kimi::Error
+    // throws kimi::Error; on_read(done, total) reports the bytes read so far (copy only).
+    explicit WeightStore(const std::string& model_dir, WeightMemory memory = WeightMemory::kAuto,
+                         const std::function<void(uint64_t, uint64_t)>& on_read = {});
+    FileMemory file_memory() const { return file_memory_; }   // what kAuto resolved to
 
     // The tensor `name`, checked: present, float class (F32/BF16/F16), exactly `shape`.
     // Marks it used; finish() then rejects any tensor of the checkpoint never asked for.
@@ -47,6 +60,7 @@ private:
         const SafetensorsFile* file;
     };
     std::vector<std::unique_ptr<SafetensorsFile>> files_;
+    FileMemory file_memory_ = FileMemory::kMap;
     const Entry& find(const std::string& name, const std::string& expected_shape);
     std::map<std::string, Entry> tensors_;
     std::string prefix_;

@@ -123,6 +123,26 @@ TEST_F(Checkpoint, LoadsIntactAndRuns) {
     EXPECT_EQ(logits.size(), size_t(20 * m->config().vocab_size));
 }
 
+TEST_F(Checkpoint, MappedAndHugePageCopyAgree) {
+    // The two ways of holding the weights: same bytes, so the same logits bit for bit; the copy
+    // is a private, read-only buffer, not the file's mapping.
+    auto mapped = KimiModel::load(dir, {}, WeightMemory::kMmap);
+    uint64_t reported = 0, total = 0;
+    auto copied = KimiModel::load(dir, [&](uint64_t done, uint64_t all) { reported = done, total = all; }, WeightMemory::kCopy);
+    EXPECT_EQ(mapped->store().file_memory(), FileMemory::kMap);
+    EXPECT_EQ(copied->store().file_memory(), FileMemory::kHugeCopy);
+    EXPECT_GT(total, 0u);
+    EXPECT_EQ(reported, total);   // progress reached the end of the files
+    const Tensor& a = mapped->weights().lm_head;
+    const Tensor& b = copied->weights().lm_head;
+    ASSERT_EQ(a.nbytes(), b.nbytes());
+    EXPECT_NE(a.data, b.data);
+    EXPECT_EQ(std::memcmp(a.data, b.data, a.nbytes()), 0);
+    test::Runner r(2, Precision::kBF16);
+    const auto ids = test::random_tokens(12, mapped->config().vocab_size, 4);
+    EXPECT_EQ(score_sequence(*mapped, r.ex, ids, {5, 7}), score_sequence(*copied, r.ex, ids, {5, 7}));
+}
+
 TEST_F(Checkpoint, OutOfRangeTokenIsAnError) {
     auto m = KimiModel::load(dir);
     test::Runner r(1);

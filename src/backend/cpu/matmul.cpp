@@ -94,29 +94,29 @@ void matmul_grouped(Exec& ex, const Tensor& x, std::span<const Tensor* const> ws
     }
     constexpr int64_t kBlock = kMatmulColumnBlock;   // as matmul_strided: each column block entirely by one task
     const int64_t per_group = (out + kBlock - 1) / kBlock;
-    // Work items (group, block) of the non-empty groups, block-major: the pool's contiguous
-    // split then gives every thread its share of every group, however unevenly tokens are routed.
-    int32_t* items = static_cast<int32_t*>(ex.arena->alloc_bytes(size_t(n_groups * per_group) * 2 * sizeof(int32_t)));
-    int64_t n_items = 0;
-    for (int64_t b = 0; b < per_group; ++b) {
-        for (int64_t g = 0; g < n_groups; ++g) {
-            if (starts[size_t(g)] == starts[size_t(g) + 1]) continue;
-            items[2 * n_items] = int32_t(g);
-            items[2 * n_items + 1] = int32_t(b);
-            ++n_items;
-        }
-    }
+    // Work items (block, group) over the non-empty groups, block-major: the pool's contiguous
+    // split then gives every thread its share of every group, however unevenly tokens are
+    // routed. A thread's items cover, for each group, one contiguous run of column blocks, so
+    // it runs the kernel once per group over that run: the kernel's weight prefetch then
+    // streams through the whole run instead of stopping at every 24-column block.
+    int32_t* groups = static_cast<int32_t*>(ex.arena->alloc_bytes(size_t(n_groups) * sizeof(int32_t)));
+    int64_t n_live = 0;
+    for (int64_t g = 0; g < n_groups; ++g)
+        if (starts[size_t(g)] != starts[size_t(g) + 1]) groups[n_live++] = int32_t(g);
+    if (n_live == 0) return;
     const MatmulKernel kernel = matmul_kernel();
     float* ys = y.f32();
-    ex.pool->parallel_ranges(n_items, [&](int64_t i0, int64_t i1, int) {
+    ex.pool->parallel_ranges(per_group * n_live, [&](int64_t i0, int64_t i1, int) {
         float* scratch = thread_scratch(in);
-        for (int64_t i = i0; i < i1; ++i) {
-            const int64_t g = items[2 * i], b = items[2 * i + 1];
-            const int64_t r0 = starts[size_t(g)], r1 = starts[size_t(g) + 1];
+        for (int64_t j = 0; j < n_live; ++j) {
+            // Blocks b with item b * n_live + j in [i0, i1).
+            const int64_t b0 = (i0 - j + n_live - 1) / n_live, b1 = (i1 - j + n_live - 1) / n_live;
+            if (b0 >= b1) continue;
+            const int64_t g = groups[j], r0 = starts[size_t(g)], r1 = starts[size_t(g) + 1];
             const Tensor& w = *ws[size_t(g)];
             MatmulArgs a{xs + r0 * in, r1 - r0, in, w.data, w.dtype, in, ys + r0 * out, out};
             if (xbs && w.dtype == DType::kBF16) a.xb = xbs + r0 * in;
-            kernel(a, b * kBlock, std::min(out, (b + 1) * kBlock), scratch);
+            kernel(a, b0 * kBlock, std::min(out, b1 * kBlock), scratch);
         }
     });
 }

@@ -271,6 +271,33 @@ TEST_P(Ops, MlaAttentionPaged) {
     EXPECT_LT(rel_err(o16.t, o.t), 2e-2);   // and close to the f32 cache (bf16 rounding)
 }
 
+TEST_P(Ops, MlaAttentionLongContextTiles) {
+    // Several online-softmax tiles, a head group of 8 plus a remainder, 32-column chunks plus
+    // a tail: against the reference, and each token alone == all tokens in one call, bit for bit.
+    Rng rng(16);
+    const int64_t h = 11, rank = 40, rope = 5, width = rank + rope, n_new = 3;
+    const int32_t bs = 16, max_blocks = 20, past = 290;
+    std::vector<int32_t> tables(static_cast<size_t>(max_blocks));
+    for (int32_t i = 0; i < max_blocks; ++i) tables[size_t(i)] = (i * 7 + 3) % max_blocks;   // a permutation
+    for (bool bf16 : {false, true}) {
+        Buf cache(DType::kF32, {max_blocks, bs, width}, &rng);
+        std::vector<uint16_t> cache16(size_t(max_blocks * bs * width));
+        for (size_t i = 0; i < cache16.size(); ++i) cache16[i] = f32_to_bf16(cache.f()[i]);
+        const ops::PagedLatents pl{bf16 ? nullptr : cache.f(), bf16 ? cache16.data() : nullptr, bs, width, tables, max_blocks};
+        Buf q(DType::kF32, {n_new, h, width}, &rng, 3.0), o(DType::kF32, {n_new, h, rank}), orf(DType::kF32, {n_new, h, rank});
+        const std::vector<int32_t> starts{0, int32_t(n_new)}, pasts{past};
+        ops::mla_attention(r.ex, q.t, pl, starts, pasts, 0.2f, o.t);
+        ref::mla_attention(q.t, pl, starts, pasts, 0.2f, orf.t);
+        EXPECT_LT(rel_err(o.t, orf.t), 1e-5) << (bf16 ? "bf16" : "f32");
+        for (int64_t t = 0; t < n_new; ++t) {
+            Buf one(DType::kF32, {1, h, rank});
+            const std::vector<int32_t> s1{0, 1}, p1{int32_t(past + t)};
+            ops::mla_attention(r.ex, q.t.rows(t, t + 1), pl, s1, p1, 0.2f, one.t);
+            ASSERT_EQ(0, std::memcmp(one.f(), o.f() + t * h * rank, size_t(h * rank) * 4)) << "token " << t;
+        }
+    }
+}
+
 TEST_P(Ops, MoeRoute) {
     Rng rng(7);
     for (auto [e, k, groups, keep, renorm] :

@@ -1,15 +1,18 @@
-// AVX-512 BF16 matrix-product kernel for bf16 activations × bf16 weights (this TU alone is
-// compiled with -mavx512f/bw/vl/bf16 and is only called after cpu_features() confirmed them).
-// vdpbf16ps multiplies the stored weight bits with the activations rounded to bf16, with no
-// widening at all. Per output element: 16 lanes, each adding its pair of products (odd
-// element, then even) per 32 elements for i < I − I % 32; the lanes reduced in a fixed order
-// (upper half onto lower, then as the AVX2 kernel); the tail in order. Two paths with that
-// one order, so a row's result depends on nothing but that row:
+// AVX-512 matrix-product kernels (this TU alone is compiled with -mavx512f/bw/vl/bf16 and is
+// only called after cpu_features() confirmed them). Two operand modes:
+// - bf16 activations × bf16 weights: vdpbf16ps on the stored weight bits and the activations
+//   rounded to bf16, no widening at all. Per output element: 16 lanes, each adding its pair of
+//   products (odd element, then even) per 32 elements for i < I − I % 32;
+// - f32 activations (any weight dtype; also bf16 activations with f16/f32 weights): 512-bit
+//   FMA on weights widened exactly to f32, 16 lanes, lane l summing i ≡ l (mod 16) in index
+//   order for i < I − I % 16.
+// Either way the lanes are then reduced in a fixed order (upper half onto lower, then as the
+// AVX2 kernel) and the tail added in order. Two paths with that one order, so a row's result
+// depends on nothing but that row:
 // - few token rows: weights streamed from memory 8 or 4 rows at a time, prefetched ahead;
-// - many token rows: blocks of weight rows (the next block prefetched into L2 meanwhile)
-//   against 4-token × 4-row micro-tiles over the whole reduction, accumulators in registers.
-// f32 activations (and f16/f32 weights) stay on the AVX2 kernel: on the machine we measured
-// (Xeon, AVX-512 BF16) a 512-bit f32 path was no faster than it (docs/performance.md).
+// - many token rows: blocks of weight rows (bf16: as stored, the next block prefetched into
+//   L2 meanwhile; f32 mode: widened once into a per-thread scratch) against 4-token × 4-row
+//   micro-tiles over the whole reduction, accumulators in registers.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -21,7 +24,7 @@ namespace {
 
 constexpr int64_t kPrefetchRows = 16;   // how far ahead (in weight rows) the direct path prefetches
 constexpr int64_t kDirectMaxRows = 4;   // token rows up to which the direct path is used
-constexpr int64_t kTokBlock = 16;   // token rows per pass over a block of weight rows
+constexpr int64_t kTokBlock = 24;   // token rows per pass over a block of weight rows
 
 inline float hsum16(__m512 v) {
     const __m256 lo = _mm512_castps512_ps256(v);
@@ -44,6 +47,31 @@ struct DotBf16Mode {
     }
     static float x1(const uint16_t* x, int64_t i) { return bf16_to_f32(x[i]); }
     static float w1(const void* w, int64_t i) { return bf16_to_f32(static_cast<const uint16_t*>(w)[i]); }
+};
+
+// f32 activations × weights of dtype DT, widened exactly to f32 in registers.
+template <DType DT>
+struct DotF32Mode {
+    using X = float;
+    static constexpr int64_t kStep = 16;
+    static constexpr size_t kWBytes = DT == DType::kF32 ? 4 : 2;
+    static __m512 x_at(const float* x, int64_t i) { return _mm512_loadu_ps(x + i); }
+    static __m512 w_at(const void* w, int64_t i) {
+        if constexpr (DT == DType::kF32) {
+            return _mm512_loadu_ps(static_cast<const float*>(w) + i);
+        } else {
+            const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(w) + i));
+            if constexpr (DT == DType::kBF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+            else return _mm512_cvtph_ps(h);
+        }
+    }
+    static __m512 madd(__m512 acc, __m512 x, __m512 w) { return _mm512_fmadd_ps(x, w, acc); }
+    static float x1(const float* x, int64_t i) { return x[i]; }
+    static float w1(const void* w, int64_t i) {
+        if constexpr (DT == DType::kF32) return static_cast<const float*>(w)[i];
+        else if constexpr (DT == DType::kBF16) return bf16_to_f32(static_cast<const uint16_t*>(w)[i]);
+        else return f16_to_f32(static_cast<const uint16_t*>(w)[i]);
+    }
 };
 
 // The operands of one product in a mode: token rows x (ldx apart), weight rows w (`in` apart).
@@ -135,8 +163,10 @@ inline void tile(const MatmulArgs& a, const Operands<M>& op, int64_t t, int64_t 
 template <class M, int NR>
 inline void rows_tiles(const MatmulArgs& a, const Operands<M>& op, int64_t t0, int64_t t1, int64_t o, int64_t wrow) {
     int64_t t = t0;
-    for (; t + 4 <= t1; t += 4) tile<M, NR, 4>(a, op, t, o, wrow);
+    for (; t + 6 <= t1; t += 6) tile<M, NR, 6>(a, op, t, o, wrow);
     switch (t1 - t) {
+        case 5: return tile<M, NR, 5>(a, op, t, o, wrow);
+        case 4: return tile<M, NR, 4>(a, op, t, o, wrow);
         case 3: return tile<M, NR, 3>(a, op, t, o, wrow);
         case 2: return tile<M, NR, 2>(a, op, t, o, wrow);
         case 1: return tile<M, NR, 1>(a, op, t, o, wrow);
@@ -144,12 +174,14 @@ inline void rows_tiles(const MatmulArgs& a, const Operands<M>& op, int64_t t0, i
     }
 }
 
-// Weight rows per block: as many as keep the block (bf16) within about 192 KiB (L2).
-int64_t row_block(int64_t in) { return std::clamp<int64_t>((98304 / std::max<int64_t>(in, 1)) / 4 * 4, 4, kMaxRowBlock); }
+// Weight rows per block: as many as keep the block within about 192 KiB (L2), a multiple of 4.
+int64_t row_block(int64_t in, size_t elem_bytes) {
+    return std::clamp<int64_t>((196608 / std::max<int64_t>(in * int64_t(elem_bytes), 1)) / 4 * 4, 4, kMaxRowBlock);
+}
 
 template <class M>
 void blocked_range(const MatmulArgs& a, const Operands<M>& op, int64_t o_begin, int64_t o_end) {
-    const int64_t rb = row_block(a.in);
+    const int64_t rb = row_block(a.in, M::kWBytes);
     for (int64_t o = o_begin; o < o_end; o += rb) {
         const int64_t n_w = std::min(rb, o_end - o), next_rows = std::min(rb, o_end - o - n_w);
         const char* next = static_cast<const char*>(op.w) + size_t((o + n_w) * a.in) * M::kWBytes;
@@ -168,10 +200,49 @@ void blocked_range(const MatmulArgs& a, const Operands<M>& op, int64_t o_begin, 
     }
 }
 
+// f32 mode, many token rows: weights of dtype DT widened once per block into `scratch` (f32
+// weights are used in place), then the same micro-tiles as the bf16 path.
+template <DType DT>
+void widened_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch) {
+    using M = DotF32Mode<DType::kF32>;
+    if constexpr (DT == DType::kF32) {
+        return blocked_range(a, Operands<M>{a.x, a.ldx, a.w}, o_begin, o_end);
+    } else {
+        const int64_t in = a.in;
+        const int64_t rb = row_block(in, sizeof(float));
+        const Operands<M> op{a.x, a.ldx, scratch};
+        for (int64_t o = o_begin; o < o_end; o += rb) {
+            const int64_t n_w = std::min(rb, o_end - o);
+            const void* src = static_cast<const uint16_t*>(a.w) + o * in;
+            const int64_t n = n_w * in, n16 = n - n % 16;
+            for (int64_t i = 0; i < n16; i += 16) _mm512_storeu_ps(scratch + i, DotF32Mode<DT>::w_at(src, i));
+            for (int64_t i = n16; i < n; ++i) scratch[i] = DotF32Mode<DT>::w1(src, i);
+            for (int64_t t = 0; t < a.n_rows; t += kTokBlock) {
+                const int64_t t1 = std::min(a.n_rows, t + kTokBlock);
+                int64_t r = 0;
+                for (; r + 4 <= n_w; r += 4) rows_tiles<M, 4>(a, op, t, t1, o + r, r);
+                for (; r < n_w; ++r) rows_tiles<M, 1>(a, op, t, t1, o + r, r);
+            }
+        }
+    }
+}
+
+template <DType DT>
+void f32_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch) {
+    if (a.n_rows > kDirectMaxRows) return widened_range<DT>(a, o_begin, o_end, scratch);
+    direct_range(a, Operands<DotF32Mode<DT>>{a.x, a.ldx, a.w}, o_begin, o_end);
+}
+
 }  // namespace
 
 void matmul_range_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch) {
-    if (!a.xb || a.w_dtype != DType::kBF16) return matmul_range_avx2(a, o_begin, o_end, scratch);
+    if (!a.xb || a.w_dtype != DType::kBF16) {
+        switch (a.w_dtype) {
+            case DType::kBF16: return f32_range<DType::kBF16>(a, o_begin, o_end, scratch);
+            case DType::kF16: return f32_range<DType::kF16>(a, o_begin, o_end, scratch);
+            default: return f32_range<DType::kF32>(a, o_begin, o_end, scratch);
+        }
+    }
     const Operands<DotBf16Mode> op{a.xb, a.in, a.w};
     if (a.n_rows > kDirectMaxRows) return blocked_range(a, op, o_begin, o_end);
     direct_range(a, op, o_begin, o_end);

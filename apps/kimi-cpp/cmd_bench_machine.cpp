@@ -77,6 +77,7 @@ int cmd_bench_machine(int argc, char** argv) {
     J out = {{"benchmark", "machine"},
              {"cpu", cpu_model()},
              {"cpu_flags", cpu::cpu_features_string()},
+             {"cache_bytes", {{"l1d", cpu::cache_sizes().l1d}, {"l2", cpu::cache_sizes().l2}, {"l3", cpu::cache_sizes().l3}}},
              {"threads", threads},
              {"buffer_mib", size_mb},
              {"reps", reps},
@@ -84,8 +85,10 @@ int cmd_bench_machine(int argc, char** argv) {
              {"peak_gflops",
               {{"f32", {{"isa", isa_f32}, {"1_thread", stats_json(f1)}, {"all_threads", stats_json(fn)}}},
                {"bf16", {{"isa", isa_bf16}, {"1_thread", stats_json(b1)}, {"all_threads", stats_json(bn)}}}}}};
-    std::printf("machine: %s (%s), %lld threads\n\n", out["cpu"].get<std::string>().c_str(),
-                out["cpu_flags"].get<std::string>().c_str(), (long long)threads);
+    std::printf("machine: %s (%s), %lld threads; caches L1d %lld KiB, L2 %lld KiB, L3 %lld MiB\n\n",
+                out["cpu"].get<std::string>().c_str(), out["cpu_flags"].get<std::string>().c_str(), (long long)threads,
+                (long long)(cpu::cache_sizes().l1d >> 10), (long long)(cpu::cache_sizes().l2 >> 10),
+                (long long)(cpu::cache_sizes().l3 >> 20));
     std::printf("| probe | 1 thread (median [min, max]) | %lld threads (median [min, max]) |\n| --- | --- | --- |\n",
                 (long long)threads);
     auto row = [&](const char* name, const J& a, const J& b, const char* unit) {

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_features.h"
+#include "backend/cpu/kda_kernel.h"
 #include "backend/ref/ref_ops.h"
 #include "core/rng.h"
 #include "ops/ops.h"
@@ -238,6 +240,30 @@ TEST_P(Ops, ConvAndRecurrenceVarlen) {
     ref::kda_recurrent(q.t, kk.t, vv.t, g.t, beta.t, {sr.f(), h * k * v}, seqs, orf.t);
     EXPECT_LT(rel_err(o.t, orf.t), 1e-5);
     EXPECT_LT(rel_err(s.t, sr.t), 1e-5);
+}
+
+// The KDA recurrence compiled portably and with AVX-512 (auto-vectorized): the same bits,
+// so a machine's choice of kernel never changes the KDA state or output.
+TEST(KdaKernels, PortableAndAvx512AgreeBitForBit) {
+    if (!cpu::use_avx512()) GTEST_SKIP() << "no AVX-512 kernel on this machine";
+    Rng rng(21);
+    for (auto [dk, dv] : {std::pair<int64_t, int64_t>{128, 128}, {24, 37}}) {
+        const int64_t t = 5;
+        Buf q(DType::kF32, {t, dk}, &rng, 0.3), k(DType::kF32, {t, dk}, &rng, 0.3), v(DType::kF32, {t, dv}, &rng);
+        Buf g(DType::kF32, {t, dk}, &rng, 0.2), beta(DType::kF32, {t}, &rng), s0(DType::kF32, {dk, dv}, &rng);
+        for (int64_t i = 0; i < g.t.numel(); ++i) g.f()[i] = -std::fabs(g.f()[i]);
+        Buf sa(DType::kF32, {dk, dv}), sb(DType::kF32, {dk, dv}), oa(DType::kF32, {t, dv}), ob(DType::kF32, {t, dv});
+        std::memcpy(sa.f(), s0.f(), s0.t.nbytes());
+        std::memcpy(sb.f(), s0.f(), s0.t.nbytes());
+        cpu::KdaHeadArgs a{q.f(), k.f(), v.f(), g.f(), beta.f(), oa.f(), dk, dv, 1, 0, t, dk, dv, sa.f()};
+        alignas(64) float u[512];
+        cpu::kda_head_portable(a, u);
+        a.o = ob.f();
+        a.state = sb.f();
+        cpu::kda_head_avx512(a, u);
+        EXPECT_EQ(0, std::memcmp(oa.f(), ob.f(), oa.t.nbytes())) << dk << "x" << dv;
+        EXPECT_EQ(0, std::memcmp(sa.f(), sb.f(), sa.t.nbytes())) << dk << "x" << dv;
+    }
 }
 
 TEST_P(Ops, MlaAttentionPaged) {

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <unistd.h>
+
 namespace kimi::cpu {
 
 const CpuFeatures& cpu_features() {
@@ -26,6 +28,21 @@ const CpuFeatures& cpu_features() {
         return c;
     }();
     return f;
+}
+
+const CacheSizes& cache_sizes() {
+    static const CacheSizes c = [] {
+        auto get = [](int name, int64_t fallback) {
+            const long v = ::sysconf(name);
+            return v > 0 ? int64_t(v) : fallback;
+        };
+        CacheSizes s;
+        s.l1d = get(_SC_LEVEL1_DCACHE_SIZE, int64_t(32) << 10);
+        s.l2 = get(_SC_LEVEL2_CACHE_SIZE, int64_t(1) << 20);
+        s.l3 = get(_SC_LEVEL3_CACHE_SIZE, int64_t(8) << 20);
+        return s;
+    }();
+    return c;
 }
 
 std::string cpu_features_string() {

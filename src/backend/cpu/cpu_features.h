@@ -1,5 +1,6 @@
 // CPU features, detected once at start-up; kernels are chosen from these (never -march=native).
 #pragma once
+#include <cstdint>
 #include <string>
 
 namespace kimi::cpu {
@@ -10,6 +11,13 @@ struct CpuFeatures {
 };
 
 const CpuFeatures& cpu_features();
+
+// Data cache sizes per core (bytes), from the C library's CPUID decoding (sysconf), with
+// conservative defaults where it reports none; kernels size their blocks from these.
+struct CacheSizes {
+    int64_t l1d = 0, l2 = 0, l3 = 0;
+};
+const CacheSizes& cache_sizes();
 std::string cpu_features_string();   // "avx2 fma f16c" — for logs and bench JSON
 bool use_avx2();                     // avx2 + fma + f16c, unless KIMI_FORCE_SCALAR is set
 

@@ -10,6 +10,7 @@
 
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/kda_kernel.h"
+#include "backend/cpu/matmul_kernel.h"
 #include "backend/ref/ref_ops.h"
 #include "core/rng.h"
 #include "ops/ops.h"
@@ -264,6 +265,26 @@ TEST(KdaKernels, PortableAndAvx512AgreeBitForBit) {
         EXPECT_EQ(0, std::memcmp(oa.f(), ob.f(), oa.t.nbytes())) << dk << "x" << dv;
         EXPECT_EQ(0, std::memcmp(sa.f(), sb.f(), sa.t.nbytes())) << dk << "x" << dv;
     }
+}
+
+// Rounding activations to bf16: the vectorized AVX-512 build gives the bits of the scalar one,
+// ties, NaNs, infinities and subnormals included.
+TEST(Bf16Rounding, PortableAndAvx512AgreeBitForBit) {
+    if (!cpu::use_avx512()) GTEST_SKIP() << "no AVX-512 kernel on this machine";
+    Rng rng(22);
+    const int64_t rows = 3, in = 77, ldx = 80;
+    std::vector<float> x(size_t(rows * ldx));
+    for (auto& v : x) v = float(rng.normal()) * 100.0f;
+    const uint32_t special[] = {0x7fc00001u, 0xff800000u, 0x7f800000u, 0x00000001u, 0x80400000u, 0x3f808000u, 0x3f818000u, 0x7f7fffffu};
+    for (size_t i = 0; i < std::size(special); ++i) std::memcpy(&x[i * 3], &special[i], 4);
+    std::vector<float> ra(size_t(rows * in)), rb(size_t(rows * in));
+    std::vector<uint16_t> ba(size_t(rows * in)), bb(size_t(rows * in));
+    cpu::bf16_round_rows_portable(x.data(), rows, ldx, in, ra.data(), ba.data());
+    cpu::bf16_round_rows_avx512(x.data(), rows, ldx, in, rb.data(), bb.data());
+    EXPECT_EQ(0, std::memcmp(ra.data(), rb.data(), ra.size() * 4));
+    EXPECT_EQ(ba, bb);
+    for (int64_t t = 0; t < rows; ++t)
+        for (int64_t i = 0; i < in; ++i) ASSERT_EQ(ba[size_t(t * in + i)], f32_to_bf16(x[size_t(t * ldx + i)]));
 }
 
 TEST_P(Ops, MlaAttentionPaged) {

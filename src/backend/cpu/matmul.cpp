@@ -11,6 +11,10 @@
 
 namespace kimi::cpu {
 
+void bf16_round_rows_portable(const float* x, int64_t n_rows, int64_t ldx, int64_t in, float* xr, uint16_t* xb) {
+    bf16_round_rows_body(x, n_rows, ldx, in, xr, xb);
+}
+
 namespace {
 float* thread_scratch(int64_t in) {
     // note: grows once per thread to the largest I seen; steady-state steps never allocate.
@@ -38,22 +42,26 @@ MatmulKernel matmul_kernel() {
 }
 
 namespace {
-// bf16 activations: the rows rounded once into the arena, as f32 values (every kernel) and,
-// when the weights are bf16 and the kernel multiplies bf16 pairs natively, as bf16 bits too.
+// bf16 activations: the rows rounded once into the arena, as bf16 bits when the weights are
+// bf16 and the kernel multiplies bf16 pairs natively (AVX-512 BF16), else as f32 values.
 struct RoundedRows {
-    const float* x;
+    const float* x = nullptr;
     const uint16_t* xb = nullptr;
 };
 
-RoundedRows round_rows(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, int64_t in, DType w_dtype) {
-    float* xr = static_cast<float*>(ex.arena->alloc_bytes(size_t(n_rows * in) * sizeof(float)));
-    const bool bits = w_dtype == DType::kBF16 && use_avx512_bf16();
+RoundedRows round_rows(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, int64_t in, bool bits, bool values) {
+    RoundedRows r;
+    float* xr = values ? static_cast<float*>(ex.arena->alloc_bytes(size_t(n_rows * in) * sizeof(float))) : nullptr;
     uint16_t* xb = bits ? static_cast<uint16_t*>(ex.arena->alloc_bytes(size_t(n_rows * in) * sizeof(uint16_t))) : nullptr;
-    for (int64_t t = 0; t < n_rows; ++t)
-        for (int64_t i = 0; i < in; ++i) xr[t * in + i] = round_to_bf16(x[t * ldx + i]);
-    if (xb)
-        for (int64_t i = 0; i < n_rows * in; ++i) xb[i] = f32_to_bf16(xr[i]);   // exact: already bf16 values
-    return {xr, xb};
+    const int64_t per_task = std::max<int64_t>(1, 16384 / std::max<int64_t>(in, 1));   // rows per task
+    const auto round = use_avx512() ? bf16_round_rows_avx512 : bf16_round_rows_portable;
+    ex.pool->parallel_ranges((n_rows + per_task - 1) / per_task, [&](int64_t c0, int64_t c1, int) {
+        const int64_t t0 = c0 * per_task, t1 = std::min(n_rows, c1 * per_task);
+        round(x + t0 * ldx, t1 - t0, ldx, in, xr ? xr + t0 * in : nullptr, xb ? xb + t0 * in : nullptr);
+    });
+    r.x = xr;
+    r.xb = xb;
+    return r;
 }
 }  // namespace
 
@@ -63,7 +71,8 @@ void matmul_strided(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, const
     if (n_rows == 0 || out == 0) return;
     const uint16_t* xb = nullptr;
     if (p == Precision::kBF16) {
-        const RoundedRows r = round_rows(ex, x, n_rows, ldx, in, w.dtype);
+        const bool bits = w.dtype == DType::kBF16 && use_avx512_bf16();
+        const RoundedRows r = round_rows(ex, x, n_rows, ldx, in, bits, !bits);
         x = r.x;
         xb = r.xb;
         ldx = in;
@@ -87,8 +96,11 @@ void matmul_grouped(Exec& ex, const Tensor& x, std::span<const Tensor* const> ws
     const float* xs = x.f32();
     const uint16_t* xbs = nullptr;
     if (p == Precision::kBF16) {   // rounded once, as matmul rounds each row
-        // note: keyed on the first expert; bits are only ever used with bf16 weights (below)
-        const RoundedRows r = round_rows(ex, xs, x.dim(0), in, in, ws.empty() ? DType::kF32 : ws[0]->dtype);
+        // bits for the bf16 experts (AVX-512 BF16), values for any other
+        bool any_bf16 = false, any_other = false;
+        for (const Tensor* w : ws) (w->dtype == DType::kBF16 ? any_bf16 : any_other) = true;
+        const bool bits = any_bf16 && use_avx512_bf16();
+        const RoundedRows r = round_rows(ex, xs, x.dim(0), in, in, bits, !bits || any_other);
         xs = r.x;
         xbs = r.xb;
     }
@@ -114,7 +126,7 @@ void matmul_grouped(Exec& ex, const Tensor& x, std::span<const Tensor* const> ws
             if (b0 >= b1) continue;
             const int64_t g = groups[j], r0 = starts[size_t(g)], r1 = starts[size_t(g) + 1];
             const Tensor& w = *ws[size_t(g)];
-            MatmulArgs a{xs + r0 * in, r1 - r0, in, w.data, w.dtype, in, ys + r0 * out, out};
+            MatmulArgs a{xs ? xs + r0 * in : nullptr, r1 - r0, in, w.data, w.dtype, in, ys + r0 * out, out};
             if (xbs && w.dtype == DType::kBF16) a.xb = xbs + r0 * in;
             kernel(a, b0 * kBlock, std::min(out, b1 * kBlock), scratch);
         }

@@ -43,6 +43,24 @@ void matmul_range_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end, floa
 void matmul_range_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch);
 
 using MatmulKernel = void (*)(const MatmulArgs&, int64_t, int64_t, float*);
+
+// Rounds n_rows rows of x (ldx apart) to bf16 (f32_to_bf16: nearest even, NaN kept quiet),
+// writing them I apart as f32 values into xr and/or as bf16 bits into xb (either may be null).
+// The same integer arithmetic in both builds (the AVX-512 one vectorized by the compiler), so
+// the same bits.
+void bf16_round_rows_portable(const float* x, int64_t n_rows, int64_t ldx, int64_t in, float* xr, uint16_t* xb);
+void bf16_round_rows_avx512(const float* x, int64_t n_rows, int64_t ldx, int64_t in, float* xr, uint16_t* xb);
+
+inline void bf16_round_rows_body(const float* __restrict x, int64_t n_rows, int64_t ldx, int64_t in, float* __restrict xr,
+                                 uint16_t* __restrict xb) {
+    for (int64_t t = 0; t < n_rows; ++t) {
+        const float* __restrict row = x + t * ldx;
+        if (xb)
+            for (int64_t i = 0; i < in; ++i) xb[t * in + i] = f32_to_bf16(row[i]);
+        if (xr)
+            for (int64_t i = 0; i < in; ++i) xr[t * in + i] = bf16_to_f32(f32_to_bf16(row[i]));
+    }
+}
 MatmulKernel matmul_kernel();   // the kernel of matmul_isa()
 
 }  // namespace kimi::cpu

@@ -106,7 +106,10 @@ void mla_attention(Exec& ex, const Tensor& q_abs, const PagedLatents& cache, std
     const int64_t n_groups = (n_heads + kMlaGroup - 1) / kMlaGroup;
     ex.pool->parallel_ranges(n * n_groups, [&](int64_t i0, int64_t i1, int) {
         for (int64_t i = i0; i < i1; ++i) {
-            const int64_t t = i / n_groups, h0 = (i % n_groups) * kMlaGroup, nh = std::min(kMlaGroup, n_heads - h0);
+            // Tokens in the order 0, n−1, 1, n−2, …: a causal prefill's cost grows with the
+            // position, so each thread's contiguous range then gets early and late tokens alike.
+            const int64_t k = i / n_groups, t = k % 2 == 0 ? k / 2 : n - 1 - k / 2;
+            const int64_t h0 = (i % n_groups) * kMlaGroup, nh = std::min(kMlaGroup, n_heads - h0);
             const int64_t b = seq_of(seq_starts, t);
             const int64_t ctx = n_past[size_t(b)] + (t - seq_starts[size_t(b)]) + 1;
             task_fn(MlaTask{&cache, b, ctx, qs + (t * n_heads + h0) * width, nh, width, rank, scale, os + (t * n_heads + h0) * rank});

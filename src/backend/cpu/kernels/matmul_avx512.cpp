@@ -241,6 +241,10 @@ void f32_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scrat
 
 }  // namespace
 
+void bf16_round_rows_avx512(const float* x, int64_t n_rows, int64_t ldx, int64_t in, float* xr, uint16_t* xb) {
+    bf16_round_rows_body(x, n_rows, ldx, in, xr, xb);
+}
+
 void matmul_range_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch) {
     if (!a.xb || a.w_dtype != DType::kBF16) {
         switch (a.w_dtype) {

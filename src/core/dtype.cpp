@@ -11,6 +11,8 @@ size_t dtype_size(DType t) {
         case DType::kBF16: return 2;
         case DType::kF16: return 2;
         case DType::kI32: return 4;
+        case DType::kU8: return 1;
+        case DType::kMXFP4: return 1;
     }
     return 0;
 }
@@ -21,6 +23,8 @@ const char* dtype_name(DType t) {
         case DType::kBF16: return "BF16";
         case DType::kF16: return "F16";
         case DType::kI32: return "I32";
+        case DType::kU8: return "U8";
+        case DType::kMXFP4: return "MXFP4";
     }
     return "?";
 }
@@ -30,6 +34,7 @@ bool dtype_from_name(std::string_view name, DType& out) {
     else if (name == "BF16") out = DType::kBF16;
     else if (name == "F16") out = DType::kF16;
     else if (name == "I32") out = DType::kI32;
+    else if (name == "U8") out = DType::kU8;
     else return false;
     return true;
 }

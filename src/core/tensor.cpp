@@ -18,6 +18,8 @@ float element_f32(const Tensor& t, int64_t i) {
         case DType::kBF16: return bf16_to_f32(static_cast<const uint16_t*>(t.data)[i]);
         case DType::kF16: return f16_to_f32(static_cast<const uint16_t*>(t.data)[i]);
         case DType::kI32: return float(static_cast<const int32_t*>(t.data)[i]);
+        case DType::kU8: return float(static_cast<const uint8_t*>(t.data)[i]);
+        case DType::kMXFP4: return mxfp4_element(static_cast<const uint8_t*>(t.data), t.scale, i);
     }
     return 0.0f;
 }

@@ -17,6 +17,7 @@ struct Tensor {
     DType dtype = DType::kF32;
     int rank = 0;
     std::array<int64_t, 4> shape{};
+    const uint8_t* scale = nullptr;   // kMXFP4 only: [rows, cols / 32] E8M0 scale bytes
 
     Tensor() = default;
     Tensor(void* d, DType t, std::initializer_list<int64_t> dims) : data(d), dtype(t) {
@@ -31,7 +32,8 @@ struct Tensor {
         for (int i = 0; i < rank; ++i) n *= shape[i];
         return n;
     }
-    size_t nbytes() const { return size_t(numel()) * dtype_size(dtype); }
+    // Bytes of `data` (kMXFP4: the packed values, half a byte each; the scales are extra).
+    size_t nbytes() const { return dtype == DType::kMXFP4 ? size_t(numel()) / 2 : size_t(numel()) * dtype_size(dtype); }
 
     float* f32() const { KIMI_CHECK(dtype == DType::kF32, "tensor is not F32"); return static_cast<float*>(data); }
     int32_t* i32() const { KIMI_CHECK(dtype == DType::kI32, "tensor is not I32"); return static_cast<int32_t*>(data); }
@@ -52,6 +54,7 @@ struct Tensor {
         Tensor t = *this;
         t.shape[0] = end - begin;
         t.data = static_cast<char*>(data) + size_t(begin) * (nbytes() / size_t(shape[0] ? shape[0] : 1));
+        if (scale) t.scale = scale + size_t(begin) * size_t(numel() / (shape[0] ? shape[0] : 1) / kMxfp4Group);
         return t;
     }
     Tensor row(int64_t i) const {  // drops dimension 0

@@ -81,21 +81,10 @@ int64_t ModelConfig::n_mla_layers() const { return int64_t(layer_kinds.size()) -
 
 namespace {
 
-// A quantization_config (top level, or inside text_config) names a format the engine does
-// not read yet: say which, instead of failing later on a U8 tensor.
-void reject_quantization(const json& obj, const std::string& source, const std::string& where) {
+// The quantization_config, at the top level or (K3) inside text_config; null or absent: none.
+const json* find_quantization(const json& obj) {
     auto it = obj.find("quantization_config");
-    if (it == obj.end() || it->is_null()) return;
-    std::string method = "?", format = "?";
-    if (it->is_object()) {
-        if (auto m = it->find("quant_method"); m != it->end() && m->is_string()) method = m->get<std::string>();
-        if (auto f = it->find("format"); f != it->end() && f->is_string()) format = f->get<std::string>();
-        if (auto g = it->find("config_groups"); g != it->end() && g->is_object())
-            for (const auto& grp : *g)
-                if (grp.is_object() && grp.contains("format") && grp["format"].is_string()) format = grp["format"].get<std::string>();
-    }
-    throw Error(source + ": config key '" + where + "quantization_config' declares quantized weights (quant_method '" + method +
-                "', format '" + format + "'), which this version does not load: only unquantized BF16/F16/F32 checkpoints are supported");
+    return it == obj.end() || it->is_null() ? nullptr : &*it;
 }
 
 }  // namespace
@@ -110,14 +99,19 @@ ModelConfig parse_model_config(const json& top, const std::string& source) {
         tr.fail("architectures", "is missing (expected [\"KimiLinearForCausalLM\"] or [\"KimiK3ForConditionalGeneration\"])");
     if (c.architecture != "KimiLinearForCausalLM" && c.architecture != "KimiK3ForConditionalGeneration")
         tr.fail("architectures", "names '" + c.architecture + "'; only KimiLinearForCausalLM and KimiK3ForConditionalGeneration are supported");
-    reject_quantization(top, source, "");
+    const json* quant = find_quantization(top);
+    std::string quant_where = source + ": ";
     // Kimi-K3 nests the text model's keys under text_config (vision_config beside it is not
     // served) and prefixes its tensors with `language_model.`.
     const bool k3 = c.architecture == "KimiK3ForConditionalGeneration";
     if (k3) {
         const json& t = tr.need("text_config");
         if (!t.is_object()) tr.fail("text_config", "must be an object");
-        reject_quantization(t, source, "text_config.");
+        if (const json* tq = find_quantization(t)) {
+            if (quant) throw Error(source + ": quantization_config given both at the top level and in text_config");
+            quant = tq;
+            quant_where = source + ": text_config.";
+        }
         c.tensor_prefix = "language_model.";
     }
     const json& j = k3 ? top["text_config"] : top;
@@ -125,6 +119,7 @@ ModelConfig parse_model_config(const json& top, const std::string& source) {
     // Token ids may sit at the top level of a multimodal config only.
     const Reader& ids = (k3 && !j.contains("eos_token_id")) ? tr : r;
 
+    if (quant) c.quant = parse_quant_config(*quant, quant_where);
     c.vocab_size = r.integer("vocab_size", 1, int64_t(1) << 26);
     c.hidden_size = r.integer("hidden_size", 1, 65536);
     c.n_layers = r.integer("num_hidden_layers", 1, 1024);

@@ -10,6 +10,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "model/quant_config.h"
+
 namespace kimi {
 
 enum class LayerKind : uint8_t { kKda, kMla };
@@ -52,6 +54,7 @@ struct ModelConfig {
     int64_t attn_res_block_size = 0;
 
     std::vector<LayerKind> layer_kinds;      // [L], from the 1-based kda_layers / full_attn_layers
+    QuantConfig quant;                       // quantization_config (top level or in text_config): MXFP4 linears
 
     bool is_moe_layer(int64_t i) const { return i >= first_k_dense_replace && i % moe_layer_freq == 0; }
     int64_t n_kda_layers() const;

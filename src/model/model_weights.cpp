@@ -17,23 +17,23 @@ namespace {
 MlpWeights bind_mlp(WeightStore& s, const std::string& p, int64_t d, int64_t f, const char* gate, const char* up,
                     const char* down) {
     MlpWeights m;
-    m.gate = s.get(p + gate + ".weight", {f, d});
-    m.up = s.get(p + up + ".weight", {f, d});
-    m.down = s.get(p + down + ".weight", {d, f});
+    m.gate = s.linear(p + gate, f, d);
+    m.up = s.linear(p + up, f, d);
+    m.down = s.linear(p + down, d, f);
     return m;
 }
 
 KdaWeights bind_kda(const ModelConfig& c, WeightStore& s, const std::string& p) {
     const int64_t d = c.hidden_size, h = c.kda_heads, k = c.kda_head_dim, hk = h * k, w = c.conv_kernel;
     KdaWeights a;
-    a.q_proj = s.get(p + "q_proj.weight", {hk, d});
-    a.k_proj = s.get(p + "k_proj.weight", {hk, d});
-    a.v_proj = s.get(p + "v_proj.weight", {hk, d});
+    a.q_proj = s.linear(p + "q_proj", hk, d);
+    a.k_proj = s.linear(p + "k_proj", hk, d);
+    a.v_proj = s.linear(p + "v_proj", hk, d);
     a.q_conv = s.to_f32(s.get(p + "q_conv1d.weight", {hk, 1, w}), {hk, 1, w});
     a.k_conv = s.to_f32(s.get(p + "k_conv1d.weight", {hk, 1, w}), {hk, 1, w});
     a.v_conv = s.to_f32(s.get(p + "v_conv1d.weight", {hk, 1, w}), {hk, 1, w});
-    a.f_a = s.get(p + "f_a_proj.weight", {k, d});
-    a.f_b = s.get(p + "f_b_proj.weight", {hk, k});
+    a.f_a = s.linear(p + "f_a_proj", k, d);
+    a.f_b = s.linear(p + "f_b_proj", hk, k);
     a.dt_bias = s.to_f32(s.get(p + "dt_bias", {hk}), {hk});
     // A_log: [1, 1, H, 1] in Kimi Linear; a 1-D F32 vector in K3, padded beyond the H heads
     // (to head_dim): the first H entries are the real ones.
@@ -44,15 +44,15 @@ KdaWeights bind_kda(const ModelConfig& c, WeightStore& s, const std::string& p) 
                     ", 1] or a vector of at least the " + std::to_string(h) + " KDA heads (padded)");
     a.neg_exp_a = s.new_f32({h});
     for (int64_t i = 0; i < h; ++i) a.neg_exp_a.f32()[i] = -std::exp(element_f32(a_log, i));
-    a.b_proj = s.get(p + "b_proj.weight", {h, d});
+    a.b_proj = s.linear(p + "b_proj", h, d);
     if (c.kda_full_rank_gate) {
-        a.g_proj = s.get(p + "g_proj.weight", {hk, d});
+        a.g_proj = s.linear(p + "g_proj", hk, d);
     } else {
-        a.g_a = s.get(p + "g_a_proj.weight", {k, d});
-        a.g_b = s.get(p + "g_b_proj.weight", {hk, k});
+        a.g_a = s.linear(p + "g_a_proj", k, d);
+        a.g_b = s.linear(p + "g_b_proj", hk, k);
     }
     a.o_norm = s.to_f32(s.get(p + "o_norm.weight", {k}), {k});
-    a.o_proj = s.get(p + "o_proj.weight", {d, hk});
+    a.o_proj = s.linear(p + "o_proj", d, hk);
     return a;
 }
 
@@ -62,18 +62,18 @@ MlaWeights bind_mla(const ModelConfig& c, WeightStore& s, const std::string& p) 
     MlaWeights m;
     if (c.q_lora_rank > 0) {
         const int64_t q = c.q_lora_rank;
-        m.q_a = s.get(p + "q_a_proj.weight", {q, d});
+        m.q_a = s.linear(p + "q_a_proj", q, d);
         m.q_a_norm = s.to_f32(s.get(p + "q_a_layernorm.weight", {q}), {q});
-        m.q_b = s.get(p + "q_b_proj.weight", {h * (n + r), q});
+        m.q_b = s.linear(p + "q_b_proj", h * (n + r), q);
     } else {
-        m.q_proj = s.get(p + "q_proj.weight", {h * (n + r), d});
+        m.q_proj = s.linear(p + "q_proj", h * (n + r), d);
     }
-    if (c.mla_output_gate) m.g_proj = s.get(p + "g_proj.weight", {h * v, d});
-    const Tensor kv_a = s.get(p + "kv_a_proj_with_mqa.weight", {rank + r, d});
+    if (c.mla_output_gate) m.g_proj = s.linear(p + "g_proj", h * v, d);
+    const Tensor kv_a = s.linear(p + "kv_a_proj_with_mqa", rank + r, d);
     m.kv_a_c = kv_a.rows(0, rank);
     m.kv_a_rope = kv_a.rows(rank, rank + r);
     m.kv_a_norm = s.to_f32(s.get(p + "kv_a_layernorm.weight", {rank}), {rank});
-    const Tensor kv_b = s.get(p + "kv_b_proj.weight", {h * (n + v), rank});
+    const Tensor kv_b = s.linear_dense(p + "kv_b_proj", h * (n + v), rank);   // split and transposed below
     // w_uk_t[h][j][i] = kv_b[h*(n+v) + i][j]  (same dtype: a transposition is exact)
     m.w_uk_t = s.new_like(kv_b.dtype, {h, rank, n});
     const size_t es = dtype_size(kv_b.dtype);
@@ -89,19 +89,19 @@ MlaWeights bind_mla(const ModelConfig& c, WeightStore& s, const std::string& p) 
     for (int64_t hh = 0; hh < h; ++hh)
         std::memcpy(static_cast<unsigned char*>(m.w_uv.data) + size_t(hh * v * rank) * es,
                     src + size_t((hh * (n + v) + n) * rank) * es, size_t(v * rank) * es);
-    m.o_proj = s.get(p + "o_proj.weight", {d, h * v});
+    m.o_proj = s.linear(p + "o_proj", d, h * v);
     return m;
 }
 
 MoeWeights bind_moe(const ModelConfig& c, WeightStore& s, const std::string& p) {
     const int64_t d = c.hidden_size, e = c.n_experts, f = c.moe_intermediate_size, lat = c.moe_expert_in_dim();
     MoeWeights m;
-    m.router = s.get(p + "gate.weight", {e, d});
+    m.router = s.linear_dense(p + "gate", e, d);
     m.score_bias = s.to_f32(s.get(p + "gate.e_score_correction_bias", {e}), {e});
     if (c.moe_latent_dim > 0) {
-        m.latent_down = s.get(p + "routed_expert_down_proj.weight", {lat, d});
+        m.latent_down = s.linear(p + "routed_expert_down_proj", lat, d);
         if (c.moe_latent_norm) m.latent_norm = s.to_f32(s.get(p + "routed_expert_norm.weight", {lat}), {lat});
-        m.latent_up = s.get(p + "routed_expert_up_proj.weight", {d, lat});
+        m.latent_up = s.linear(p + "routed_expert_up_proj", d, lat);
     }
     for (int64_t i = 0; i < e; ++i)
         m.experts.push_back(bind_mlp(s, p + "experts." + std::to_string(i) + ".", lat, f, "w1", "w3", "w2"));
@@ -114,7 +114,7 @@ MoeWeights bind_moe(const ModelConfig& c, WeightStore& s, const std::string& p) 
 // AttnRes score vector: `<name>_norm.weight` [D] times `<name>_proj.weight` [1, D], in f32.
 Tensor bind_res_score(WeightStore& s, const std::string& name, int64_t d) {
     const Tensor norm = s.get(name + "_norm.weight", {d});
-    const Tensor proj = s.get(name + "_proj.weight", {1, d});
+    const Tensor proj = s.linear_dense(name + "_proj", 1, d);
     Tensor out = s.new_f32({d});
     for (int64_t i = 0; i < d; ++i) out.f32()[i] = element_f32(norm, i) * element_f32(proj, i);
     return out;
@@ -124,10 +124,11 @@ Tensor bind_res_score(WeightStore& s, const std::string& name, int64_t d) {
 
 ModelWeights bind_weights(const ModelConfig& c, WeightStore& s, const LoadProgress& progress) {
     const int64_t d = c.hidden_size;
+    s.set_quant(&c.quant);
     ModelWeights w;
     w.embed = s.get("model.embed_tokens.weight", {c.vocab_size, d});
     w.final_norm = s.to_f32(s.get("model.norm.weight", {d}), {d});
-    w.lm_head = c.tie_word_embeddings ? w.embed : s.get("lm_head.weight", {c.vocab_size, d});
+    w.lm_head = c.tie_word_embeddings ? w.embed : s.linear("lm_head", c.vocab_size, d);
     if (c.attn_res_block_size > 0) w.output_res_score = bind_res_score(s, "model.output_attn_res", d);
     int64_t n_kda = 0, n_mla = 0;
     for (int64_t i = 0; i < c.n_layers; ++i) {

@@ -44,7 +44,7 @@ std::map<std::string, Tensor> parse_safetensors(const unsigned char* data, size_
             throw Error(where + ": data_offsets must be two non-negative integers");
         DType dtype;
         if (!dtype_from_name(dt->get<std::string>(), dtype))
-            throw Error(where + ": unsupported dtype '" + dt->get<std::string>() + "' (accepted: F32, BF16, F16, I32)");
+            throw Error(where + ": unsupported dtype '" + dt->get<std::string>() + "' (accepted: F32, BF16, F16, I32, U8)");
         if (sh->size() > 4) throw Error(where + ": rank " + std::to_string(sh->size()) + " > 4");
         Tensor t;
         t.dtype = dtype;

@@ -98,14 +98,17 @@ void WeightStore::select_prefix(const std::string& prefix) {
     }
 }
 
-const WeightStore::Entry& WeightStore::find(const std::string& name, const std::string& expected_shape) {
+const WeightStore::Entry& WeightStore::find(const std::string& name, const std::string& expected_shape, bool bytes) {
     const std::string full = prefix_ + name;
     auto it = tensors_.find(full);
     if (it == tensors_.end()) throw Error("missing tensor '" + full + "' (expected shape " + expected_shape + ")");
     const Tensor& t = it->second.tensor;
-    if (t.dtype != DType::kF32 && t.dtype != DType::kBF16 && t.dtype != DType::kF16)
+    if (bytes && t.dtype != DType::kU8)
+        throw Error(it->second.file->path() + ": tensor '" + full + "': dtype " + dtype_name(t.dtype) + ", expected U8 (MXFP4)");
+    if (!bytes && t.dtype != DType::kF32 && t.dtype != DType::kBF16 && t.dtype != DType::kF16)
         throw Error(it->second.file->path() + ": tensor '" + full + "': dtype " + dtype_name(t.dtype) +
-                    " is not a float type (F32, BF16, F16)");
+                    " is not a float type (F32, BF16, F16)" +
+                    (t.dtype == DType::kU8 ? " — a quantized tensor the config's quantization_config does not declare" : ""));
     if (used_.insert(full).second) bytes_used_ += t.nbytes();
     return it->second;
 }
@@ -119,6 +122,36 @@ Tensor WeightStore::get(const std::string& name, std::initializer_list<int64_t> 
 }
 
 Tensor WeightStore::get_any_shape(const std::string& name) { return find(name, "any").tensor; }
+
+Tensor WeightStore::get_u8(const std::string& name, int64_t rows, int64_t cols) {
+    const std::string want = "[" + std::to_string(rows) + ", " + std::to_string(cols) + "]";
+    const Entry& e = find(name, want + " U8", true);
+    if (e.tensor.rank != 2 || e.tensor.dim(0) != rows || e.tensor.dim(1) != cols)
+        throw Error(e.file->path() + ": tensor '" + prefix_ + name + "': shape " + shape_str(e.tensor) + ", expected " + want);
+    return e.tensor;
+}
+
+Tensor WeightStore::linear(const std::string& module, int64_t out, int64_t in) {
+    if (!quant_ || !quant_->quantizes(prefix_ + module)) return get(module + ".weight", {out, in});
+    if (in % kMxfp4Group != 0)
+        throw Error("linear '" + prefix_ + module + "' is MXFP4-quantized by the config, but its input width " + std::to_string(in) +
+                    " is not a multiple of 32");
+    const Tensor packed = get_u8(module + ".weight_packed", out, in / 2);
+    const Tensor scale = get_u8(module + ".weight_scale", out, in / kMxfp4Group);
+    Tensor t(packed.data, DType::kMXFP4, {out, in});
+    t.scale = static_cast<const uint8_t*>(scale.data);
+    mxfp4_bytes_ += packed.nbytes() + scale.nbytes();
+    return t;
+}
+
+Tensor WeightStore::linear_dense(const std::string& module, int64_t out, int64_t in) {
+    const Tensor w = linear(module, out, in);
+    if (w.dtype != DType::kMXFP4) return w;
+    Tensor t = new_like(DType::kBF16, {out, in});
+    auto* dst = static_cast<uint16_t*>(t.data);
+    for (int64_t i = 0; i < out * in; ++i) dst[i] = f32_to_bf16(element_f32(w, i));   // exact: MXFP4 values fit bf16
+    return t;
+}
 
 void WeightStore::finish() const {
     for (const auto& [name, e] : tensors_)

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "model/quant_config.h"
 #include "model/safetensors.h"
 
 namespace kimi {
@@ -38,6 +39,16 @@ public:
     Tensor get(const std::string& name, std::initializer_list<int64_t> shape);
     // The same checks but any shape (the caller checks it, e.g. a padded vector).
     Tensor get_any_shape(const std::string& name);
+    // The weight [out, in] of the linear layer `module` (name without ".weight"): `module.weight`
+    // as stored, or — when the quantization config (set_quant) quantizes the module — an
+    // kMXFP4 tensor over `module.weight_packed` (U8 [out, in/2]) and `module.weight_scale`
+    // (U8 [out, in/32]), both checked, read in place.
+    Tensor linear(const std::string& module, int64_t out, int64_t in);
+    // As linear(), but a quantized weight is dequantized (exactly) into a store-owned BF16
+    // copy: for the few linears read other than by a matrix product (split, transposed, fused).
+    Tensor linear_dense(const std::string& module, int64_t out, int64_t in);
+    void set_quant(const QuantConfig* q) { quant_ = q; }
+    uint64_t mxfp4_bytes() const { return mxfp4_bytes_; }   // packed + scale bytes of MXFP4 linears
     // Keeps only the tensors named `prefix`…; the others are skipped (counted, never read).
     void select_prefix(const std::string& prefix);
     size_t n_skipped() const { return n_skipped_; }
@@ -61,7 +72,10 @@ private:
     };
     std::vector<std::unique_ptr<SafetensorsFile>> files_;
     FileMemory file_memory_ = FileMemory::kMap;
-    const Entry& find(const std::string& name, const std::string& expected_shape);
+    const Entry& find(const std::string& name, const std::string& expected_shape, bool bytes = false);
+    Tensor get_u8(const std::string& name, int64_t rows, int64_t cols);
+    const QuantConfig* quant_ = nullptr;
+    uint64_t mxfp4_bytes_ = 0;
     std::map<std::string, Entry> tensors_;
     std::string prefix_;
     size_t n_skipped_ = 0;

@@ -8,19 +8,24 @@ namespace kimi::ops {
 
 namespace {
 bool is_float_class(DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; }
+// A matrix-product weight: a float class, or MXFP4 with its scales and I a multiple of 32.
+bool is_weight(const Tensor& w) {
+    if (w.dtype == DType::kMXFP4) return w.scale != nullptr && w.rank == 2 && w.dim(1) % kMxfp4Group == 0;
+    return is_float_class(w.dtype);
+}
 bool same_shape(const Tensor& a, const Tensor& b) { return a.rank == b.rank && a.shape == b.shape; }
 #define CONTRACT(cond) KIMI_CHECK(cond, std::string(__func__) + ": contract violated")
 }  // namespace
 
 void matmul(Exec& ex, const Tensor& x, const Tensor& w, Precision p, Tensor& y) {
-    CONTRACT(x.rank == 2 && w.rank == 2 && y.rank == 2 && is_float_class(w.dtype));
+    CONTRACT(x.rank == 2 && w.rank == 2 && y.rank == 2 && is_weight(w));
     CONTRACT(x.dim(1) == w.dim(1) && y.dim(0) == x.dim(0) && y.dim(1) == w.dim(0));
     cpu::matmul(ex, x, w, p, y);
 }
 
 void matmul_strided(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, const Tensor& w, Precision p, float* y,
                     int64_t ldy) {
-    CONTRACT(w.rank == 2 && is_float_class(w.dtype) && ldx >= w.dim(1) && ldy >= w.dim(0));
+    CONTRACT(w.rank == 2 && is_weight(w) && ldx >= w.dim(1) && ldy >= w.dim(0));
     cpu::matmul_strided(ex, x, n_rows, ldx, w, p, y, ldy);
 }
 
@@ -30,7 +35,7 @@ void matmul_grouped(Exec& ex, const Tensor& x, std::span<const Tensor* const> ws
     CONTRACT(starts.front() == 0 && starts.back() == x.dim(0));
     for (size_t g = 0; g < ws.size(); ++g) {
         CONTRACT(starts[g] <= starts[g + 1]);
-        CONTRACT(ws[g]->rank == 2 && is_float_class(ws[g]->dtype) && ws[g]->dim(1) == x.dim(1) && ws[g]->dim(0) == y.dim(1));
+        CONTRACT(ws[g]->rank == 2 && is_weight(*ws[g]) && ws[g]->dim(1) == x.dim(1) && ws[g]->dim(0) == y.dim(1));
     }
     cpu::matmul_grouped(ex, x, ws, starts, p, y);
 }

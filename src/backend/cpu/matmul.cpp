@@ -11,6 +11,10 @@
 
 namespace kimi::cpu {
 
+bool kernel_takes_bf16_bits(DType w_dtype) {
+    return use_avx512_bf16() && (w_dtype == DType::kBF16 || w_dtype == DType::kMXFP4);
+}
+
 void bf16_round_rows_portable(const float* x, int64_t n_rows, int64_t ldx, int64_t in, float* xr, uint16_t* xb) {
     bf16_round_rows_body(x, n_rows, ldx, in, xr, xb);
 }
@@ -71,13 +75,14 @@ void matmul_strided(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, const
     if (n_rows == 0 || out == 0) return;
     const uint16_t* xb = nullptr;
     if (p == Precision::kBF16) {
-        const bool bits = w.dtype == DType::kBF16 && use_avx512_bf16();
+        const bool bits = kernel_takes_bf16_bits(w.dtype);
         const RoundedRows r = round_rows(ex, x, n_rows, ldx, in, bits, !bits);
         x = r.x;
         xb = r.xb;
         ldx = in;
     }
     MatmulArgs a{x, n_rows, ldx, w.data, w.dtype, in, y, ldy};
+    a.w_scale = w.scale;
     a.xb = xb;
     const MatmulKernel kernel = matmul_kernel();
     // Blocks of output columns; each column is computed entirely by one task.
@@ -97,10 +102,9 @@ void matmul_grouped(Exec& ex, const Tensor& x, std::span<const Tensor* const> ws
     const uint16_t* xbs = nullptr;
     if (p == Precision::kBF16) {   // rounded once, as matmul rounds each row
         // bits for the bf16 experts (AVX-512 BF16), values for any other
-        bool any_bf16 = false, any_other = false;
-        for (const Tensor* w : ws) (w->dtype == DType::kBF16 ? any_bf16 : any_other) = true;
-        const bool bits = any_bf16 && use_avx512_bf16();
-        const RoundedRows r = round_rows(ex, xs, x.dim(0), in, in, bits, !bits || any_other);
+        bool any_bits = false, any_other = false;
+        for (const Tensor* w : ws) (kernel_takes_bf16_bits(w->dtype) ? any_bits : any_other) = true;
+        const RoundedRows r = round_rows(ex, xs, x.dim(0), in, in, any_bits, any_other);
         xs = r.x;
         xbs = r.xb;
     }
@@ -127,7 +131,8 @@ void matmul_grouped(Exec& ex, const Tensor& x, std::span<const Tensor* const> ws
             const int64_t g = groups[j], r0 = starts[size_t(g)], r1 = starts[size_t(g) + 1];
             const Tensor& w = *ws[size_t(g)];
             MatmulArgs a{xs ? xs + r0 * in : nullptr, r1 - r0, in, w.data, w.dtype, in, ys + r0 * out, out};
-            if (xbs && w.dtype == DType::kBF16) a.xb = xbs + r0 * in;
+            a.w_scale = w.scale;
+            if (xbs && kernel_takes_bf16_bits(w.dtype)) a.xb = xbs + r0 * in;
             kernel(a, b0 * kBlock, std::min(out, b1 * kBlock), scratch);
         }
     });

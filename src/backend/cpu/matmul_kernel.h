@@ -1,5 +1,6 @@
 // The matrix-product micro-kernel interface shared by the scalar and ISA-specific versions.
 // A kernel computes y[t, o] = Σ_i x[t, i] · w[o, i] for rows t < n_rows and o in [o_begin, o_end).
+// Weights: F32, BF16, F16, or MXFP4 (E2M1 values × E8M0 group scales, decoded exactly).
 // Per output element the reduction order is fixed by the kernel the process picked at
 // start-up (matmul_isa()) and the product's (activation, weight) types: the scalar and AVX2
 // kernels sum 8 lane partial sums over i ≡ lane (mod 8) for i < I - I % 8, reduce the lanes
@@ -16,15 +17,28 @@ namespace kimi::cpu {
 struct MatmulArgs {
     const float* x;   // n_rows rows, ldx apart
     int64_t n_rows, ldx;
-    const void* w;    // [O, I] of w_dtype
+    const void* w;    // [O, I] of w_dtype (kMXFP4: the packed values, [O, I/2] bytes)
     DType w_dtype;
     int64_t in;       // I
     float* y;         // n_rows rows, ldy apart
     int64_t ldy;
+    const uint8_t* w_scale = nullptr;   // kMXFP4: [O, I/32] E8M0 scales
     // x rounded to bf16, n_rows rows I apart: given (bf16 activations) only to a kernel that
-    // multiplies bf16 pairs natively (AVX-512 BF16), and used only with bf16 weights.
+    // multiplies bf16 pairs natively (AVX-512 BF16), and used only with bf16 or MXFP4 weights.
     const uint16_t* xb = nullptr;
 };
+
+// Byte offset of element e (flat, row-major) of a weight matrix of dtype dt.
+constexpr int64_t weight_byte(DType dt, int64_t e) {
+    return dt == DType::kMXFP4 ? e / 2 : dt == DType::kF32 ? e * 4 : e * 2;
+}
+
+// Whether the kernel of this process multiplies bf16 activation bits with these weights
+// natively (AVX-512 BF16: bf16 weights as stored, MXFP4 decoded to bf16 in registers).
+bool kernel_takes_bf16_bits(DType w_dtype);
+
+// Widens weight row `row` (I elements) of any weight dtype to f32, exactly.
+void widen_row_portable(const MatmulArgs& a, int64_t row, float* out);
 
 // The unit of work the callers split a product's output columns into: a multiple of the
 // kernels' 8-, 4- and 3-row blocks, small enough to balance 2-16 threads on narrow products.

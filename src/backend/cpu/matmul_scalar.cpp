@@ -4,23 +4,29 @@
 
 namespace kimi::cpu {
 
-static void widen(const void* w, DType dt, int64_t in, int64_t row, float* out) {
-    if (dt == DType::kF32) {
-        const float* src = static_cast<const float*>(w) + row * in;
-        for (int64_t i = 0; i < in; ++i) out[i] = src[i];
-        return;
+void widen_row_portable(const MatmulArgs& a, int64_t row, float* out) {
+    const int64_t in = a.in;
+    switch (a.w_dtype) {
+        case DType::kF32: {
+            const float* src = static_cast<const float*>(a.w) + row * in;
+            for (int64_t i = 0; i < in; ++i) out[i] = src[i];
+            return;
+        }
+        case DType::kBF16:
+            for (int64_t i = 0; i < in; ++i) out[i] = bf16_to_f32(static_cast<const uint16_t*>(a.w)[row * in + i]);
+            return;
+        case DType::kMXFP4:
+            for (int64_t i = 0; i < in; ++i) out[i] = mxfp4_element(static_cast<const uint8_t*>(a.w), a.w_scale, row * in + i);
+            return;
+        default:
+            for (int64_t i = 0; i < in; ++i) out[i] = f16_to_f32(static_cast<const uint16_t*>(a.w)[row * in + i]);
     }
-    const uint16_t* src = static_cast<const uint16_t*>(w) + row * in;
-    if (dt == DType::kBF16)
-        for (int64_t i = 0; i < in; ++i) out[i] = bf16_to_f32(src[i]);
-    else
-        for (int64_t i = 0; i < in; ++i) out[i] = f16_to_f32(src[i]);
 }
 
 void matmul_range_scalar(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch) {
     const int64_t in8 = a.in - a.in % 8;
     for (int64_t o = o_begin; o < o_end; ++o) {
-        widen(a.w, a.w_dtype, a.in, o, scratch);
+        widen_row_portable(a, o, scratch);
         for (int64_t t = 0; t < a.n_rows; ++t) {
             const float* x = a.x + t * a.ldx;
             float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};

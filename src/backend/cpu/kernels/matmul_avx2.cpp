@@ -10,6 +10,8 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
+#include <type_traits>
 
 #include "backend/cpu/matmul_kernel.h"
 
@@ -27,29 +29,39 @@ inline float hsum8(__m256 v) {
     return _mm_cvtss_f32(c);
 }
 
-// 8 weights from element index `i` of a row, widened to f32.
+// 8 weights from element index `e` (flat, a multiple of 8), widened to f32 exactly.
 template <DType DT>
-inline __m256 load8(const void* w, int64_t i) {
+inline __m256 load8(const MatmulArgs& a, int64_t e) {
     if constexpr (DT == DType::kF32) {
-        return _mm256_loadu_ps(static_cast<const float*>(w) + i);
+        return _mm256_loadu_ps(static_cast<const float*>(a.w) + e);
     } else if constexpr (DT == DType::kBF16) {
-        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w) + i));
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(a.w) + e));
         return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-    } else {
-        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w) + i)));
+    } else if constexpr (DT == DType::kF16) {
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(a.w) + e)));
+    } else {   // MXFP4: 4 bytes hold the 8 nibbles, element e + k in bits 4k..4k+3
+        int32_t word;
+        std::memcpy(&word, static_cast<const uint8_t*>(a.w) + e / 2, 4);
+        const __m256i nib = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(word), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                                             _mm256_set1_epi32(15));
+        const __m256 mag = _mm256_permutevar8x32_ps(_mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f), nib);
+        const __m256 sign = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_srli_epi32(nib, 3), 31));
+        return _mm256_mul_ps(_mm256_or_ps(mag, sign), _mm256_set1_ps(e8m0_to_f32(a.w_scale[e / kMxfp4Group])));
     }
 }
 
 template <DType DT>
-inline float load1(const void* w, int64_t i) {
-    if constexpr (DT == DType::kF32) return static_cast<const float*>(w)[i];
-    else if constexpr (DT == DType::kBF16) return bf16_to_f32(static_cast<const uint16_t*>(w)[i]);
-    else return f16_to_f32(static_cast<const uint16_t*>(w)[i]);
+inline float load1(const MatmulArgs& a, int64_t e) {
+    if constexpr (DT == DType::kF32) return static_cast<const float*>(a.w)[e];
+    else if constexpr (DT == DType::kBF16) return bf16_to_f32(static_cast<const uint16_t*>(a.w)[e]);
+    else if constexpr (DT == DType::kF16) return f16_to_f32(static_cast<const uint16_t*>(a.w)[e]);
+    else return mxfp4_element(static_cast<const uint8_t*>(a.w), a.w_scale, e);
 }
 
+// Elements per 64-byte line of weights.
 template <DType DT>
 constexpr int64_t elems_per_line() {
-    return DT == DType::kF32 ? 16 : 32;
+    return DT == DType::kF32 ? 16 : DT == DType::kMXFP4 ? 128 : 32;
 }
 
 // Direct path: NR weight rows from o (read from memory) × NT token rows from t.
@@ -69,18 +81,18 @@ inline void direct_tile(const MatmulArgs& a, int64_t t, int64_t o, int64_t o_end
         __m256 xv[NT];
         for (int j = 0; j < NT; ++j) xv[j] = _mm256_loadu_ps(xr[j] + i);
         for (int r = 0; r < NR; ++r) {
-            const __m256 wv = load8<DT>(a.w, w0 + r * in + i);
+            const __m256 wv = load8<DT>(a, w0 + r * in + i);
             for (int j = 0; j < NT; ++j) acc[j][r] = _mm256_fmadd_ps(xv[j], wv, acc[j][r]);
         }
         if (n_pf > 0 && i % elems_per_line<DT>() == 0) {
-            const char* base = static_cast<const char*>(a.w) + (w0 + kPrefetchRows * in + i) * (DT == DType::kF32 ? 4 : 2);
-            for (int r = 0; r < n_pf; ++r) _mm_prefetch(base + r * in * (DT == DType::kF32 ? 4 : 2), _MM_HINT_T0);
+            const char* base = static_cast<const char*>(a.w) + weight_byte(DT, w0 + kPrefetchRows * in + i);
+            for (int r = 0; r < n_pf; ++r) _mm_prefetch(base + weight_byte(DT, r * in), _MM_HINT_T0);
         }
     }
     for (int j = 0; j < NT; ++j) {
         for (int r = 0; r < NR; ++r) {
             float s = hsum8(acc[j][r]);
-            for (int64_t i = in8; i < in; ++i) s += xr[j][i] * load1<DT>(a.w, w0 + r * in + i);
+            for (int64_t i = in8; i < in; ++i) s += xr[j][i] * load1<DT>(a, w0 + r * in + i);
             a.y[(t + j) * a.ldy + o + r] = s;
         }
     }
@@ -102,19 +114,25 @@ void direct_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
     for (; o < o_end; ++o) direct_rows<DT, 1>(a, o, o_end);
 }
 
-void widen_row(const void* w, DType dt, int64_t in, int64_t row, float* out) {
-    const int64_t in8 = in - in % 8, base = row * in;
-    const size_t esize = dt == DType::kF32 ? 4 : 2;
-    const char* ahead = static_cast<const char*>(w) + size_t(base + kPrefetchRows * in) * esize;
-    int64_t i = 0;
-    if (dt == DType::kBF16 || dt == DType::kF16) {
+void widen_row(const MatmulArgs& a, int64_t row, float* out) {
+    const int64_t in = a.in, in8 = in - in % 8, base = row * in;
+    const char* ahead = static_cast<const char*>(a.w) + weight_byte(a.w_dtype, base + kPrefetchRows * in);
+    const int64_t line = a.w_dtype == DType::kMXFP4 ? 128 : 32;   // elements per prefetched line
+    auto run = [&](auto dt) {
+        constexpr DType DT = decltype(dt)::value;
+        int64_t i = 0;
         for (; i < in8; i += 8) {
-            if (i % 32 == 0) _mm_prefetch(ahead + size_t(i) * esize, _MM_HINT_T0);
-            _mm256_storeu_ps(out + i, dt == DType::kBF16 ? load8<DType::kBF16>(w, base + i) : load8<DType::kF16>(w, base + i));
+            if (i % line == 0) _mm_prefetch(ahead + weight_byte(DT, i), _MM_HINT_T0);
+            _mm256_storeu_ps(out + i, load8<DT>(a, base + i));
         }
-        for (; i < in; ++i) out[i] = dt == DType::kBF16 ? load1<DType::kBF16>(w, base + i) : load1<DType::kF16>(w, base + i);
-    } else {
-        for (; i < in; ++i) out[i] = load1<DType::kF32>(w, base + i);
+        for (; i < in; ++i) out[i] = load1<DT>(a, base + i);
+    };
+    switch (a.w_dtype) {
+        case DType::kBF16: return run(std::integral_constant<DType, DType::kBF16>{});
+        case DType::kF16: return run(std::integral_constant<DType, DType::kF16>{});
+        case DType::kMXFP4: return run(std::integral_constant<DType, DType::kMXFP4>{});
+        default:
+            for (int64_t i = 0; i < in; ++i) out[i] = load1<DType::kF32>(a, base + i);
     }
 }
 
@@ -135,11 +153,10 @@ struct Block {
 // Prefetches (into L2) elements [c0, c1) of rows [r0, r1) of the next block, so that its
 // widening finds them there: the memory reads overlap this block's arithmetic.
 inline void prefetch_next(const MatmulArgs& a, const Block& b, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-    const size_t esize = dtype_size(a.w_dtype);
-    const int64_t step = 64 / int64_t(esize);
+    const int64_t step = a.w_dtype == DType::kF32 ? 16 : a.w_dtype == DType::kMXFP4 ? 128 : 32;   // elements per line
     for (int64_t r = r0; r < std::min(r1, b.next_rows); ++r) {
-        const char* row = static_cast<const char*>(a.w) + size_t((b.o + b.n_w + r) * a.in) * esize;
-        for (int64_t i = c0; i < c1; i += step) _mm_prefetch(row + size_t(i) * esize, _MM_HINT_T1);
+        const char* row = static_cast<const char*>(a.w) + weight_byte(a.w_dtype, (b.o + b.n_w + r) * a.in);
+        for (int64_t i = c0; i < c1; i += step) _mm_prefetch(row + weight_byte(a.w_dtype, i), _MM_HINT_T1);
     }
 }
 
@@ -213,7 +230,7 @@ void widened_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* s
     for (int64_t o = o_begin; o < o_end; o += rb) {
         const int64_t n_w = std::min(rb, o_end - o);
         const Block b{wf, o, n_w, acc, std::min(rb, o_end - o - n_w)};
-        for (int64_t r = 0; r < b.n_w; ++r) widen_row(a.w, a.w_dtype, a.in, o + r, wf + r * a.in);
+        for (int64_t r = 0; r < b.n_w; ++r) widen_row(a, o + r, wf + r * a.in);
         for (int64_t t = 0; t < a.n_rows; t += kTokBlock) block_tokens(a, b, t, std::min(a.n_rows, t + kTokBlock));
     }
 }
@@ -225,6 +242,7 @@ void matmul_range_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end, floa
     switch (a.w_dtype) {
         case DType::kBF16: return direct_range<DType::kBF16>(a, o_begin, o_end);
         case DType::kF16: return direct_range<DType::kF16>(a, o_begin, o_end);
+        case DType::kMXFP4: return direct_range<DType::kMXFP4>(a, o_begin, o_end);
         default: return direct_range<DType::kF32>(a, o_begin, o_end);
     }
 }

@@ -16,6 +16,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/matmul_kernel.h"
@@ -39,43 +40,80 @@ inline float hsum16(__m512 v) {
     return _mm_cvtss_f32(_mm_add_ss(b, _mm_movehdup_ps(b)));
 }
 
-// bf16 activations × bf16 weights: vdpbf16ps on the stored bits.
+// Where a product's weight rows are: the data (row 0 of the rows addressed) and, for MXFP4,
+// the E8M0 scales; element e of the matrix is addressed flat (row · I + column).
+struct WRef {
+    const void* data;
+    const uint8_t* scale = nullptr;
+};
+
+// 16 MXFP4 values from element e (a multiple of 16, so within one group of 32), as f32:
+// 8 bytes of nibbles (element e + k in bits 4k..4k+3), each looked up among the 16 signed
+// E2M1 values, times the group's scale — exact, as mxfp4_element.
+inline __m512 mxfp4_16(const WRef& w, int64_t e) {
+    uint64_t bits;
+    std::memcpy(&bits, static_cast<const uint8_t*>(w.data) + e / 2, 8);
+    const __m512i words = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(int32_t(uint32_t(bits)))),
+                                             _mm256_set1_epi32(int32_t(uint32_t(bits >> 32))), 1);
+    const __m512i shifts = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
+    const __m512i nib = _mm512_srlv_epi32(words, shifts);   // permutexvar reads the low 4 bits only
+    const __m512 lut = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f,
+                                      -4.0f, -6.0f);
+    return _mm512_mul_ps(_mm512_permutexvar_ps(nib, lut), _mm512_set1_ps(e8m0_to_f32(w.scale[e / kMxfp4Group])));
+}
+
+inline float weight1(DType dt, const WRef& w, int64_t e) {
+    switch (dt) {
+        case DType::kF32: return static_cast<const float*>(w.data)[e];
+        case DType::kBF16: return bf16_to_f32(static_cast<const uint16_t*>(w.data)[e]);
+        case DType::kF16: return f16_to_f32(static_cast<const uint16_t*>(w.data)[e]);
+        default: return mxfp4_element(static_cast<const uint8_t*>(w.data), w.scale, e);
+    }
+}
+
+// bf16 activations × weights of dtype DT (bf16: vdpbf16ps on the stored bits; MXFP4: the 32
+// values decoded exactly to f32, then packed to bf16 — exact, every MXFP4 value is a bf16).
+template <DType DT>
 struct DotBf16Mode {
     using X = uint16_t;
+    static constexpr DType kW = DT;
     static constexpr int64_t kStep = 32;
-    static constexpr size_t kWBytes = 2;
     static __m512i x_at(const uint16_t* x, int64_t i) { return _mm512_loadu_si512(x + i); }
-    static __m512i w_at(const void* w, int64_t i) { return _mm512_loadu_si512(static_cast<const uint16_t*>(w) + i); }
+    static __m512i w_at(const WRef& w, int64_t e) {
+        if constexpr (DT == DType::kBF16) {
+            return _mm512_loadu_si512(static_cast<const uint16_t*>(w.data) + e);
+        } else {
+            return (__m512i)_mm512_cvtne2ps_pbh(mxfp4_16(w, e + 16), mxfp4_16(w, e));   // lanes 0-15: e..e+15
+        }
+    }
     static __m512 madd(__m512 acc, __m512i x, __m512i w) {
         return _mm512_dpbf16_ps(acc, (__m512bh)x, (__m512bh)w);   // same-size vector reinterpretation
     }
     static float x1(const uint16_t* x, int64_t i) { return bf16_to_f32(x[i]); }
-    static float w1(const void* w, int64_t i) { return bf16_to_f32(static_cast<const uint16_t*>(w)[i]); }
+    static float w1(const WRef& w, int64_t e) { return weight1(DT, w, e); }
 };
 
 // f32 activations × weights of dtype DT, widened exactly to f32 in registers.
 template <DType DT>
 struct DotF32Mode {
     using X = float;
+    static constexpr DType kW = DT;
     static constexpr int64_t kStep = 16;
-    static constexpr size_t kWBytes = DT == DType::kF32 ? 4 : 2;
     static __m512 x_at(const float* x, int64_t i) { return _mm512_loadu_ps(x + i); }
-    static __m512 w_at(const void* w, int64_t i) {
+    static __m512 w_at(const WRef& w, int64_t e) {
         if constexpr (DT == DType::kF32) {
-            return _mm512_loadu_ps(static_cast<const float*>(w) + i);
+            return _mm512_loadu_ps(static_cast<const float*>(w.data) + e);
+        } else if constexpr (DT == DType::kMXFP4) {
+            return mxfp4_16(w, e);
         } else {
-            const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(w) + i));
+            const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(w.data) + e));
             if constexpr (DT == DType::kBF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
             else return _mm512_cvtph_ps(h);
         }
     }
     static __m512 madd(__m512 acc, __m512 x, __m512 w) { return _mm512_fmadd_ps(x, w, acc); }
     static float x1(const float* x, int64_t i) { return x[i]; }
-    static float w1(const void* w, int64_t i) {
-        if constexpr (DT == DType::kF32) return static_cast<const float*>(w)[i];
-        else if constexpr (DT == DType::kBF16) return bf16_to_f32(static_cast<const uint16_t*>(w)[i]);
-        else return f16_to_f32(static_cast<const uint16_t*>(w)[i]);
-    }
+    static float w1(const WRef& w, int64_t e) { return weight1(DT, w, e); }
 };
 
 // The operands of one product in a mode: token rows x (ldx apart), weight rows w (`in` apart).
@@ -83,7 +121,7 @@ template <class M>
 struct Operands {
     const typename M::X* x;
     int64_t ldx;
-    const void* w;   // row 0 of the rows addressed below
+    WRef w;   // row 0 of the rows addressed below
 };
 
 // The end of a tile: the lanes reduced in the fixed order, the tail added in order, stored.
@@ -111,7 +149,7 @@ inline void direct_tile(const MatmulArgs& a, const Operands<M>& op, int64_t t, i
     __m512 acc[NT][NR];
     for (int j = 0; j < NT; ++j)
         for (int r = 0; r < NR; ++r) acc[j][r] = _mm512_setzero_ps();
-    const char* ahead = static_cast<const char*>(op.w) + size_t(w0 + kPrefetchRows * in) * M::kWBytes;
+    const char* ahead = static_cast<const char*>(op.w.data) + weight_byte(M::kW, w0 + kPrefetchRows * in);
     for (int64_t i = 0; i < in_v; i += M::kStep) {
         decltype(M::x_at(xr[0], 0)) xv[NT];
         for (int j = 0; j < NT; ++j) xv[j] = M::x_at(xr[j], i);
@@ -119,8 +157,8 @@ inline void direct_tile(const MatmulArgs& a, const Operands<M>& op, int64_t t, i
             const auto wv = M::w_at(op.w, w0 + r * in + i);
             for (int j = 0; j < NT; ++j) acc[j][r] = M::madd(acc[j][r], xv[j], wv);
         }
-        if (n_pf > 0 && (size_t(i) * M::kWBytes) % 64 == 0)
-            for (int r = 0; r < n_pf; ++r) _mm_prefetch(ahead + size_t(r * in + i) * M::kWBytes, _MM_HINT_T0);
+        if (n_pf > 0 && weight_byte(M::kW, i) % 64 == 0)
+            for (int r = 0; r < n_pf; ++r) _mm_prefetch(ahead + weight_byte(M::kW, r * in + i), _MM_HINT_T0);
     }
     finish<M, NR, NT>(a, op, acc, xr, w0, t, o);
 }
@@ -180,24 +218,24 @@ inline void rows_tiles(const MatmulArgs& a, const Operands<M>& op, int64_t t0, i
 
 // Weight rows per block: as many as keep the block within a fifth of this core's L2 (the rest
 // holds the token rows passing through and the next block being prefetched), a multiple of 4.
-int64_t row_block(int64_t in, size_t elem_bytes) {
+int64_t row_block(int64_t row_bytes) {
     static const int64_t block_bytes = std::clamp<int64_t>(cache_sizes().l2 / 5, int64_t(64) << 10, int64_t(1) << 20);
-    return std::clamp<int64_t>((block_bytes / std::max<int64_t>(in * int64_t(elem_bytes), 1)) / 4 * 4, 4, kMaxRowBlock);
+    return std::clamp<int64_t>((block_bytes / std::max<int64_t>(row_bytes, 1)) / 4 * 4, 4, kMaxRowBlock);
 }
 
 template <class M>
 void blocked_range(const MatmulArgs& a, const Operands<M>& op, int64_t o_begin, int64_t o_end) {
-    const int64_t rb = row_block(a.in, M::kWBytes);
+    const int64_t rb = row_block(weight_byte(M::kW, a.in));
     for (int64_t o = o_begin; o < o_end; o += rb) {
         const int64_t n_w = std::min(rb, o_end - o), next_rows = std::min(rb, o_end - o - n_w);
-        const char* next = static_cast<const char*>(op.w) + size_t((o + n_w) * a.in) * M::kWBytes;
-        const size_t next_bytes = size_t(next_rows * a.in) * M::kWBytes;
+        const char* next = static_cast<const char*>(op.w.data) + weight_byte(M::kW, (o + n_w) * a.in);
+        const size_t next_bytes = size_t(weight_byte(M::kW, next_rows * a.in));
         size_t pf = 0;   // the next block's bytes prefetched so far, spread over this block's tiles
         for (int64_t t = 0; t < a.n_rows; t += kTokBlock) {
             const int64_t t1 = std::min(a.n_rows, t + kTokBlock);
             int64_t r = 0;
             for (; r + 4 <= n_w; r += 4) {
-                for (const size_t end = std::min(next_bytes, pf + size_t(4 * a.in) * M::kWBytes); pf < end; pf += 64)
+                for (const size_t end = std::min(next_bytes, pf + size_t(weight_byte(M::kW, 4 * a.in))); pf < end; pf += 64)
                     _mm_prefetch(next + pf, _MM_HINT_T1);
                 rows_tiles<M, 4>(a, op, t, t1, o + r, o + r);
             }
@@ -206,37 +244,46 @@ void blocked_range(const MatmulArgs& a, const Operands<M>& op, int64_t o_begin, 
     }
 }
 
-// f32 mode, many token rows: weights of dtype DT widened once per block into `scratch` (f32
-// weights are used in place), then the same micro-tiles as the bf16 path.
-template <DType DT>
-void widened_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch) {
-    using M = DotF32Mode<DType::kF32>;
-    if constexpr (DT == DType::kF32) {
-        return blocked_range(a, Operands<M>{a.x, a.ldx, a.w}, o_begin, o_end);
-    } else {
-        const int64_t in = a.in;
-        const int64_t rb = row_block(in, sizeof(float));
-        const Operands<M> op{a.x, a.ldx, scratch};
-        for (int64_t o = o_begin; o < o_end; o += rb) {
-            const int64_t n_w = std::min(rb, o_end - o);
-            const void* src = static_cast<const uint16_t*>(a.w) + o * in;
-            const int64_t n = n_w * in, n16 = n - n % 16;
-            for (int64_t i = 0; i < n16; i += 16) _mm512_storeu_ps(scratch + i, DotF32Mode<DT>::w_at(src, i));
-            for (int64_t i = n16; i < n; ++i) scratch[i] = DotF32Mode<DT>::w1(src, i);
-            for (int64_t t = 0; t < a.n_rows; t += kTokBlock) {
-                const int64_t t1 = std::min(a.n_rows, t + kTokBlock);
-                int64_t r = 0;
-                for (; r + 4 <= n_w; r += 4) rows_tiles<M, 4>(a, op, t, t1, o + r, r);
-                for (; r < n_w; ++r) rows_tiles<M, 1>(a, op, t, t1, o + r, r);
-            }
+// Many token rows with weights that are decoded first (f32 mode: bf16/f16/MXFP4 widened to
+// f32; bf16 mode: MXFP4 decoded to bf16): each block of weight rows decoded once into the
+// per-thread scratch by DM::w_at, then the micro-tiles of mode MS run over the scratch.
+template <class DM, class MS>
+void decoded_range(const MatmulArgs& a, const typename MS::X* x, int64_t ldx, int64_t o_begin, int64_t o_end, void* scratch) {
+    using Vec = decltype(MS::w_at(WRef{nullptr}, 0));
+    constexpr int64_t kLanes = int64_t(sizeof(Vec)) / int64_t(weight_byte(MS::kW, 1));   // elements per vector
+    const int64_t in = a.in, rb = row_block(weight_byte(MS::kW, in));
+    const WRef src{a.w, a.w_scale};
+    const Operands<MS> op{x, ldx, WRef{scratch}};
+    for (int64_t o = o_begin; o < o_end; o += rb) {
+        const int64_t n_w = std::min(rb, o_end - o), n = n_w * in, nv = n - n % kLanes, e0 = o * in;
+        for (int64_t i = 0; i < nv; i += kLanes)
+            _mm512_storeu_si512(static_cast<char*>(scratch) + weight_byte(MS::kW, i), (__m512i)DM::w_at(src, e0 + i));
+        for (int64_t i = nv; i < n; ++i) {
+            const float v = DM::w1(src, e0 + i);
+            if constexpr (MS::kW == DType::kF32) static_cast<float*>(scratch)[i] = v;
+            else static_cast<uint16_t*>(scratch)[i] = f32_to_bf16(v);   // exact: the value is a bf16
+        }
+        for (int64_t t = 0; t < a.n_rows; t += kTokBlock) {
+            const int64_t t1 = std::min(a.n_rows, t + kTokBlock);
+            int64_t r = 0;
+            for (; r + 4 <= n_w; r += 4) rows_tiles<MS, 4>(a, op, t, t1, o + r, r);
+            for (; r < n_w; ++r) rows_tiles<MS, 1>(a, op, t, t1, o + r, r);
         }
     }
 }
 
 template <DType DT>
 void f32_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch) {
-    if (a.n_rows > kDirectMaxRows) return widened_range<DT>(a, o_begin, o_end, scratch);
-    direct_range(a, Operands<DotF32Mode<DT>>{a.x, a.ldx, a.w}, o_begin, o_end);
+    if (a.n_rows <= kDirectMaxRows) return direct_range(a, Operands<DotF32Mode<DT>>{a.x, a.ldx, WRef{a.w, a.w_scale}}, o_begin, o_end);
+    if constexpr (DT == DType::kF32) blocked_range(a, Operands<DotF32Mode<DT>>{a.x, a.ldx, WRef{a.w}}, o_begin, o_end);
+    else decoded_range<DotF32Mode<DT>, DotF32Mode<DType::kF32>>(a, a.x, a.ldx, o_begin, o_end, scratch);
+}
+
+template <DType DT>
+void bf16_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch) {
+    if (a.n_rows <= kDirectMaxRows) return direct_range(a, Operands<DotBf16Mode<DT>>{a.xb, a.in, WRef{a.w, a.w_scale}}, o_begin, o_end);
+    if constexpr (DT == DType::kBF16) blocked_range(a, Operands<DotBf16Mode<DT>>{a.xb, a.in, WRef{a.w}}, o_begin, o_end);
+    else decoded_range<DotBf16Mode<DT>, DotBf16Mode<DType::kBF16>>(a, a.xb, a.in, o_begin, o_end, scratch);
 }
 
 }  // namespace
@@ -246,16 +293,14 @@ void bf16_round_rows_avx512(const float* x, int64_t n_rows, int64_t ldx, int64_t
 }
 
 void matmul_range_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch) {
-    if (!a.xb || a.w_dtype != DType::kBF16) {
-        switch (a.w_dtype) {
-            case DType::kBF16: return f32_range<DType::kBF16>(a, o_begin, o_end, scratch);
-            case DType::kF16: return f32_range<DType::kF16>(a, o_begin, o_end, scratch);
-            default: return f32_range<DType::kF32>(a, o_begin, o_end, scratch);
-        }
+    if (a.xb && a.w_dtype == DType::kBF16) return bf16_range<DType::kBF16>(a, o_begin, o_end, scratch);
+    if (a.xb && a.w_dtype == DType::kMXFP4) return bf16_range<DType::kMXFP4>(a, o_begin, o_end, scratch);
+    switch (a.w_dtype) {
+        case DType::kBF16: return f32_range<DType::kBF16>(a, o_begin, o_end, scratch);
+        case DType::kF16: return f32_range<DType::kF16>(a, o_begin, o_end, scratch);
+        case DType::kMXFP4: return f32_range<DType::kMXFP4>(a, o_begin, o_end, scratch);
+        default: return f32_range<DType::kF32>(a, o_begin, o_end, scratch);
     }
-    const Operands<DotBf16Mode> op{a.xb, a.in, a.w};
-    if (a.n_rows > kDirectMaxRows) return blocked_range(a, op, o_begin, o_end);
-    direct_range(a, op, o_begin, o_end);
 }
 
 }  // namespace kimi::cpu

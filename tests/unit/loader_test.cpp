@@ -319,7 +319,7 @@ TEST_F(K3Checkpoint, ConfigErrors) {
     expect_load_error("config_groups.group_0.weights: missing");
     SetUp();
     rewrite_text_config([](nlohmann::json& t) { t["quantization_config"] = {{"quant_method", "fp8"}}; });
-    expect_load_error("'text_config.quantization_config'");
+    expect_load_error("text_config.quantization_config: quant_method 'fp8' is not supported");
 }
 
 TEST(K3Sharded, LoadsFromAnIndex) {

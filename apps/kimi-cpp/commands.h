@@ -7,6 +7,7 @@ namespace kimi::app {
 int cmd_score(int argc, char** argv);          // cmd_score.cpp
 int cmd_make_model(int argc, char** argv);     // cmd_make_model.cpp
 int cmd_inspect(int argc, char** argv);        // cmd_inspect.cpp
+int cmd_quantize(int argc, char** argv);       // cmd_quantize.cpp
 int cmd_tokenize(int argc, char** argv);       // cmd_tokenizer.cpp
 int cmd_detokenize(int argc, char** argv);     // cmd_tokenizer.cpp
 int cmd_chat_template(int argc, char** argv);  // cmd_chat_format.cpp

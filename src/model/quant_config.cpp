@@ -46,18 +46,18 @@ void need(bool ok, const std::string& what) {
 }
 }  // namespace
 
-bool ModuleMatcher::matches(const std::string& module) const {
+bool ModuleMatcher::matches(const std::string& module, bool is_linear) const {
     if (re) return std::regex_search(module, *re, std::regex_constants::match_continuous);
-    return is_class || module == text;
+    return (is_class && is_linear) || module == text;
 }
 
-bool QuantConfig::quantizes(const std::string& module) const {
+bool QuantConfig::quantizes(const std::string& module, bool is_linear) const {
     if (!mxfp4) return false;
     bool hit = false;
-    for (const auto& t : targets) hit = hit || t.matches(module);
+    for (const auto& t : targets) hit = hit || t.matches(module, is_linear);
     if (!hit) return false;
     for (const auto& i : ignore)
-        if (i.matches(module)) return false;
+        if (i.matches(module, is_linear)) return false;
     return true;
 }
 

@@ -20,15 +20,17 @@ struct ModuleMatcher {
     std::string text;                       // as written in the config
     std::shared_ptr<const std::regex> re;   // `re:` entries
     bool is_class = false;                  // "Linear"
-    bool matches(const std::string& module) const;
+    bool matches(const std::string& module, bool is_linear) const;
 };
 
 struct QuantConfig {
     bool mxfp4 = false;                     // false: nothing is quantized
     std::vector<ModuleMatcher> targets, ignore;
-    // Whether the linear layer `module` (full HF module name, e.g.
+    // Whether `module` (full HF module name, e.g.
     // "language_model.model.layers.0.block_sparse_moe.experts.3.w1") is stored as MXFP4.
-    bool quantizes(const std::string& module) const;
+    // is_linear: the module is a torch.nn.Linear (the MoE router, KimiMoEGate, is not), so
+    // class targets such as "Linear" apply to it.
+    bool quantizes(const std::string& module, bool is_linear = true) const;
 };
 
 // `q` is the quantization_config object; `where` names it in errors ("config.json: text_config.").

@@ -6,7 +6,10 @@
 namespace kimi {
 
 namespace {
-double bytes_of(const Tensor& t) { return double(t.nbytes()); }
+// Bytes a product reads from the weight (MXFP4: packed values plus one scale byte per 32).
+double bytes_of(const Tensor& t) {
+    return double(t.nbytes()) + (t.dtype == DType::kMXFP4 ? double(t.numel()) / double(kMxfp4Group) : 0.0);
+}
 double elems_of(const Tensor& t) { return double(t.numel()); }
 double mlp_bytes(const MlpWeights& m) { return bytes_of(m.gate) + bytes_of(m.up) + bytes_of(m.down); }
 double mlp_elems(const MlpWeights& m) { return elems_of(m.gate) + elems_of(m.up) + elems_of(m.down); }

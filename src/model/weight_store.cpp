@@ -131,8 +131,8 @@ Tensor WeightStore::get_u8(const std::string& name, int64_t rows, int64_t cols) 
     return e.tensor;
 }
 
-Tensor WeightStore::linear(const std::string& module, int64_t out, int64_t in) {
-    if (!quant_ || !quant_->quantizes(prefix_ + module)) return get(module + ".weight", {out, in});
+Tensor WeightStore::linear(const std::string& module, int64_t out, int64_t in, bool is_linear) {
+    if (!quant_ || !quant_->quantizes(prefix_ + module, is_linear)) return get(module + ".weight", {out, in});
     if (in % kMxfp4Group != 0)
         throw Error("linear '" + prefix_ + module + "' is MXFP4-quantized by the config, but its input width " + std::to_string(in) +
                     " is not a multiple of 32");
@@ -144,8 +144,8 @@ Tensor WeightStore::linear(const std::string& module, int64_t out, int64_t in) {
     return t;
 }
 
-Tensor WeightStore::linear_dense(const std::string& module, int64_t out, int64_t in) {
-    const Tensor w = linear(module, out, in);
+Tensor WeightStore::linear_dense(const std::string& module, int64_t out, int64_t in, bool is_linear) {
+    const Tensor w = linear(module, out, in, is_linear);
     if (w.dtype != DType::kMXFP4) return w;
     Tensor t = new_like(DType::kBF16, {out, in});
     auto* dst = static_cast<uint16_t*>(t.data);
@@ -172,6 +172,12 @@ Tensor WeightStore::to_f32(const Tensor& src, std::initializer_list<int64_t> sha
     KIMI_CHECK(t.numel() == src.numel(), "to_f32: element count");
     for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = element_f32(src, i);
     return t;
+}
+
+std::vector<std::pair<std::string, Tensor>> WeightStore::all_tensors() const {
+    std::vector<std::pair<std::string, Tensor>> out;
+    for (const auto& [name, e] : tensors_) out.emplace_back(name, e.tensor);
+    return out;
 }
 
 uint64_t WeightStore::tensor_bytes() const {

@@ -43,12 +43,16 @@ public:
     // as stored, or — when the quantization config (set_quant) quantizes the module — an
     // kMXFP4 tensor over `module.weight_packed` (U8 [out, in/2]) and `module.weight_scale`
     // (U8 [out, in/32]), both checked, read in place.
-    Tensor linear(const std::string& module, int64_t out, int64_t in);
+    // is_linear: false for a weight-holding module that is not a torch.nn.Linear (the router).
+    Tensor linear(const std::string& module, int64_t out, int64_t in, bool is_linear = true);
     // As linear(), but a quantized weight is dequantized (exactly) into a store-owned BF16
     // copy: for the few linears read other than by a matrix product (split, transposed, fused).
-    Tensor linear_dense(const std::string& module, int64_t out, int64_t in);
+    Tensor linear_dense(const std::string& module, int64_t out, int64_t in, bool is_linear = true);
     void set_quant(const QuantConfig* q) { quant_ = q; }
     uint64_t mxfp4_bytes() const { return mxfp4_bytes_; }   // packed + scale bytes of MXFP4 linears
+    // Every tensor of the checkpoint (full names, as stored), in name order — for tools that
+    // rewrite a checkpoint (quantize).
+    std::vector<std::pair<std::string, Tensor>> all_tensors() const;
     // Keeps only the tensors named `prefix`…; the others are skipped (counted, never read).
     void select_prefix(const std::string& prefix);
     size_t n_skipped() const { return n_skipped_; }

@@ -1,0 +1,179 @@
+// quantize_checkpoint (see quantize_checkpoint.h).
+// ref: compressed-tensors match.py (targets/ignore), vLLM compressed_tensors MXFP4 scheme (layout).
+#include "model/quantize_checkpoint.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "model/config.h"
+#include "model/mxfp4_quantize.h"
+#include "model/safetensors_writer.h"
+#include "model/weight_store.h"
+
+namespace kimi {
+
+namespace {
+namespace fs = std::filesystem;
+using ojson = nlohmann::ordered_json;
+
+// What --targets selects, among the text model's linear layers (module = name without ".weight").
+bool targeted(const std::string& module, const std::string& targets) {
+    static const std::regex expert(R"(.*block_sparse_moe\.experts\.\d+\.w[123]$)");
+    static const std::regex shared(R"(.*block_sparse_moe\.shared_experts\.(gate|up|down)_proj$)");
+    if (std::regex_match(module, expert)) return true;
+    if (targets == "experts+shared" && std::regex_match(module, shared)) return true;
+    return targets == "all-linear";
+}
+
+// A torch.nn.Linear of the text model: a 2-D `.weight` that is not the embedding table and not
+// the MoE router (KimiMoEGate, not a Linear); vision tower and projector are not served.
+bool is_text_linear(const std::string& name, const Tensor& t) {
+    if (t.rank != 2 || name.size() < 7 || name.compare(name.size() - 7, 7, ".weight") != 0) return false;
+    if (name.rfind("vision_tower.", 0) == 0 || name.rfind("mm_projector.", 0) == 0) return false;
+    if (name.find("embed_tokens.weight") != std::string::npos) return false;
+    static const std::regex router(R"(.*block_sparse_moe\.gate\.weight$)");
+    return !std::regex_match(name, router);
+}
+
+ojson quantization_config(const QuantizeReport& plan, bool k3) {
+    ojson ignore = ojson::array();
+    for (const auto& m : plan.ignored) ignore.push_back(m);
+    if (k3) {   // the vision tower's and projector's linears stay as they are
+        ignore.push_back("re:vision_tower.*");
+        ignore.push_back("re:mm_projector.*");
+    }
+    ojson weights = {{"num_bits", 4},      {"type", "float"},        {"symmetric", true}, {"group_size", 32},
+                     {"strategy", "group"}, {"block_structure", nullptr}, {"dynamic", false},  {"actorder", nullptr},
+                     {"observer", "minmax"}, {"observer_kwargs", ojson::object()}, {"scale_dtype", "torch.uint8"},
+                     {"zp_dtype", nullptr}};
+    return {{"quant_method", "compressed-tensors"},
+            {"format", "mxfp4-pack-quantized"},
+            {"quantization_status", "compressed"},
+            {"config_groups",
+             {{"group_0",
+               {{"format", "mxfp4-pack-quantized"},
+                {"targets", ojson::array({"Linear"})},
+                {"weights", weights},
+                {"input_activations", nullptr},
+                {"output_activations", nullptr}}}}},
+            {"ignore", ignore},
+            {"kv_cache_scheme", nullptr},
+            {"global_compression_ratio", nullptr}};
+}
+
+// Row-major f32 values of elements [e0, e0 + n) of a float-class tensor.
+void read_f32(const Tensor& t, int64_t e0, int64_t n, float* out) {
+    for (int64_t i = 0; i < n; ++i) out[i] = element_f32(t, e0 + i);
+}
+
+}  // namespace
+
+QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string& out_dir, const QuantizeOptions& opts) {
+    const std::string& targets = opts.targets;
+    if (targets != "experts" && targets != "experts+shared" && targets != "all-linear")
+        throw Error("quantize: targets must be experts, experts+shared or all-linear, got '" + targets + "'");
+    std::error_code ec;
+    if (fs::exists(out_dir) && (fs::equivalent(in_dir, out_dir, ec) || !fs::is_empty(out_dir)))
+        throw Error("quantize: output " + out_dir + " exists and is not empty (or is the input)");
+
+    // The input: its config as written (to keep every key and its order), validated.
+    ojson config;
+    {
+        std::ifstream f(in_dir + "/config.json");
+        if (!f) throw Error(in_dir + "/config.json: cannot open");
+        try {
+            config = ojson::parse(f);
+        } catch (const nlohmann::json::exception& e) {
+            throw Error(in_dir + "/config.json: invalid JSON: " + e.what());
+        }
+    }
+    const ModelConfig mc = load_model_config(in_dir);
+    if (mc.quant.mxfp4) throw Error("quantize: " + in_dir + " is already quantized (its config has a quantization_config)");
+    const WeightStore store(in_dir, WeightMemory::kMmap);
+    const auto tensors = store.all_tensors();
+
+    // Which linears become MXFP4.
+    QuantizeReport plan;
+    std::vector<SafetensorsWriter::Entry> entries;
+    std::map<std::string, Tensor> source;   // output tensor name → the input tensor it comes from
+    uint64_t bytes_in = 0, bytes_out = 0;
+    for (const auto& [name, t] : tensors) {
+        bytes_in += t.nbytes();
+        const bool linear = is_text_linear(name, t);
+        const std::string module = linear ? name.substr(0, name.size() - 7) : "";
+        if (linear && targeted(module, targets) && t.dim(1) % kMxfp4Group == 0) {
+            plan.quantized.push_back(module);
+            entries.push_back({module + ".weight_packed", DType::kU8, {t.dim(0), t.dim(1) / 2}});
+            entries.push_back({module + ".weight_scale", DType::kU8, {t.dim(0), t.dim(1) / kMxfp4Group}});
+            source[module + ".weight_packed"] = source[module + ".weight_scale"] = t;
+            bytes_out += uint64_t(t.numel() / 2 + t.numel() / kMxfp4Group);
+            continue;
+        }
+        if (linear) {
+            plan.ignored.push_back(module);
+            if (targeted(module, targets))
+                plan.notices.push_back(module + ": input width " + std::to_string(t.dim(1)) + " is not a multiple of 32; left as " +
+                                       dtype_name(t.dtype));
+        }
+        entries.push_back({name, t.dtype, std::vector<int64_t>(t.shape.begin(), t.shape.begin() + t.rank)});
+        source[name] = t;
+        bytes_out += t.nbytes();
+    }
+    if (plan.quantized.empty()) throw Error("quantize: no linear layer matches the targets '" + targets + "' (nothing to quantize)");
+    fs::create_directories(out_dir);
+    ThreadPool pool{opts.threads};
+    uint64_t done = 0;
+    const auto fill = [&](const SafetensorsWriter::Entry& e, uint64_t offset, uint64_t n, void* out) {
+        const Tensor& t = source.at(e.name);
+        auto* dst = static_cast<uint8_t*>(out);
+        const bool packed = e.name.size() > 14 && e.name.compare(e.name.size() - 14, 14, ".weight_packed") == 0;
+        const bool scales = !packed && e.dtype == DType::kU8 && t.dtype != DType::kU8;
+        if (!packed && !scales) {   // a tensor kept as it is: its bytes
+            const size_t es = dtype_size(e.dtype);
+            std::memcpy(dst, static_cast<const uint8_t*>(t.data) + offset * es, size_t(n) * es);
+        } else {
+            // packed: 16 bytes per group of 32 weights; scales: one byte per group
+            const int64_t per_group = packed ? 16 : 1, g0 = int64_t(offset) / per_group, n_groups = int64_t(n) / per_group;
+            pool.parallel_ranges(n_groups, [&](int64_t b, int64_t end, int) {
+                float w[kMxfp4Group];
+                uint8_t q[16], s = 0;
+                for (int64_t g = b; g < end; ++g) {
+                    read_f32(t, (g0 + g) * kMxfp4Group, kMxfp4Group, w);
+                    mxfp4_quantize_group(w, q, &s);
+                    if (packed) std::memcpy(dst + g * 16, q, 16);
+                    else dst[g] = s;
+                }
+            });
+        }
+        done += n * dtype_size(e.dtype);
+        if (opts.progress) opts.progress(done, bytes_out);
+    };
+    SafetensorsWriter::write_checkpoint(out_dir, entries, fill, opts.max_shard_bytes);
+
+    // config.json with the quantization_config (top level, as multimodal checkpoints carry it).
+    config["quantization_config"] = quantization_config(plan, mc.is_k3_layout());
+    {
+        std::ofstream f(out_dir + "/config.json");
+        f << config.dump(2) << "\n";
+        if (!f) throw Error(out_dir + "/config.json: write failed");
+    }
+    // Every other file of the input (tokenizer, generation config, chat template, …).
+    for (const auto& ent : fs::directory_iterator(in_dir)) {
+        const std::string fname = ent.path().filename().string();
+        const bool weights = fname == "config.json" || fname == "model.safetensors.index.json" ||
+                             (fname.size() > 12 && fname.compare(fname.size() - 12, 12, ".safetensors") == 0);
+        if (ent.is_regular_file() && !weights) fs::copy_file(ent.path(), fs::path(out_dir) / fname, fs::copy_options::overwrite_existing);
+    }
+    plan.bytes_in = bytes_in;
+    plan.bytes_out = bytes_out;
+    return plan;
+}
+
+}  // namespace kimi

@@ -256,6 +256,30 @@ CONFIGS = [
 ]
 
 
+CONFIGS += [
+    {
+        # routed K3 experts in MXFP4, as published (kimi-cpp quantize --targets experts):
+        # latent 64 and expert width 32 (multiples of 32), top-3 of 8
+        "name": "k3_f_mxfp4_experts",
+        "preset": "k3-tiny",
+        "seed": 303,
+        "tokens": 40,
+        "quantize": "experts",
+        "set": {
+            "text_config.routed_expert_hidden_size": 64,
+            "text_config.num_experts_per_token": 3,
+            "text_config.attn_res_block_size": 2,
+        },
+    },
+    {
+        # a Kimi Linear checkpoint with every linear in MXFP4 (kimi-cpp quantize --targets all-linear)
+        "name": "f_mxfp4_all_linear",
+        "seed": 404,
+        "tokens": 40,
+        "quantize": "all-linear",
+        "set": {"num_experts_per_token": 3},
+    },
+]
 CONFIGS.sort(key=lambda c: c["name"])
 
 
@@ -604,6 +628,10 @@ def run_config(kimi, c, work, log):
     for k, v in c["set"].items():
         cmd += ["--set", f"{k}={json.dumps(v, separators=(',', ':'))}"]
     run(cmd, log)
+    if c.get("quantize"):   # the reference reads the MXFP4 directory itself (exact dequantization)
+        qdir = os.path.join(work, "q")
+        run([kimi, "quantize", "--model", mdir, "--out", qdir, "--format", "mxfp4", "--targets", c["quantize"], "--quiet"], log)
+        mdir = qdir
     cfg, W = R.load_model_dir(mdir)
     for k, v in c["set"].items():  # the checkpoint must carry the requested config
         got = get_path(cfg, k)

@@ -177,7 +177,34 @@ def load_model_dir(model_dir):
         absent = sorted(set(wmap) - set(weights))
         if absent:
             raise ValueError(f"{INDEX_NAME} maps tensors no shard holds: {absent[:3]}")
+    dequantize_mxfp4(cfg, weights)
     return cfg, weights
+
+
+_E2M1 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
+
+
+def dequantize_mxfp4(cfg, weights):
+    """compressed-tensors mxfp4-pack-quantized (model-spec A.6), read exactly: every
+    X.weight_packed (uint8 [out, in/2], even column in the low nibble) with its X.weight_scale
+    (uint8 E8M0 [out, in/32], 2^(s-127)) becomes a float64 X.weight."""
+    q = cfg.get("quantization_config") or cfg.get("text_config", {}).get("quantization_config")
+    if not q:
+        return
+    groups = q.get("config_groups", {})
+    fmts = {g.get("format", q.get("format")) for g in groups.values()}
+    if fmts != {"mxfp4-pack-quantized"}:
+        raise ValueError(f"quantization format {sorted(map(str, fmts))} is not read by this reference")
+    for name in [n for n in weights if n.endswith(".weight_packed")]:
+        base = name[: -len(".weight_packed")]
+        packed = weights.pop(name).astype(np.uint8)
+        scale = weights.pop(base + ".weight_scale").astype(np.int64)
+        out, half = packed.shape
+        nib = np.empty((out, half * 2), dtype=np.uint8)
+        nib[:, 0::2] = packed & 15
+        nib[:, 1::2] = packed >> 4
+        factor = np.repeat(np.ldexp(1.0, scale - 127), 32, axis=1)
+        weights[base + ".weight"] = _E2M1[nib] * factor
 
 
 # --------------------------------------------------------------------------------------

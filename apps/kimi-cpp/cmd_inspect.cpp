@@ -2,6 +2,8 @@
 // it switches on), layer map, parameter count, bytes, skipped non-text tensors, the bytes one
 // decode step must read, and the per-sequence cache sizes.
 #include <cstdio>
+#include <cstring>
+#include <map>
 
 #include "args.h"
 #include "chat/chat_format.h"
@@ -11,6 +13,14 @@
 #include "model/step_traffic.h"
 
 namespace kimi::app {
+
+namespace {
+std::string fmt_mib(double bytes) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.1f MiB", bytes / 1048576.0);
+    return b;
+}
+}  // namespace
 
 namespace {
 double mib(double b) { return b / 1048576.0; }
@@ -73,7 +83,19 @@ int cmd_inspect(int argc, char** argv) {
     }
     const double decode_bytes = decode_step_traffic(*model, 1, 0).weight_bytes;
     const int64_t file_bytes = int64_t(model->store().tensor_bytes());
-    const int64_t params = model->store().n_params();
+    // Parameters and bytes by storage type; an MXFP4 linear's packed values and scales count as
+    // one MXFP4 tensor of two parameters per packed byte.
+    int64_t params = 0;
+    std::map<std::string, double> bytes_by_dtype;
+    for (const auto& [name, t] : model->store().all_tensors()) {
+        const auto ends = [&](const char* suf) {
+            const size_t n = std::strlen(suf);
+            return name.size() > n && name.compare(name.size() - n, n, suf) == 0;
+        };
+        const bool packed = t.dtype == DType::kU8 && ends(".weight_packed"), scale = t.dtype == DType::kU8 && ends(".weight_scale");
+        bytes_by_dtype[packed || scale ? "MXFP4" : dtype_name(t.dtype)] += double(t.nbytes());
+        params += packed ? 2 * t.numel() : scale ? 0 : t.numel();
+    }
     const CacheGeometry g = model->cache_geometry(1, 1);
     std::string chat_format = "none (no tokenizer in the model directory)";
     try {
@@ -82,10 +104,14 @@ int cmd_inspect(int argc, char** argv) {
     }
     std::printf("\nparameters:   %lld (%.1f MiB of tensors in %zu file(s))\n", (long long)params, mib(double(file_bytes)),
                 model->store().n_files());
+    std::string by;
+    for (const auto& [dt, b] : bytes_by_dtype) by += (by.empty() ? "" : ", ") + dt + " " + fmt_mib(b);
+    std::printf("by dtype:     %s%s\n", by.c_str(), bytes_by_dtype.count("MXFP4") ? " (MXFP4: packed values + E8M0 scales)" : "");
     if (model->store().n_skipped() > 0)
         std::printf("skipped:      %zu tensors, %.1f MiB (vision tower / projector: not part of the text model)\n",
                     model->store().n_skipped(), mib(double(model->store().skipped_bytes())));
-    std::printf("decode read:  %.2f MiB of weights per step at batch 1 (selected experts only)\n", mib(decode_bytes));
+    std::printf("decode read:  %.2f MiB of weights per step at batch 1 (selected experts only%s)\n", mib(decode_bytes),
+                model->store().mxfp4_bytes() > 0 ? ", MXFP4 linears at their packed size" : "");
     std::printf("chat format:  %s\n", chat_format.c_str());
     std::printf("cache:        KDA state %.2f MiB per sequence; MLA latents %lld B per token of context\n",
                 mib(double(g.bytes_per_slot())), (long long)(g.bytes_per_block() / g.block_size));

@@ -71,26 +71,59 @@ inline float weight1(DType dt, const WRef& w, int64_t e) {
     }
 }
 
-// bf16 activations × weights of dtype DT (bf16: vdpbf16ps on the stored bits; MXFP4: the 32
-// values decoded exactly to f32, then packed to bf16 — exact, every MXFP4 value is a bf16).
+// bf16 activations × bf16 weights: vdpbf16ps on the stored bits.
 template <DType DT>
 struct DotBf16Mode {
+    static_assert(DT == DType::kBF16);
     using X = uint16_t;
     static constexpr DType kW = DT;
     static constexpr int64_t kStep = 32;
     static __m512i x_at(const uint16_t* x, int64_t i) { return _mm512_loadu_si512(x + i); }
-    static __m512i w_at(const WRef& w, int64_t e) {
-        if constexpr (DT == DType::kBF16) {
-            return _mm512_loadu_si512(static_cast<const uint16_t*>(w.data) + e);
-        } else {
-            return (__m512i)_mm512_cvtne2ps_pbh(mxfp4_16(w, e + 16), mxfp4_16(w, e));   // lanes 0-15: e..e+15
-        }
-    }
+    static __m512i w_at(const WRef& w, int64_t e) { return _mm512_loadu_si512(static_cast<const uint16_t*>(w.data) + e); }
     static __m512 madd(__m512 acc, __m512i x, __m512i w) {
         return _mm512_dpbf16_ps(acc, (__m512bh)x, (__m512bh)w);   // same-size vector reinterpretation
     }
     static float x1(const uint16_t* x, int64_t i) { return bf16_to_f32(x[i]); }
     static float w1(const WRef& w, int64_t e) { return weight1(DT, w, e); }
+};
+
+// bf16 activations × MXFP4 weights. One step is one group of 32: the E2M1 values (unscaled,
+// exact in bf16) go through vdpbf16ps from zero, and that group sum is multiplied by the
+// group's scale and added in one FMA — so each lane adds scale · (pair of products) per group.
+// kScratch: the values already decoded to bf16 (a block in the per-thread scratch, scales after
+// them); else decoded from the packed nibbles in registers: each byte's two nibbles become the
+// low and high word of a 32-bit lane (element order), then vpermw looks them up.
+struct Mxfp4Group {
+    __m512i q;   // 32 bf16 values
+    __m512 s;    // the group's scale, broadcast
+};
+inline __m512i e2m1_bf16_32(const uint8_t* packed16) {
+    const __m512i d = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(packed16)));
+    const __m512i idx = _mm512_or_si512(_mm512_and_si512(d, _mm512_set1_epi32(0x0f)),
+                                        _mm512_slli_epi32(_mm512_and_si512(d, _mm512_set1_epi32(0xf0)), 12));
+    const __m512i lut = _mm512_setr_epi32(0x3f000000, 0x3fc03f80, 0x40404000, 0x40c04080, int32_t(0xbf008000), int32_t(0xbfc0bf80),
+                                          int32_t(0xc040c000), int32_t(0xc0c0c080), 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_permutexvar_epi16(idx, lut);
+}
+template <bool kScratch>
+struct Mxfp4Bf16Mode {
+    using X = uint16_t;
+    static constexpr DType kW = kScratch ? DType::kBF16 : DType::kMXFP4;   // how the values are stored
+    static constexpr int64_t kStep = 32;
+    static __m512i x_at(const uint16_t* x, int64_t i) { return _mm512_loadu_si512(x + i); }
+    static Mxfp4Group w_at(const WRef& w, int64_t e) {
+        const __m512i q = kScratch ? _mm512_loadu_si512(static_cast<const uint16_t*>(w.data) + e)
+                                   : e2m1_bf16_32(static_cast<const uint8_t*>(w.data) + e / 2);
+        return {q, _mm512_set1_ps(e8m0_to_f32(w.scale[e / kMxfp4Group]))};
+    }
+    static __m512 madd(__m512 acc, __m512i x, const Mxfp4Group& w) {
+        return _mm512_fmadd_ps(_mm512_dpbf16_ps(_mm512_setzero_ps(), (__m512bh)x, (__m512bh)w.q), w.s, acc);
+    }
+    static float x1(const uint16_t* x, int64_t i) { return bf16_to_f32(x[i]); }   // no tail: I % 32 == 0
+    static float w1(const WRef& w, int64_t e) {
+        if constexpr (kScratch) return bf16_to_f32(static_cast<const uint16_t*>(w.data)[e]) * e8m0_to_f32(w.scale[e / kMxfp4Group]);
+        else return mxfp4_element(static_cast<const uint8_t*>(w.data), w.scale, e);
+    }
 };
 
 // f32 activations × weights of dtype DT, widened exactly to f32 in registers.
@@ -279,11 +312,36 @@ void f32_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scrat
     else decoded_range<DotF32Mode<DT>, DotF32Mode<DType::kF32>>(a, a.x, a.ldx, o_begin, o_end, scratch);
 }
 
-template <DType DT>
+// bf16 × MXFP4, many token rows: each block of weight rows decoded once into the scratch as
+// unscaled bf16 values followed by its scale bytes, then the same micro-tiles and arithmetic.
+void mxfp4_bf16_blocked(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch) {
+    using MS = Mxfp4Bf16Mode<true>;
+    const int64_t in = a.in, rb = row_block(weight_byte(DType::kBF16, in));
+    auto* q = reinterpret_cast<uint16_t*>(scratch);
+    for (int64_t o = o_begin; o < o_end; o += rb) {
+        const int64_t n_w = std::min(rb, o_end - o), n = n_w * in;
+        auto* s = reinterpret_cast<uint8_t*>(q + n);
+        const auto* packed = static_cast<const uint8_t*>(a.w) + o * in / 2;
+        for (int64_t i = 0; i < n; i += 32) _mm512_storeu_si512(q + i, e2m1_bf16_32(packed + i / 2));
+        std::memcpy(s, a.w_scale + o * in / kMxfp4Group, size_t(n / kMxfp4Group));
+        const Operands<MS> op{a.xb, in, WRef{q, s}};
+        for (int64_t t = 0; t < a.n_rows; t += kTokBlock) {
+            const int64_t t1 = std::min(a.n_rows, t + kTokBlock);
+            int64_t r = 0;
+            for (; r + 4 <= n_w; r += 4) rows_tiles<MS, 4>(a, op, t, t1, o + r, r);
+            for (; r < n_w; ++r) rows_tiles<MS, 1>(a, op, t, t1, o + r, r);
+        }
+    }
+}
+
 void bf16_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch) {
-    if (a.n_rows <= kDirectMaxRows) return direct_range(a, Operands<DotBf16Mode<DT>>{a.xb, a.in, WRef{a.w, a.w_scale}}, o_begin, o_end);
-    if constexpr (DT == DType::kBF16) blocked_range(a, Operands<DotBf16Mode<DT>>{a.xb, a.in, WRef{a.w}}, o_begin, o_end);
-    else decoded_range<DotBf16Mode<DT>, DotBf16Mode<DType::kBF16>>(a, a.xb, a.in, o_begin, o_end, scratch);
+    if (a.w_dtype == DType::kMXFP4) {
+        if (a.n_rows <= kDirectMaxRows) return direct_range(a, Operands<Mxfp4Bf16Mode<false>>{a.xb, a.in, WRef{a.w, a.w_scale}}, o_begin, o_end);
+        return mxfp4_bf16_blocked(a, o_begin, o_end, scratch);
+    }
+    const Operands<DotBf16Mode<DType::kBF16>> op{a.xb, a.in, WRef{a.w}};
+    if (a.n_rows <= kDirectMaxRows) return direct_range(a, op, o_begin, o_end);
+    blocked_range(a, op, o_begin, o_end);
 }
 
 }  // namespace
@@ -293,8 +351,7 @@ void bf16_round_rows_avx512(const float* x, int64_t n_rows, int64_t ldx, int64_t
 }
 
 void matmul_range_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch) {
-    if (a.xb && a.w_dtype == DType::kBF16) return bf16_range<DType::kBF16>(a, o_begin, o_end, scratch);
-    if (a.xb && a.w_dtype == DType::kMXFP4) return bf16_range<DType::kMXFP4>(a, o_begin, o_end, scratch);
+    if (a.xb && (a.w_dtype == DType::kBF16 || a.w_dtype == DType::kMXFP4)) return bf16_range(a, o_begin, o_end, scratch);
     switch (a.w_dtype) {
         case DType::kBF16: return f32_range<DType::kBF16>(a, o_begin, o_end, scratch);
         case DType::kF16: return f32_range<DType::kF16>(a, o_begin, o_end, scratch);

@@ -303,6 +303,42 @@ class Chat(unittest.TestCase):
             os.close(fd)
 
 
+class Quantize(unittest.TestCase):
+    """kimi-cpp quantize: the written directory, inspect on it, generation from it, its errors."""
+
+    def test_quantize_inspect_generate(self):
+        out = os.path.join(WORK, "tiny-mxfp4")
+        rc, _, err = run("quantize", "--model", MODEL, "--out", out, "--format", "mxfp4", "--targets", "experts+shared",
+                         "--quiet")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("linears to MXFP4 (experts+shared)", err)
+        with open(os.path.join(out, "config.json")) as fh:
+            q = json.load(fh)["quantization_config"]
+        self.assertEqual(q["quant_method"], "compressed-tensors")
+        self.assertEqual(q["config_groups"]["group_0"]["format"], "mxfp4-pack-quantized")
+        self.assertEqual(q["config_groups"]["group_0"]["targets"], ["Linear"])
+        self.assertIn("lm_head", q["ignore"])
+        self.assertNotIn("model.layers.1.block_sparse_moe.shared_experts.up_proj", q["ignore"])
+        for f in ("tiktoken.model", "tokenizer_config.json", "model.safetensors"):
+            self.assertTrue(os.path.exists(os.path.join(out, f)), f)
+        rc, text, err = run("inspect", "--model", out)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("MXFP4", text)
+        rc, text, err = run("generate", "--model", out, "--prompt", "Hello", "-n", "5", "--ignore-eos", "--json")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(text)["completion_tokens"], 5)
+        # errors: one line, exit 1 (already quantized, output not empty) or 2 (bad flag)
+        rc, _, err = run("quantize", "--model", out, "--out", os.path.join(WORK, "again"), "--format", "mxfp4")
+        self.assertEqual(rc, 1, err)
+        self.assertIn("already quantized", err)
+        rc, _, err = run("quantize", "--model", MODEL, "--out", out, "--format", "mxfp4")
+        self.assertEqual(rc, 1, err)
+        self.assertIn("not empty", err)
+        rc, _, err = run("quantize", "--model", MODEL, "--out", os.path.join(WORK, "x"), "--format", "nvfp4")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("--format", err)
+
+
 class K3(unittest.TestCase):
     """A k3-tiny checkpoint (published K3 layout) through every local command."""
 

@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "model/quantize_checkpoint.h"
 #include "runtime/engine.h"
 #include "test_models.h"
 #include "tokenizer/synthetic.h"
@@ -51,10 +52,11 @@ protected:
         return p;
     }
 
-    Out alone(const std::vector<int32_t>& prompt, bool greedy, bool kv_cache_bf16 = false) {
+    Out alone(const std::vector<int32_t>& prompt, bool greedy, bool kv_cache_bf16 = false, Precision p = EngineConfig{}.precision) {
         EngineConfig c;
         c.threads = 2;
         c.kv_cache_bf16 = kv_cache_bf16;
+        c.precision = p;
         Engine e(*model_, c);
         auto s = e.submit(prompt, params(greedy));
         e.run_until_idle();
@@ -124,6 +126,31 @@ TEST_F(EngineInvariance, Bf16LatentCache) {
     batched.max_num_batched_tokens = 5;
     expect_same(crowded(prompt, true, batched), ref, "token budget 5, bf16 latents");
     EXPECT_EQ(model_->cache_geometry(1, 1, 16, true).bytes_per_block() * 2, model_->cache_geometry(1, 1, 16).bytes_per_block());
+}
+
+// A checkpoint with every linear in MXFP4 (kimi-cpp quantize --targets all-linear): alone,
+// among 15 other requests and with a 5-token budget, bit for bit, in both precisions.
+TEST_F(EngineInvariance, Mxfp4Weights) {
+    const std::string q = test::temp_dir("mxfp4-engine") + "/q";
+    QuantizeOptions o;
+    o.targets = "all-linear";
+    quantize_checkpoint(test::make_model("tiny", {}, 21), q, o);
+    KimiModel* const dense = model_;
+    const std::unique_ptr<KimiModel> quantized = KimiModel::load(q);
+    model_ = quantized.get();
+    ASSERT_EQ(model_->weights().layers[0].kda.q_proj.dtype, DType::kMXFP4);
+    const auto prompt = test::random_tokens(30, model_->config().vocab_size, 9);
+    for (Precision p : {Precision::kF32, Precision::kBF16}) {
+        const Out ref = alone(prompt, true, false, p);
+        EngineConfig batched;
+        batched.threads = 2;
+        batched.max_num_seqs = 16;
+        batched.precision = p;
+        expect_same(crowded(prompt, true, batched), ref, "16 concurrent requests, MXFP4");
+        batched.max_num_batched_tokens = 5;
+        expect_same(crowded(prompt, true, batched), ref, "token budget 5, MXFP4");
+    }
+    model_ = dense;
 }
 
 TEST_F(EngineInvariance, RejectsWhatCanNeverFit) {

@@ -37,10 +37,10 @@ MappedFile::MappedFile(const std::string& path, FileMemory mode, const std::func
         return;
     }
     std::string failure;
-    if (mode == FileMemory::kMap) {
+    if (mode == FileMemory::kMap || mode == FileMemory::kMapLazy) {
         // why: MAP_POPULATE faults every page in now (the load), not during the first steps —
         // a cold prefill otherwise spends most of its time in page faults on the weights.
-        map_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+        map_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | (mode == FileMemory::kMap ? MAP_POPULATE : 0), fd, 0);
         map_len_ = size_;
         if (map_ == MAP_FAILED) failure = "mmap failed: " + errno_text();
         addr_ = map_;

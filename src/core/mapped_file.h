@@ -14,6 +14,7 @@ namespace kimi {
 
 enum class FileMemory : uint8_t {
     kMap,         // mmap(MAP_POPULATE) of the file
+    kMapLazy,     // mmap, pages read on first touch (one pass over a file larger than RAM: quantize)
     kHugeCopy,    // read into 2 MiB-aligned anonymous memory advised for huge pages, then made read-only
 };
 

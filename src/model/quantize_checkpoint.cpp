@@ -96,7 +96,7 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
     }
     const ModelConfig mc = load_model_config(in_dir);
     if (mc.quant.mxfp4) throw Error("quantize: " + in_dir + " is already quantized (its config has a quantization_config)");
-    const WeightStore store(in_dir, WeightMemory::kMmap);
+    const WeightStore store(in_dir, WeightMemory::kMmapLazy);   // one pass; the input may exceed RAM
     const auto tensors = store.all_tensors();
 
     // Which linears become MXFP4.

@@ -25,6 +25,7 @@ uint64_t file_size(const std::string& p) {
 
 FileMemory resolve_memory(WeightMemory m, uint64_t total_bytes) {
     if (m == WeightMemory::kMmap) return FileMemory::kMap;
+    if (m == WeightMemory::kMmapLazy) return FileMemory::kMapLazy;
     if (m == WeightMemory::kCopy) return FileMemory::kHugeCopy;
     const bool fits = total_bytes <= memory_available_bytes() / 4 * 3;
     return huge_pages_available() && fits ? FileMemory::kHugeCopy : FileMemory::kMap;

@@ -25,6 +25,7 @@ enum class WeightMemory : uint8_t {
     kAuto,   // huge-page copy when huge_pages_available() and the files fit in 3/4 of MemAvailable, else mmap
     kMmap,
     kCopy,
+    kMmapLazy,   // mapped, pages read when first touched: one streaming pass over a checkpoint larger than RAM
 };
 
 class WeightStore {

@@ -82,6 +82,9 @@ protected:
         if (preemptions) *preemptions = e.total_preemptions();
         return drain(*probe);
     }
+
+    // Greedy: alone == among 15 others == among them with a 5-token budget, bit for bit.
+    void expect_crowded_and_chunked_match(const std::vector<int32_t>& prompt, bool kv_cache_bf16, Precision p, const char* what);
 };
 KimiModel* EngineInvariance::model_ = nullptr;
 
@@ -90,6 +93,19 @@ void expect_same(const Out& a, const Out& b, const char* what) {
     ASSERT_EQ(a.logprobs.size(), b.logprobs.size()) << what;
     EXPECT_EQ(0, std::memcmp(a.logprobs.data(), b.logprobs.data(), a.logprobs.size() * sizeof(float))) << what;
     EXPECT_EQ(a.finish, b.finish) << what;
+}
+
+void EngineInvariance::expect_crowded_and_chunked_match(const std::vector<int32_t>& prompt, bool kv_cache_bf16, Precision p,
+                                                        const char* what) {
+    const Out ref = alone(prompt, true, kv_cache_bf16, p);
+    EngineConfig batched;
+    batched.threads = 2;
+    batched.max_num_seqs = 16;
+    batched.kv_cache_bf16 = kv_cache_bf16;
+    batched.precision = p;
+    expect_same(crowded(prompt, true, batched), ref, (std::string("16 concurrent requests, ") + what).c_str());
+    batched.max_num_batched_tokens = 5;
+    expect_same(crowded(prompt, true, batched), ref, (std::string("token budget 5, ") + what).c_str());
 }
 
 TEST_F(EngineInvariance, GreedyAndSeeded) {
@@ -117,14 +133,7 @@ TEST_F(EngineInvariance, GreedyAndSeeded) {
 // alone, crowded and chunked, and the cache bytes per block are halved.
 TEST_F(EngineInvariance, Bf16LatentCache) {
     const auto prompt = test::random_tokens(30, model_->config().vocab_size, 9);
-    const Out ref = alone(prompt, true, true);
-    EngineConfig batched;
-    batched.threads = 2;
-    batched.max_num_seqs = 16;
-    batched.kv_cache_bf16 = true;
-    expect_same(crowded(prompt, true, batched), ref, "16 concurrent requests, bf16 latents");
-    batched.max_num_batched_tokens = 5;
-    expect_same(crowded(prompt, true, batched), ref, "token budget 5, bf16 latents");
+    expect_crowded_and_chunked_match(prompt, true, EngineConfig{}.precision, "bf16 latents");
     EXPECT_EQ(model_->cache_geometry(1, 1, 16, true).bytes_per_block() * 2, model_->cache_geometry(1, 1, 16).bytes_per_block());
 }
 
@@ -140,16 +149,7 @@ TEST_F(EngineInvariance, Mxfp4Weights) {
     model_ = quantized.get();
     ASSERT_EQ(model_->weights().layers[0].kda.q_proj.dtype, DType::kMXFP4);
     const auto prompt = test::random_tokens(30, model_->config().vocab_size, 9);
-    for (Precision p : {Precision::kF32, Precision::kBF16}) {
-        const Out ref = alone(prompt, true, false, p);
-        EngineConfig batched;
-        batched.threads = 2;
-        batched.max_num_seqs = 16;
-        batched.precision = p;
-        expect_same(crowded(prompt, true, batched), ref, "16 concurrent requests, MXFP4");
-        batched.max_num_batched_tokens = 5;
-        expect_same(crowded(prompt, true, batched), ref, "token budget 5, MXFP4");
-    }
+    for (Precision p : {Precision::kF32, Precision::kBF16}) expect_crowded_and_chunked_match(prompt, false, p, "MXFP4");
     model_ = dense;
 }
 

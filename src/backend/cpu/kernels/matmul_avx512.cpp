@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backend/cpu/kernels/avx512_util.h"
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/matmul_kernel.h"
 
@@ -30,15 +31,6 @@ constexpr int64_t kDirectMaxRows = 4;   // token rows up to which the direct pat
 // while the block's weight rows stream from L2 (24 rows here cost 10-20 %: the tile's token
 // rows then came from L2 for every 4 weight rows; docs/performance.md).
 constexpr int64_t kTokBlock = 6;
-
-inline float hsum16(__m512 v) {
-    const __m256 lo = _mm512_castps512_ps256(v);
-    const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
-    const __m256 s = _mm256_add_ps(lo, hi);
-    const __m128 a = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-    const __m128 b = _mm_add_ps(a, _mm_movehl_ps(a, a));
-    return _mm_cvtss_f32(_mm_add_ss(b, _mm_movehdup_ps(b)));
-}
 
 // Where a product's weight rows are: the data (row 0 of the rows addressed) and, for MXFP4,
 // the E8M0 scales; element e of the matrix is addressed flat (row · I + column).

@@ -10,20 +10,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backend/cpu/kernels/avx512_util.h"
 #include "backend/cpu/mla_kernel.h"
 #include "core/dtype.h"
 
 namespace kimi::cpu {
 namespace {
-
-inline float hsum16(__m512 v) {
-    const __m256 lo = _mm512_castps512_ps256(v);
-    const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
-    const __m256 s = _mm256_add_ps(lo, hi);
-    const __m128 a = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-    const __m128 b = _mm_add_ps(a, _mm_movehl_ps(a, a));
-    return _mm_cvtss_f32(_mm_add_ss(b, _mm_movehdup_ps(b)));
-}
 
 template <bool BF16>
 inline __m512 row16(const void* row, int64_t i) {

@@ -46,15 +46,14 @@ MatmulKernel matmul_kernel() {
 }
 
 namespace {
-// bf16 activations: the rows rounded once into the arena, as bf16 bits when the weights are
-// bf16 and the kernel multiplies bf16 pairs natively (AVX-512 BF16), else as f32 values.
+// bf16 activations: the rows rounded once into the arena, as bf16 bits for a kernel that
+// multiplies bf16 pairs natively (kernel_takes_bf16_bits), as f32 values for the others.
 struct RoundedRows {
     const float* x = nullptr;
     const uint16_t* xb = nullptr;
 };
 
 RoundedRows round_rows(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, int64_t in, bool bits, bool values) {
-    RoundedRows r;
     float* xr = values ? static_cast<float*>(ex.arena->alloc_bytes(size_t(n_rows * in) * sizeof(float))) : nullptr;
     uint16_t* xb = bits ? static_cast<uint16_t*>(ex.arena->alloc_bytes(size_t(n_rows * in) * sizeof(uint16_t))) : nullptr;
     const int64_t per_task = std::max<int64_t>(1, 16384 / std::max<int64_t>(in, 1));   // rows per task
@@ -63,9 +62,7 @@ RoundedRows round_rows(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, in
         const int64_t t0 = c0 * per_task, t1 = std::min(n_rows, c1 * per_task);
         round(x + t0 * ldx, t1 - t0, ldx, in, xr ? xr + t0 * in : nullptr, xb ? xb + t0 * in : nullptr);
     });
-    r.x = xr;
-    r.xb = xb;
-    return r;
+    return {xr, xb};
 }
 }  // namespace
 

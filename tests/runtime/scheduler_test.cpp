@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "cache/cache_manager.h"
+#include "cache/prefix_hash.h"
 #include "core/rng.h"
 #include "runtime/scheduler.h"
 
@@ -99,6 +100,43 @@ TEST(Pools, BlockAndStatePools) {
     EXPECT_FALSE(s.acquire());
     s.release(*a);
     EXPECT_EQ(s.n_free(), 1);
+}
+
+// Prefix caching's block bookkeeping: hashed blocks outlive their last reference as cached
+// blocks, are found and shared again by hash, are evicted oldest-released first only when no
+// free block is left, and an unhashed or duplicate-hash block is simply freed.
+TEST(Pools, CachedBlocksLruAndSharing) {
+    BlockPool b(4);
+    const int32_t x = *b.allocate(), y = *b.allocate(), z = *b.allocate();
+    const std::vector<int32_t> t1{1, 2, 3, 4}, t2{5, 6, 7, 8};
+    const uint64_t h1 = block_hash(0, t1, 7), h2 = block_hash(h1, t2, 7);
+    EXPECT_NE(h1, h2);
+    EXPECT_NE(block_hash(0, t1, 8), h1);   // the salt (e.g. precision) is part of the name
+    b.set_hash(x, h1);
+    b.set_hash(y, h2);
+    b.set_hash(z, h1);                     // duplicate content: stays unnamed
+    EXPECT_EQ(b.hash_of(z), 0u);
+    EXPECT_EQ(*b.find(h1), x);
+    b.release(z);                          // unnamed: back to the free list
+    b.release(y);                          // named: cached (released first → evicted first)
+    b.release(x);
+    EXPECT_EQ(b.n_cached(), 2);
+    EXPECT_EQ(b.n_free(), 4);              // 2 free + 2 evictable
+    // a new request sharing the first block takes it back out of the eviction order
+    b.retain(x);
+    EXPECT_EQ(b.ref_count(x), 1);
+    EXPECT_EQ(b.n_cached(), 1);
+    // allocations use free blocks first, then evict the oldest cached one (y) and forget its hash
+    const int32_t f1 = *b.allocate(), f2 = *b.allocate();
+    EXPECT_NE(f1, y);
+    EXPECT_NE(f2, y);
+    EXPECT_EQ(*b.allocate(), y);
+    EXPECT_FALSE(b.find(h2));
+    EXPECT_FALSE(b.allocate());            // x is in use: never evicted
+    EXPECT_EQ(*b.find(h1), x);
+    for (int32_t blk : {x, f1, f2, y}) b.release(blk);
+    EXPECT_EQ(b.n_free(), 4);
+    EXPECT_EQ(b.n_cached(), 1);            // x keeps its contents until its memory is needed
 }
 
 TEST(Pools, CacheManagerGrowsAndFrees) {

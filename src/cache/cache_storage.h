@@ -34,6 +34,10 @@ public:
     ops::SlotState conv_state(int64_t kda_layer, int which);   // which: 0 q, 1 k, 2 v
     ops::PagedLatents mla_latents(int64_t mla_layer);   // base (or base_bf16) and row geometry; tables unset
     void reset_slot(int32_t slot);   // zero state + conv windows: a fresh sequence
+    // A slot's whole recurrent state (every KDA layer's state and conv windows, bytes_per_slot()
+    // bytes) copied out to / in from a flat buffer: prefix-cache checkpoints.
+    void save_slot(int32_t slot, float* dst) const;
+    void load_slot(const float* src, int32_t slot);
     int64_t bytes() const;
 
 private:

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "cache/cache_manager.h"
+#include "cache/checkpoint_store.h"
 #include "cache/prefix_hash.h"
 #include "core/rng.h"
 #include "runtime/scheduler.h"
@@ -137,6 +138,52 @@ TEST(Pools, CachedBlocksLruAndSharing) {
     for (int32_t blk : {x, f1, f2, y}) b.release(blk);
     EXPECT_EQ(b.n_free(), 4);
     EXPECT_EQ(b.n_cached(), 1);            // x keeps its contents until its memory is needed
+}
+
+// KDA checkpoints: a slot's whole recurrent state saved under a prefix hash and restored into
+// another slot bit for bit; least recently used evicted first; a zero budget keeps nothing.
+TEST(Pools, CheckpointStoreSavesRestoresEvicts) {
+    CacheGeometry g;
+    g.n_kda_layers = 2;
+    g.kda_heads = 2;
+    g.kda_head_dim = 4;
+    g.conv_kernel = 4;
+    g.n_slots = 3;
+    g.n_blocks = 1;
+    CacheStorage st(g);
+    auto fill = [&](int32_t slot, float base) {
+        for (int64_t l = 0; l < g.n_kda_layers; ++l) {
+            const ops::SlotState s = st.kda_state(l), c = st.conv_state(l, 0);
+            for (int64_t i = 0; i < g.state_floats_per_slot(); ++i) s.base[slot * s.slot_stride + i] = base + float(l * 100 + i);
+            for (int64_t i = 0; i < g.conv_floats_per_slot(); ++i) c.base[slot * c.slot_stride + i] = -base - float(l * 100 + i);
+        }
+    };
+    auto snapshot = [&](int32_t slot) {
+        std::vector<float> v(size_t(g.bytes_per_slot() / 4));
+        st.save_slot(slot, v.data());
+        return v;
+    };
+    CheckpointStore cp(g.bytes_per_slot(), 2 * g.bytes_per_slot() + 5);
+    EXPECT_EQ(cp.capacity(), 2);
+    fill(0, 1.0f);
+    cp.save(11, st, 0);
+    fill(0, 2.0f);
+    cp.save(22, st, 0);
+    const auto second = snapshot(0);
+    fill(0, 1.0f);
+    const auto first = snapshot(0);
+    ASSERT_TRUE(cp.restore(11, st, 2));   // 11 is now the most recently used
+    EXPECT_EQ(snapshot(2), first);
+    st.reset_slot(2);
+    cp.save(33, st, 2);                   // full: evicts 22 (least recently used)
+    EXPECT_FALSE(cp.contains(22));
+    EXPECT_TRUE(cp.contains(11) && cp.contains(33));
+    EXPECT_FALSE(cp.restore(22, st, 1));
+    EXPECT_NE(first, second);
+    EXPECT_EQ(cp.bytes_used(), 2 * g.bytes_per_slot());
+    CheckpointStore none(g.bytes_per_slot(), 0);
+    none.save(11, st, 0);
+    EXPECT_EQ(none.size(), 0);
 }
 
 TEST(Pools, CacheManagerGrowsAndFrees) {

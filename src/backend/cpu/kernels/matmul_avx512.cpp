@@ -1,8 +1,10 @@
 // AVX-512 matrix-product kernels (this TU alone is compiled with -mavx512f/bw/vl/bf16 and is
-// only called after cpu_features() confirmed them). Two operand modes:
+// only called after cpu_features() confirmed them). Three operand modes:
 // - bf16 activations × bf16 weights: vdpbf16ps on the stored weight bits and the activations
 //   rounded to bf16, no widening at all. Per output element: 16 lanes, each adding its pair of
 //   products (odd element, then even) per 32 elements for i < I − I % 32;
+// - bf16 activations × MXFP4 weights: per group of 32, vdpbf16ps of the unscaled E2M1 values
+//   from zero, then one FMA with the group's scale into the 16 lane sums;
 // - f32 activations (any weight dtype; also bf16 activations with f16/f32 weights): 512-bit
 //   FMA on weights widened exactly to f32, 16 lanes, lane l summing i ≡ l (mod 16) in index
 //   order for i < I − I % 16.
@@ -11,7 +13,7 @@
 // depends on nothing but that row:
 // - few token rows: weights streamed from memory 8 or 4 rows at a time, prefetched ahead;
 // - many token rows: blocks of weight rows (bf16: as stored, the next block prefetched into
-//   L2 meanwhile; f32 mode: widened once into a per-thread scratch) against 4-token × 4-row
+//   L2 meanwhile; otherwise decoded once into a per-thread scratch) against 6-token × 4-row
 //   micro-tiles over the whole reduction, accumulators in registers.
 #include <immintrin.h>
 
@@ -64,11 +66,9 @@ inline float weight1(DType dt, const WRef& w, int64_t e) {
 }
 
 // bf16 activations × bf16 weights: vdpbf16ps on the stored bits.
-template <DType DT>
 struct DotBf16Mode {
-    static_assert(DT == DType::kBF16);
     using X = uint16_t;
-    static constexpr DType kW = DT;
+    static constexpr DType kW = DType::kBF16;
     static constexpr int64_t kStep = 32;
     static __m512i x_at(const uint16_t* x, int64_t i) { return _mm512_loadu_si512(x + i); }
     static __m512i w_at(const WRef& w, int64_t e) { return _mm512_loadu_si512(static_cast<const uint16_t*>(w.data) + e); }
@@ -76,7 +76,7 @@ struct DotBf16Mode {
         return _mm512_dpbf16_ps(acc, (__m512bh)x, (__m512bh)w);   // same-size vector reinterpretation
     }
     static float x1(const uint16_t* x, int64_t i) { return bf16_to_f32(x[i]); }
-    static float w1(const WRef& w, int64_t e) { return weight1(DT, w, e); }
+    static float w1(const WRef& w, int64_t e) { return bf16_to_f32(static_cast<const uint16_t*>(w.data)[e]); }
 };
 
 // bf16 activations × MXFP4 weights. One step is one group of 32: the E2M1 values (unscaled,
@@ -331,7 +331,7 @@ void bf16_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scra
         if (a.n_rows <= kDirectMaxRows) return direct_range(a, Operands<Mxfp4Bf16Mode<false>>{a.xb, a.in, WRef{a.w, a.w_scale}}, o_begin, o_end);
         return mxfp4_bf16_blocked(a, o_begin, o_end, scratch);
     }
-    const Operands<DotBf16Mode<DType::kBF16>> op{a.xb, a.in, WRef{a.w}};
+    const Operands<DotBf16Mode> op{a.xb, a.in, WRef{a.w}};
     if (a.n_rows <= kDirectMaxRows) return direct_range(a, op, o_begin, o_end);
     blocked_range(a, op, o_begin, o_end);
 }

@@ -1,6 +1,9 @@
 // CacheManager implementation (see cache_manager.h).
 #include "cache/cache_manager.h"
 
+#include <algorithm>
+
+#include "cache/prefix_hash.h"
 #include "core/error.h"
 
 namespace kimi {
@@ -38,6 +41,75 @@ void CacheManager::free(uint64_t id) {
     for (int32_t b : it->second.blocks) blocks_.release(b);
     slots_.release(it->second.slot);
     seqs_.erase(it);
+}
+
+void CacheManager::enable_prefix_caching(uint64_t salt) {
+    caching_ = true;
+    salt_ = salt;
+    block_tokens_.assign(size_t(blocks_.n_total()) * size_t(block_size_), 0);
+}
+
+PrefixHit CacheManager::match_prefix(const TokenAt& token_at, int64_t n_tokens, const CheckpointStore& ckpt) const {
+    PrefixHit hit;
+    if (!caching_) return hit;
+    std::vector<int32_t> ids(static_cast<size_t>(block_size_));
+    uint64_t h = 0;
+    size_t best = 0;
+    std::vector<int32_t> blocks;
+    std::vector<uint64_t> hashes;
+    for (int64_t k = 0; (k + 1) * block_size_ <= n_tokens - 1; ++k) {   // keep at least one token to compute
+        for (int32_t i = 0; i < block_size_; ++i) ids[size_t(i)] = token_at(k * block_size_ + i);
+        h = block_hash(h, ids, salt_);
+        const auto b = blocks_.find(h);
+        if (!b || !std::equal(ids.begin(), ids.end(), block_tokens_.begin() + int64_t(*b) * block_size_)) break;
+        blocks.push_back(*b);
+        hashes.push_back(h);
+        if (ckpt.contains(h)) best = blocks.size();
+    }
+    hit.blocks.assign(blocks.begin(), blocks.begin() + int64_t(best));
+    hit.hashes.assign(hashes.begin(), hashes.begin() + int64_t(best));
+    return hit;
+}
+
+bool CacheManager::allocate_with_prefix(uint64_t id, const PrefixHit& hit, int64_t n_total_tokens) {
+    if (hit.blocks.empty()) return allocate(id, n_total_tokens);
+    if (has(id)) return false;
+    const int32_t need = blocks_for(n_total_tokens);
+    int32_t revived = 0;   // hit blocks now cached: sharing them takes them out of the evictable count
+    for (int32_t b : hit.blocks) revived += blocks_.ref_count(b) == 0;
+    if (need > max_blocks_ || need - int32_t(hit.blocks.size()) > blocks_.n_free() - revived || slots_.n_free() == 0) return false;
+    Seq& s = seqs_[id];
+    s.blocks.reserve(size_t(max_blocks_));
+    s.slot = *slots_.acquire();
+    for (int32_t b : hit.blocks) {
+        blocks_.retain(b);
+        s.blocks.push_back(b);
+    }
+    s.hashes = hit.hashes;
+    while (int32_t(s.blocks.size()) < need) s.blocks.push_back(*blocks_.allocate());
+    return true;
+}
+
+void CacheManager::commit_full_blocks(uint64_t id, int64_t n_computed, const TokenAt& token_at) {
+    if (!caching_) return;
+    auto it = seqs_.find(id);
+    if (it == seqs_.end()) return;
+    Seq& s = it->second;
+    std::vector<int32_t> ids(static_cast<size_t>(block_size_));
+    for (int64_t k = int64_t(s.hashes.size()); k < n_computed / block_size_ && k < int64_t(s.blocks.size()); ++k) {
+        for (int32_t i = 0; i < block_size_; ++i) ids[size_t(i)] = token_at(k * block_size_ + i);
+        const uint64_t h = block_hash(s.hashes.empty() ? 0 : s.hashes.back(), ids, salt_);
+        const int32_t b = s.blocks[size_t(k)];
+        blocks_.set_hash(b, h);
+        if (blocks_.hash_of(b) == h) std::copy(ids.begin(), ids.end(), block_tokens_.begin() + int64_t(b) * block_size_);
+        s.hashes.push_back(h);
+    }
+}
+
+uint64_t CacheManager::prefix_hash(uint64_t id, int64_t n_blocks) const {
+    auto it = seqs_.find(id);
+    if (it == seqs_.end() || n_blocks <= 0 || n_blocks > int64_t(it->second.hashes.size())) return 0;
+    return it->second.hashes[size_t(n_blocks - 1)];
 }
 
 std::span<const int32_t> CacheManager::block_table(uint64_t id) const {

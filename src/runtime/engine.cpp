@@ -26,6 +26,13 @@ std::string human_bytes(int64_t bytes) {
     else std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / (1024.0 * 1024.0 * 1024.0));
     return buf;
 }
+// KDA checkpoints every this many tokens: the configured interval rounded up to whole blocks
+// (default 4 blocks).
+int32_t checkpoint_interval(const EngineConfig& c, int32_t block_size) {
+    const int32_t want = c.prefix_checkpoint_interval > 0 ? c.prefix_checkpoint_interval : 4 * block_size;
+    return (want + block_size - 1) / block_size * block_size;
+}
+
 CacheSizing size_cache(const KimiModel& m, const EngineConfig& c) {
     if (c.max_num_seqs < 1) throw Error("max-num-seqs must be at least 1");
     if (c.max_num_batched_tokens < 1) throw Error("max-num-batched-tokens must be at least 1");
@@ -115,8 +122,14 @@ Engine::Engine(const KimiModel& model, const EngineConfig& cfg, const tok::Token
       storage_(model.cache_geometry(sizing_.n_slots, sizing_.n_blocks, sizing_.block_size, cfg.kv_cache_bf16)),
       cache_(sizing_.n_blocks, sizing_.block_size, sizing_.n_slots,
              (sizing_.max_model_len + sizing_.block_size - 1) / sizing_.block_size),
-      sched_(SchedulerConfig{cfg.max_num_seqs, cfg.max_num_batched_tokens}, cache_),
-      runner_(model, storage_, cache_),
+      ckpt_(storage_.geometry().bytes_per_slot() > 0 ? storage_.geometry().bytes_per_slot() : 4,
+            !cfg.enable_prefix_caching ? 0
+            : cfg.prefix_cache_memory_bytes > 0 ? cfg.prefix_cache_memory_bytes
+                                                : int64_t(cfg.max_num_seqs) * storage_.geometry().bytes_per_slot()),
+      sched_(SchedulerConfig{cfg.max_num_seqs, cfg.max_num_batched_tokens,
+                             cfg.enable_prefix_caching ? checkpoint_interval(cfg, sizing_.block_size) : 0},
+             cache_, &ckpt_),
+      runner_(model, storage_, cache_, &ckpt_),
       sampler_(model.config().vocab_size) {
     ex_.pool = &pool_;
     ex_.arena = &arena_;
@@ -124,6 +137,8 @@ Engine::Engine(const KimiModel& model, const EngineConfig& cfg, const tok::Token
     ex_.precision = cfg.precision;
     ex_.attn_output = cfg.attn_output;
     live_.reserve(size_t(cfg.max_num_seqs) * 4);
+    // The salt of the block hashes: what else shapes the cached values.
+    if (cfg.enable_prefix_caching) cache_.enable_prefix_caching(1 + uint64_t(cfg.precision == Precision::kBF16) + 2 * uint64_t(cfg.kv_cache_bf16));
     profile_run();
 }
 
@@ -143,6 +158,19 @@ void Engine::profile_run() {
 }
 
 Engine::~Engine() { stop(); }
+
+// After a step: a request whose computed tokens end at a checkpoint position leaves its KDA
+// state there, named by the hash chain of its blocks so far.
+void Engine::save_checkpoints() {
+    const int32_t interval = sched_.checkpoint_interval();
+    if (interval <= 0) return;
+    for (const auto& s : plan_.scheduled) {
+        const Request& r = *s.req;
+        if (r.n_computed == 0 || r.n_computed % interval != 0) continue;
+        const uint64_t h = cache_.prefix_hash(r.id, r.n_computed / sizing_.block_size);
+        if (h != 0) ckpt_.save(h, storage_, cache_.state_slot(r.id));
+    }
+}
 
 std::shared_ptr<RequestStream> Engine::submit(std::vector<int32_t> prompt, const SamplingParams& params,
                                               std::shared_ptr<StreamNotifier> notifier) {
@@ -234,8 +262,11 @@ bool Engine::step() {
     }
 
     const double t0 = now_ms();
+    for (const auto& s : plan_.scheduled)
+        if (s.fresh && s.restore != 0) prefix_hit_tokens_ += s.req->n_computed;
     const Tensor logits = runner_.execute(ex_, plan_, sample_reqs_);
     sched_.step_done(plan_);
+    save_checkpoints();
     last_ = EngineStepStats{};
     last_.n_seqs = int32_t(plan_.scheduled.size());
     last_.n_tokens = plan_.total_tokens;

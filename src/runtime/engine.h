@@ -37,6 +37,12 @@ struct EngineConfig {
     // after the KDA state slots; else (both 0) enough for max_num_seqs full-length sequences.
     int32_t n_blocks = 0;
     int64_t cache_memory_bytes = 0;
+    // Prefix caching (docs/runtime.md): full MLA blocks named by the hash chain of their prefix
+    // and KDA state checkpoints every prefix_checkpoint_interval tokens (0: 4 blocks), kept in
+    // prefix_cache_memory_bytes (0: one checkpoint per max_num_seqs).
+    bool enable_prefix_caching = false;
+    int32_t prefix_checkpoint_interval = 0;
+    int64_t prefix_cache_memory_bytes = 0;
 };
 
 // What the engine sized its cache to (printed at start by the commands).
@@ -127,6 +133,8 @@ public:
     void stop();
 
     const EngineStepStats& last_step() const { return last_; }
+    // Tokens requests started from instead of computing (prefix-cache hits), since start-up.
+    int64_t prefix_hit_tokens() const { return prefix_hit_tokens_; }
     int64_t total_preemptions() const { return total_preemptions_; }
     EngineSnapshot snapshot() const;   // thread-safe
     const CacheSizing& sizing() const { return sizing_; }
@@ -150,6 +158,7 @@ private:
         double t0_ms = 0.0;
     };
     void admit_pending();
+    void save_checkpoints();
     void publish_finish(Live& l, FinishReason why);
     void update_snapshot(bool ran);
 
@@ -162,6 +171,7 @@ private:
     Exec ex_;
     CacheStorage storage_;
     CacheManager cache_;
+    CheckpointStore ckpt_;             // KDA checkpoints of the prefix cache (capacity 0 when off)
     Scheduler sched_;
     ModelRunner runner_;
     Sampler sampler_;
@@ -169,6 +179,7 @@ private:
     std::vector<Request*> sample_reqs_;
     EngineStepStats last_;
     int64_t total_preemptions_ = 0;
+    int64_t prefix_hit_tokens_ = 0;    // tokens admitted from the prefix cache, all requests
     mutable std::mutex stats_mu_;
     EngineSnapshot snap_;              // updated at the end of every step, under stats_mu_
 

@@ -3,10 +3,12 @@
 
 #include <algorithm>
 
+#include "core/error.h"
+
 namespace kimi {
 
-ModelRunner::ModelRunner(const KimiModel& model, CacheStorage& storage, const CacheManager& cache)
-    : model_(model), storage_(storage), cache_(cache) {}
+ModelRunner::ModelRunner(const KimiModel& model, CacheStorage& storage, const CacheManager& cache, CheckpointStore* ckpt)
+    : model_(model), storage_(storage), cache_(cache), ckpt_(ckpt) {}
 
 Tensor ModelRunner::execute(Exec& ex, const ScheduleOutput& plan, std::vector<Request*>& sample_reqs) {
     const int32_t max_blocks = cache_.max_blocks_per_seq();
@@ -18,7 +20,11 @@ Tensor ModelRunner::execute(Exec& ex, const ScheduleOutput& plan, std::vector<Re
         starts_.push_back(int32_t(ids_.size()));
         past_.push_back(int32_t(r.n_computed));
         const int32_t slot = cache_.state_slot(r.id);
-        if (s.fresh) storage_.reset_slot(slot);
+        if (s.fresh && s.restore != 0) {   // a prefix hit: the KDA state at its end
+            KIMI_CHECK(ckpt_ && ckpt_->restore(s.restore, storage_, slot), "prefix hit without its checkpoint");
+        } else if (s.fresh) {
+            storage_.reset_slot(slot);
+        }
         slots_.push_back(slot);
         const auto table = cache_.block_table(r.id);
         tables_.insert(tables_.end(), table.begin(), table.end());

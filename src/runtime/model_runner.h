@@ -8,6 +8,7 @@
 
 #include "cache/cache_manager.h"
 #include "cache/cache_storage.h"
+#include "cache/checkpoint_store.h"
 #include "model/kimi_model.h"
 #include "runtime/scheduler.h"
 
@@ -15,7 +16,8 @@ namespace kimi {
 
 class ModelRunner {
 public:
-    ModelRunner(const KimiModel& model, CacheStorage& storage, const CacheManager& cache);
+    // ckpt: where fresh requests with a prefix hit restore their KDA state from (may be null).
+    ModelRunner(const KimiModel& model, CacheStorage& storage, const CacheManager& cache, CheckpointStore* ckpt = nullptr);
 
     // Returns logits [R, vocab] (arena-owned, valid until the next step); `sample_reqs[i]`
     // owns row i.
@@ -25,6 +27,7 @@ private:
     const KimiModel& model_;
     CacheStorage& storage_;
     const CacheManager& cache_;
+    CheckpointStore* ckpt_;
     std::vector<int32_t> ids_, starts_, past_, slots_, tables_, rows_;
 };
 

@@ -17,7 +17,8 @@ const char* finish_reason_name(FinishReason r) {
     return "";
 }
 
-Scheduler::Scheduler(const SchedulerConfig& cfg, CacheManager& cache) : cfg_(cfg), cache_(cache) {
+Scheduler::Scheduler(const SchedulerConfig& cfg, CacheManager& cache, const CheckpointStore* ckpt)
+    : cfg_(cfg), cache_(cache), ckpt_(ckpt) {
     running_.reserve(size_t(cfg.max_num_seqs));
     finished_.reserve(size_t(cfg.max_num_seqs) * 2);
 }
@@ -45,6 +46,15 @@ void Scheduler::preempt(Request* r, ScheduleOutput& out) {
     out.preempted.push_back(r);
 }
 
+int32_t Scheduler::chunk(const Request* r, int64_t from, int32_t budget) const {
+    int64_t n = std::min<int64_t>(r->num_tokens() - from, budget);
+    if (cfg_.checkpoint_interval > 0) {
+        const int64_t next = (from / cfg_.checkpoint_interval + 1) * cfg_.checkpoint_interval;
+        n = std::min(n, next - from);
+    }
+    return int32_t(n);
+}
+
 void Scheduler::schedule(ScheduleOutput& out) {
     out.clear();
     // Aborts take effect at the next step: free everything first.
@@ -66,7 +76,7 @@ void Scheduler::schedule(ScheduleOutput& out) {
     // 1. Running requests, oldest first.
     for (size_t i = 0; i < running_.size() && budget > 0;) {
         Request* r = running_[i];
-        const int32_t n = int32_t(std::min<int64_t>(r->num_tokens() - r->n_computed, budget));
+        const int32_t n = chunk(r, r->n_computed, budget);
         if (n <= 0) { ++i; continue; }
         bool preempted_self = false;
         while (!cache_.allocate(r->id, r->n_computed + n)) {
@@ -84,19 +94,29 @@ void Scheduler::schedule(ScheduleOutput& out) {
     while (out.preempted.empty() && !waiting_.empty() && budget > 0 &&
            int32_t(running_.size()) < cfg_.max_num_seqs) {
         Request* r = waiting_.front();
-        const int32_t n = int32_t(std::min<int64_t>(r->num_tokens() - r->n_computed, budget));
-        if (!cache_.allocate(r->id, r->n_computed + n)) break;
+        PrefixHit hit;
+        if (ckpt_ && cfg_.checkpoint_interval > 0 && r->n_computed == 0)
+            hit = cache_.match_prefix([r](int64_t i) { return int32_t(r->token_at(i)); }, r->num_tokens(), *ckpt_);
+        const int64_t start = hit.n_tokens(cache_.block_size());
+        const int32_t n = chunk(r, start, budget);
+        if (!cache_.allocate_with_prefix(r->id, hit, start + n)) break;
         waiting_.pop_front();
+        if (r->n_preemptions == 0) r->n_cached_tokens = std::min<int64_t>(start, int64_t(r->prompt.size()));
+        r->n_computed = start;
         r->status = RequestStatus::kRunning;
         running_.push_back(r);
-        out.scheduled.push_back({r, n, true});
+        out.scheduled.push_back({r, n, true, hit.hashes.empty() ? 0 : hit.hashes.back()});
         out.total_tokens += n;
         budget -= n;
     }
 }
 
 void Scheduler::step_done(const ScheduleOutput& plan) {
-    for (const auto& s : plan.scheduled) s.req->n_computed += s.n_tokens;
+    for (const auto& s : plan.scheduled) {
+        Request* r = s.req;
+        r->n_computed += s.n_tokens;
+        if (cache_.prefix_caching()) cache_.commit_full_blocks(r->id, r->n_computed, [r](int64_t i) { return int32_t(r->token_at(i)); });
+    }
 }
 
 }  // namespace kimi

@@ -18,12 +18,17 @@ namespace kimi {
 struct SchedulerConfig {
     int32_t max_num_seqs = 16;
     int32_t max_num_batched_tokens = 512;
+    // Prefix caching (with a checkpoint store): KDA checkpoints every this many tokens (a
+    // multiple of the block size); prefill chunks end at those positions so the state there
+    // exists. 0: no prefix caching.
+    int32_t checkpoint_interval = 0;
 };
 
 struct ScheduledRequest {
     Request* req = nullptr;
     int32_t n_tokens = 0;       // tokens [n_computed, n_computed + n_tokens) run this step
     bool fresh = false;         // first step since (re)admission: its state slot must be reset
+    uint64_t restore = 0;       // fresh with a prefix hit: restore this KDA checkpoint instead
 };
 
 struct ScheduleOutput {
@@ -35,7 +40,8 @@ struct ScheduleOutput {
 
 class Scheduler {
 public:
-    Scheduler(const SchedulerConfig& cfg, CacheManager& cache);
+    // ckpt: the KDA checkpoints a prefix hit needs (prefix caching only; may be null).
+    Scheduler(const SchedulerConfig& cfg, CacheManager& cache, const CheckpointStore* ckpt = nullptr);
 
     void add(Request* r);                        // → waiting (back)
     // Plans one step into `out` (cleared first). Aborted requests are finished first.
@@ -45,6 +51,7 @@ public:
     // Ends a running or waiting request: frees its cache, removes it from the queues.
     void finish(Request* r, FinishReason why);
 
+    int32_t checkpoint_interval() const { return cfg_.checkpoint_interval; }
     bool has_work() const { return !running_.empty() || !waiting_.empty(); }
     int32_t n_running() const { return int32_t(running_.size()); }
     int32_t n_waiting() const { return int32_t(waiting_.size()); }
@@ -53,9 +60,12 @@ public:
 
 private:
     void preempt(Request* r, ScheduleOutput& out);
+    // Tokens to run from `from` within `budget`, ending at the next checkpoint position.
+    int32_t chunk(const Request* r, int64_t from, int32_t budget) const;
 
     SchedulerConfig cfg_;
     CacheManager& cache_;
+    const CheckpointStore* ckpt_;
     std::vector<Request*> running_;   // admission order (oldest first)
     std::deque<Request*> waiting_;
     std::vector<Request*> finished_;

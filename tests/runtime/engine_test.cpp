@@ -153,6 +153,36 @@ TEST_F(EngineInvariance, Mxfp4Weights) {
     model_ = dense;
 }
 
+// Prefix caching: a request sharing a prefix with an earlier, finished one starts from its
+// cached MLA blocks and the KDA checkpoint at the last shared checkpoint position, and its
+// tokens and log-probabilities are bit-identical to a cold run — in both precisions, with
+// the hit at every checkpoint position the shared prefix allows.
+TEST_F(EngineInvariance, PrefixCacheHitIsBitIdentical) {
+    const auto first = test::random_tokens(70, model_->config().vocab_size, 31);
+    for (Precision p : {Precision::kF32, Precision::kBF16})
+        for (int32_t shared : {17, 40, 53}) {
+            std::vector<int32_t> second(first.begin(), first.begin() + shared);
+            const auto tail = test::random_tokens(20, model_->config().vocab_size, 32);
+            second.insert(second.end(), tail.begin(), tail.end());
+            const Out cold = alone(second, true, false, p);
+            EngineConfig c;
+            c.threads = 2;
+            c.precision = p;
+            c.enable_prefix_caching = true;
+            c.prefix_checkpoint_interval = 16;
+            Engine e(*model_, c);
+            auto a = e.submit(first, params(true));
+            e.run_until_idle();
+            drain(*a);
+            auto b = e.submit(second, params(true));
+            e.run_until_idle();
+            expect_same(drain(*b), cold, "prefix hit");
+            EXPECT_EQ(e.prefix_hit_tokens(), shared / 16 * 16) << "shared " << shared;   // the last full block before the difference
+            EXPECT_EQ(e.cache().blocks().n_free(), e.cache().blocks().n_total());
+            EXPECT_EQ(e.cache().slots().n_free(), e.cache().slots().n_total());
+        }
+}
+
 TEST_F(EngineInvariance, RejectsWhatCanNeverFit) {
     EngineConfig c;
     c.max_model_len = 32;

@@ -183,6 +183,45 @@ TEST_F(EngineInvariance, PrefixCacheHitIsBitIdentical) {
         }
 }
 
+// The same hit under a 5-token budget among other requests (chunked, batched), on a K3 model.
+TEST(PrefixCache, HitUnderChunkingAndBatchingOnK3) {
+    const auto model = KimiModel::load(test::make_model("k3-tiny", {}, 23));
+    const int64_t vocab = model->config().vocab_size;
+    const auto first = test::random_tokens(60, vocab, 41);
+    std::vector<int32_t> second(first.begin(), first.begin() + 45);
+    const auto tail = test::random_tokens(15, vocab, 42);
+    second.insert(second.end(), tail.begin(), tail.end());
+    SamplingParams sp;
+    sp.max_tokens = 8;
+    sp.ignore_eos = true;
+    sp.logprobs = 2;
+    sp.temperature = 0;
+    EngineConfig c;
+    c.threads = 2;
+    c.max_num_seqs = 8;
+    Out cold;
+    {
+        Engine e(*model, c);
+        auto s = e.submit(second, sp);
+        e.run_until_idle();
+        cold = drain(*s);
+    }
+    c.enable_prefix_caching = true;
+    c.prefix_checkpoint_interval = 16;
+    c.max_num_batched_tokens = 5;
+    Engine e(*model, c);
+    auto a = e.submit(first, sp);
+    e.run_until_idle();
+    drain(*a);
+    std::vector<std::shared_ptr<RequestStream>> others;
+    for (int i = 0; i < 4; ++i) others.push_back(e.submit(test::random_tokens(7 + 5 * i, vocab, 50 + uint64_t(i)), sp));
+    auto b = e.submit(second, sp);
+    e.run_until_idle();
+    for (auto& o : others) drain(*o);
+    expect_same(drain(*b), cold, "prefix hit, budget 5, batched, K3");
+    EXPECT_GE(e.prefix_hit_tokens(), 32);
+}
+
 TEST_F(EngineInvariance, RejectsWhatCanNeverFit) {
     EngineConfig c;
     c.max_model_len = 32;

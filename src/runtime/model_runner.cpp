@@ -21,7 +21,8 @@ Tensor ModelRunner::execute(Exec& ex, const ScheduleOutput& plan, std::vector<Re
         past_.push_back(int32_t(r.n_computed));
         const int32_t slot = cache_.state_slot(r.id);
         if (s.fresh && s.restore != 0) {   // a prefix hit: the KDA state at its end
-            KIMI_CHECK(ckpt_ && ckpt_->restore(s.restore, storage_, slot), "prefix hit without its checkpoint");
+            const bool restored = ckpt_ && ckpt_->restore(s.restore, storage_, slot);
+            KIMI_CHECK(restored, "prefix hit without its checkpoint");
         } else if (s.fresh) {
             storage_.reset_slot(slot);
         }

@@ -28,6 +28,7 @@ bool CacheManager::allocate(uint64_t id, int64_t n_total_tokens) {
     Seq& s = it->second;
     if (fresh) {
         s.blocks.reserve(size_t(max_blocks_));
+        if (caching_) s.hashes.reserve(size_t(max_blocks_));
         s.slot = *slots_.acquire();
     }
     const int32_t need = blocks_for(n_total_tokens);
@@ -46,6 +47,7 @@ void CacheManager::free(uint64_t id) {
 void CacheManager::enable_prefix_caching(uint64_t salt) {
     caching_ = true;
     salt_ = salt;
+    ids_scratch_.reserve(size_t(block_size_));
     block_tokens_.assign(size_t(blocks_.n_total()) * size_t(block_size_), 0);
 }
 
@@ -85,7 +87,8 @@ bool CacheManager::allocate_with_prefix(uint64_t id, const PrefixHit& hit, int64
         blocks_.retain(b);
         s.blocks.push_back(b);
     }
-    s.hashes = hit.hashes;
+    s.hashes.reserve(size_t(max_blocks_));
+    s.hashes.assign(hit.hashes.begin(), hit.hashes.end());
     while (int32_t(s.blocks.size()) < need) s.blocks.push_back(*blocks_.allocate());
     return true;
 }
@@ -95,7 +98,8 @@ void CacheManager::commit_full_blocks(uint64_t id, int64_t n_computed, const Tok
     auto it = seqs_.find(id);
     if (it == seqs_.end()) return;
     Seq& s = it->second;
-    std::vector<int32_t> ids(static_cast<size_t>(block_size_));
+    std::vector<int32_t>& ids = ids_scratch_;   // kept: no allocation per step
+    ids.resize(size_t(block_size_));
     for (int64_t k = int64_t(s.hashes.size()); k < n_computed / block_size_ && k < int64_t(s.blocks.size()); ++k) {
         for (int32_t i = 0; i < block_size_; ++i) ids[size_t(i)] = token_at(k * block_size_ + i);
         const uint64_t h = block_hash(s.hashes.empty() ? 0 : s.hashes.back(), ids, salt_);

@@ -70,6 +70,7 @@ private:
     bool caching_ = false;
     uint64_t salt_ = 0;
     std::vector<int32_t> block_tokens_;   // [n_blocks, block_size]: the ids a named block holds
+    std::vector<int32_t> ids_scratch_;    // one block's ids, for commit_full_blocks
     BlockPool blocks_;
     StatePool slots_;
     std::unordered_map<uint64_t, Seq> seqs_;

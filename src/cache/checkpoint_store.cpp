@@ -14,7 +14,7 @@ CheckpointStore::CheckpointStore(int64_t bytes_per_checkpoint, int64_t budget_by
     const int64_t n = std::max<int64_t>(0, budget_bytes) / bytes_per_checkpoint;
     used_.assign(size_t(n), 0);
     stamp_.assign(size_t(n), 0);
-    if (n > 0) data_.reset(new float[size_t(n * floats_)]);
+    if (n > 0) data_.reset(new float[size_t(n * floats_)]());   // zeroed: its pages fault in now, not during a step
     by_hash_.reserve(size_t(n));
 }
 

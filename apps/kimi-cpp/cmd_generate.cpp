@@ -67,6 +67,7 @@ int cmd_generate(int argc, char** argv) {
     if (json) {
         nlohmann::ordered_json j;
         j["prompt_tokens"] = r.prompt_tokens;
+        j["cached_tokens"] = r.cached_tokens;
         j["completion_tokens"] = r.tokens.size();
         j["token_ids"] = r.tokens;
         j["text"] = tok ? nlohmann::ordered_json(r.text) : nlohmann::ordered_json(nullptr);

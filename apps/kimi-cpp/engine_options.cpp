@@ -41,6 +41,13 @@ EngineOptions parse_engine_options(ArgParser& args) {
     EngineOptions o;
     o.precision_auto = run.precision_auto;
     o.kv_cache_dtype = args.choice("--kv-cache-dtype", "auto", {"auto", "bf16", "f32"});
+    const bool pc_on = args.flag("--enable-prefix-caching"), pc_off = args.flag("--no-enable-prefix-caching");
+    if (pc_on && pc_off) throw Error("give at most one of --enable-prefix-caching and --no-enable-prefix-caching");
+    o.cfg.enable_prefix_caching = pc_on;   // note: off unless asked while the feature is completed (docs/runtime.md)
+    o.cfg.prefix_checkpoint_interval = bounded(args, "--prefix-checkpoint-interval", 0, 0, 1 << 20);
+    const double pc_gib = args.real("--prefix-cache-memory", 0.0);
+    if (!(pc_gib >= 0.0) || pc_gib > 1 << 20) throw Error("--prefix-cache-memory must be a size in GiB >= 0");
+    o.cfg.prefix_cache_memory_bytes = int64_t(pc_gib * 1024.0 * 1024.0 * 1024.0);
     const bool mmap = args.flag("--mmap"), no_mmap = args.flag("--no-mmap");
     if (mmap && no_mmap) throw Error("give at most one of --mmap and --no-mmap");
     o.weight_memory = mmap ? WeightMemory::kMmap : no_mmap ? WeightMemory::kCopy : WeightMemory::kAuto;

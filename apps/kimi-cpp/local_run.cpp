@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <algorithm>
 #include <cstdio>
 
 #include "core/error.h"
@@ -58,6 +59,7 @@ LocalResult run_local(Engine& engine, std::vector<int32_t> prompt, const Samplin
             }
             r.text += e.text;
             r.finish = e.finish;
+            r.cached_tokens = std::max(r.cached_tokens, e.cached_tokens);
             if (on_event) on_event(e);
             if (keep_events) r.events.push_back(std::move(e));
             if (r.finish != FinishReason::kNone) {

@@ -22,6 +22,7 @@ struct LocalResult {
     std::vector<TokenEvent> events;      // kept only when keep_events (logprobs for --json)
     FinishReason finish = FinishReason::kNone;
     int64_t prompt_tokens = 0;
+    int64_t cached_tokens = 0;           // prompt tokens served from the prefix cache
     double first_ms = 0.0, last_ms = 0.0;   // event times since submission (first = TTFT)
     bool interrupted = false;
 

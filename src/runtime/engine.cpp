@@ -242,6 +242,7 @@ void Engine::publish_finish(Live& l, FinishReason why) {
     e.finish = why;
     if (l.text) l.text->finish(e.text);
     e.time_ms = now_ms() - l.t0_ms;
+    e.cached_tokens = l.req.n_cached_tokens;
     l.stream->push(std::move(e));
 }
 
@@ -285,6 +286,7 @@ bool Engine::step() {
         Request& r = *sample_reqs_[i];
         Live& l = *live_.at(r.id);
         TokenEvent e;
+        e.cached_tokens = r.n_cached_tokens;
         SampledToken tok;
         if (!l.top_pool.empty()) {
             tok.top = std::move(l.top_pool.back());

@@ -62,6 +62,7 @@ struct TokenEvent {
     FinishReason finish = FinishReason::kNone;
     int32_t stop_index = -1;          // finish == kStop by a stop string: its index in params.stop
     double time_ms = 0.0;             // since submission
+    int64_t cached_tokens = 0;        // prompt tokens the request took from the prefix cache
 };
 
 // Wakes one consumer that follows several streams (n > 1 choices, several prompts): every

@@ -4,6 +4,7 @@
 #include "chat/chat_json.h"
 #include "chat/kimi_linear.h"
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <random>
@@ -44,6 +45,7 @@ struct Choice {
     std::vector<TokenEvent> events;   // kept for non-streamed logprobs
     std::vector<int64_t> offsets;     // code points of the text before each kept event
     FinishReason finish = FinishReason::kNone;
+    int64_t cached_tokens = 0;   // prompt tokens served from the prefix cache
     bool done = false, sent_first = false;
     double t_first = -1.0, t_last = -1.0;
     int64_t text_cps = 0;      // code points of the text so far (completions text_offset)
@@ -124,10 +126,15 @@ public:
         int64_t prompt = 0, completion = 0;
         for (const auto& p : job_.prompts) prompt += int64_t(p.ids.size());
         for (const auto& c : choices_) completion += int64_t(c.tokens.size());
+        // Each prompt once (as prompt_tokens counts it): the most any of its choices took from the cache.
+        std::vector<int64_t> cached(job_.prompts.size(), 0);
+        for (const auto& c : choices_) cached[c.prompt] = std::max(cached[c.prompt], c.cached_tokens);
+        int64_t cached_total = 0;
+        for (int64_t n : cached) cached_total += n;
         return {{"prompt_tokens", prompt},
                 {"completion_tokens", completion},
                 {"total_tokens", prompt + completion},
-                {"prompt_tokens_details", {{"cached_tokens", 0}}}};
+                {"prompt_tokens_details", {{"cached_tokens", cached_total}}}};
     }
 
     J envelope(const char* object) const {
@@ -192,6 +199,7 @@ public:
 private:
     void apply(Choice& c, const TokenEvent& e) {
         const double t = now_s();
+        c.cached_tokens = std::max(c.cached_tokens, e.cached_tokens);
         if (e.token >= 0) {
             if (c.t_first < 0) {
                 c.t_first = t;

@@ -18,14 +18,17 @@ size_t dtype_size(DType t);                 // bytes per element (kMXFP4: 1, for
 const char* dtype_name(DType t);            // "F32", "BF16", "F16", "I32", "U8" (safetensors names), "MXFP4"
 bool dtype_from_name(std::string_view name, DType& out);
 
-inline float bf16_to_f32(uint16_t h) {
+// note: these helpers are `static` (one copy per translation unit): they are also compiled
+// into the AVX-512 kernel TUs, and a shared inline copy could let the linker hand a portable
+// caller the AVX-512 build of them.
+static inline float bf16_to_f32(uint16_t h) {
     uint32_t u = uint32_t(h) << 16;
     float f;
     std::memcpy(&f, &u, 4);
     return f;
 }
 
-inline uint16_t f32_to_bf16(float f) {
+static inline uint16_t f32_to_bf16(float f) {
     uint32_t u;
     std::memcpy(&u, &f, 4);
     if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // quiet NaN
@@ -35,17 +38,17 @@ inline uint16_t f32_to_bf16(float f) {
 
 // why: the bf16 activation path rounds activations to bf16 but keeps them in f32 registers;
 // a bf16 value is an f32 whose low 16 bits are zero, so the product with a bf16 weight is exact.
-inline float round_to_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
+static inline float round_to_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
 
 // MXFP4 (OCP microscaling): E2M1 magnitudes {0, 0.5, 1, 1.5, 2, 3, 4, 6} (bit 3 = sign) and
 // the E8M0 scale 2^(byte − 127), as f32 (byte 255 is NaN in the format; read as 2^128 = inf).
 constexpr int64_t kMxfp4Group = 32;
-inline float e2m1_to_f32(uint8_t nibble) {
+static inline float e2m1_to_f32(uint8_t nibble) {
     constexpr float kMag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
     const float m = kMag[nibble & 7];
     return (nibble & 8) ? -m : m;
 }
-inline float e8m0_to_f32(uint8_t e) {
+static inline float e8m0_to_f32(uint8_t e) {
     if (e == 0) return 0x1p-127f;   // the subnormal 2^-127 (e << 23 would read as 0)
     const uint32_t u = uint32_t(e) << 23;
     float f;
@@ -53,7 +56,7 @@ inline float e8m0_to_f32(uint8_t e) {
     return f;
 }
 // Element e (row-major, flat) of an MXFP4 matrix: packed bytes and scale bytes.
-inline float mxfp4_element(const uint8_t* packed, const uint8_t* scale, int64_t e) {
+static inline float mxfp4_element(const uint8_t* packed, const uint8_t* scale, int64_t e) {
     const uint8_t b = packed[e >> 1];
     return e2m1_to_f32((e & 1) ? uint8_t(b >> 4) : uint8_t(b & 15)) * e8m0_to_f32(scale[e / kMxfp4Group]);
 }

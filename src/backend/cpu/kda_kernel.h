@@ -18,7 +18,8 @@ struct KdaHeadArgs {
     float* state;   // [dk, dv]
 };
 
-inline void kda_head_portable_body(const KdaHeadArgs& a, float* __restrict uv) {
+// static: compiled into the portable and the AVX-512 TU, each keeps its own copy (no ODR merge).
+static inline void kda_head_portable_body(const KdaHeadArgs& a, float* __restrict uv) {
     float* __restrict s = a.state;
     for (int64_t t = a.t_begin; t < a.t_end; ++t) {
         const float* __restrict qt = a.q + t * a.row_stride_k;

@@ -65,7 +65,8 @@ using MatmulKernel = void (*)(const MatmulArgs&, int64_t, int64_t, float*);
 void bf16_round_rows_portable(const float* x, int64_t n_rows, int64_t ldx, int64_t in, float* xr, uint16_t* xb);
 void bf16_round_rows_avx512(const float* x, int64_t n_rows, int64_t ldx, int64_t in, float* xr, uint16_t* xb);
 
-inline void bf16_round_rows_body(const float* __restrict x, int64_t n_rows, int64_t ldx, int64_t in, float* __restrict xr,
+// static: compiled into the portable and the AVX-512 TU, each keeps its own copy (no ODR merge).
+static inline void bf16_round_rows_body(const float* __restrict x, int64_t n_rows, int64_t ldx, int64_t in, float* __restrict xr,
                                  uint16_t* __restrict xb) {
     for (int64_t t = 0; t < n_rows; ++t) {
         const float* __restrict row = x + t * ldx;

@@ -4,8 +4,9 @@
 // --ab both attention-output modes run on the same loaded weights, interleaved run by run
 // (direct/copy, then copy/direct, ...) so machine drift hits both. Per variant: mean TPOT,
 // median and p99 ITL, output tokens/s — each the mean over runs ± std across runs — plus the
-// engine counters per steady-state decode step. Prints a markdown table, writes --json and
-// --plot (PNG).
+// engine counters per steady-state decode step, mean TTFT and prompt tokens served from the
+// prefix cache (--prefix-caching on|off; on by default, as the seed ran). Prints a markdown
+// table, writes --json and --plot (PNG).
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -30,7 +31,8 @@ using J = nlohmann::ordered_json;
 
 struct RunResult {
     double mean_tpot_ms = 0, median_itl_ms = 0, p99_itl_ms = 0, output_throughput = 0, duration_s = 0;
-    int64_t completed = 0, output_tokens = 0;
+    int64_t completed = 0, output_tokens = 0, cached_tokens = 0;   // cached: prompt tokens from the prefix cache
+    double mean_ttft_ms = 0;
     std::vector<double> itl_ms;
     int64_t decode_steps = 0, copies = 0, allocations = 0;
     double step_ms = 0;
@@ -78,8 +80,10 @@ RunResult run_cohort(Engine& e, const std::vector<std::vector<int32_t>>& prompts
         bool all_done = true;
         for (size_t i = 0; i < streams.size(); ++i) {
             TokenEvent ev;
-            while (streams[i]->try_next(ev))
+            while (streams[i]->try_next(ev)) {
                 if (ev.token >= 0) times[i].push_back(ev.time_ms);
+                if (times[i].size() == 1 && ev.token >= 0) r.cached_tokens += ev.cached_tokens;
+            }
             all_done &= times[i].size() == size_t(output_len);
         }
         if (all_done) break;
@@ -88,14 +92,16 @@ RunResult run_cohort(Engine& e, const std::vector<std::vector<int32_t>>& prompts
     while (e.step()) {
     }
     r.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::vector<double> tpots;
+    std::vector<double> tpots, ttfts;
     for (const auto& t : times) {
         ++r.completed;
+        if (!t.empty()) ttfts.push_back(t.front());
         r.output_tokens += int64_t(t.size());
         if (t.size() > 1) tpots.push_back((t.back() - t.front()) / double(t.size() - 1));
         for (size_t k = 1; k < t.size(); ++k) r.itl_ms.push_back(t[k] - t[k - 1]);
     }
     r.mean_tpot_ms = bench::mean(tpots);
+    r.mean_ttft_ms = bench::mean(ttfts);
     r.median_itl_ms = bench::percentile(r.itl_ms, 50);
     r.p99_itl_ms = bench::percentile(r.itl_ms, 99);
     r.output_throughput = double(r.output_tokens) / r.duration_s;
@@ -103,8 +109,8 @@ RunResult run_cohort(Engine& e, const std::vector<std::vector<int32_t>>& prompts
 }
 
 J variant_json(const Variant& v) {
-    std::vector<double> tpot, med, p99, thr;
-    int64_t steps = 0, copies = 0, allocs = 0, completed = 0;
+    std::vector<double> tpot, med, p99, thr, ttft;
+    int64_t steps = 0, copies = 0, allocs = 0, completed = 0, cached = 0;
     double step_ms = 0;
     for (const auto& r : v.runs) {
         tpot.push_back(r.mean_tpot_ms);
@@ -116,12 +122,16 @@ J variant_json(const Variant& v) {
         allocs += r.allocations;
         step_ms += r.step_ms;
         completed += r.completed;
+        cached += r.cached_tokens;
+        ttft.push_back(r.mean_ttft_ms);
     }
     const double per = steps ? 1.0 / double(steps) : 0.0;
     return {{"mean_tpot_ms", bench::mean(tpot)},        {"std_tpot_ms", bench::pop_std(tpot)},
             {"median_itl_ms", bench::mean(med)},        {"std_median_itl_ms", bench::pop_std(med)},
             {"p99_itl_ms", bench::mean(p99)},           {"std_p99_itl_ms", bench::pop_std(p99)},
             {"output_throughput", bench::mean(thr)},    {"std_output_throughput", bench::pop_std(thr)},
+            {"mean_ttft_ms", bench::mean(ttft)},        {"std_ttft_ms", bench::pop_std(ttft)},
+            {"cached_tokens_per_run", v.runs.empty() ? 0.0 : double(cached) / double(v.runs.size())},
             {"completed", completed},                   {"runs", v.runs.size()},
             {"decode_steps", steps},                    {"attn_output_copies_per_step", double(copies) * per},
             {"allocations_per_step", double(allocs) * per}, {"step_ms", step_ms * per},
@@ -140,9 +150,14 @@ int cmd_bench_decode(int argc, char** argv) {
     const std::string json_path = args.str("--json", ""), plot_path = args.str("--plot", "");
     const bool explicit_seqs = args.has("--max-num-seqs");
     const bool explicit_budget = args.has("--max-num-batched-tokens");
+    const auto prefix_caching = args.opt("--prefix-caching");   // on|off: the seed's cohort ran with it on
     const EngineOptions eo = parse_engine_options(args);
     EngineConfig cfg = eo.cfg;
     args.done();
+    if (prefix_caching) {
+        if (*prefix_caching != "on" && *prefix_caching != "off") throw Error("--prefix-caching must be on or off");
+        cfg.enable_prefix_caching = *prefix_caching == "on";
+    }
     if (conc < 1 || conc > 1024) throw Error("--concurrency must be in [1, 1024]");
     if (prefix < 0 || suffix < 0 || prefix + suffix < 1) throw Error("--prefix-len + --suffix-len must be at least 1");
     if (out_len < 2 || out_len > 1 << 20) throw Error("--output-len must be at least 2");
@@ -197,6 +212,7 @@ int cmd_bench_decode(int argc, char** argv) {
                      {"runs", runs},               {"seed", seed},              {"threads", cfg.threads},
                      {"activation_dtype", cfg.precision == Precision::kBF16 ? "bf16" : "f32"},
                      {"max_num_batched_tokens", cfg.max_num_batched_tokens},
+                     {"prefix_caching", cfg.enable_prefix_caching},
                      {"attention_layers", model->config().n_layers}};
     out["git_commit"] = git_commit();
     out["cpu_flags"] = cpu::cpu_features_string();

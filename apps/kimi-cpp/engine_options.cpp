@@ -43,7 +43,7 @@ EngineOptions parse_engine_options(ArgParser& args) {
     o.kv_cache_dtype = args.choice("--kv-cache-dtype", "auto", {"auto", "bf16", "f32"});
     const bool pc_on = args.flag("--enable-prefix-caching"), pc_off = args.flag("--no-enable-prefix-caching");
     if (pc_on && pc_off) throw Error("give at most one of --enable-prefix-caching and --no-enable-prefix-caching");
-    o.cfg.enable_prefix_caching = pc_on;   // note: off unless asked while the feature is completed (docs/runtime.md)
+    o.cfg.enable_prefix_caching = !pc_off;   // on by default, as in vLLM v1
     o.cfg.prefix_checkpoint_interval = bounded(args, "--prefix-checkpoint-interval", 0, 0, 1 << 20);
     const double pc_gib = args.real("--prefix-cache-memory", 0.0);
     if (!(pc_gib >= 0.0) || pc_gib > 1 << 20) throw Error("--prefix-cache-memory must be a size in GiB >= 0");

@@ -86,9 +86,12 @@ std::string step_stats_json(const EngineStepStats& s) {
 std::string timing_line(const LocalResult& r) {
     char buf[256];
     const double decode_ms = r.last_ms - r.first_ms;
-    std::snprintf(buf, sizeof buf, "prefill %lld tok %.1f ms (%.1f tok/s) | decode %zu tok %.1f ms (%.1f tok/s) | TTFT %.1f ms | finish %s",
-                  (long long)r.prompt_tokens, r.first_ms, r.prefill_tok_per_s(), r.tokens.size() > 0 ? r.tokens.size() - 1 : 0,
-                  decode_ms, r.decode_tok_per_s(), r.first_ms, finish_reason_name(r.finish));
+    std::snprintf(buf, sizeof buf,
+                  "prefill %lld tok (%lld from the prefix cache) %.1f ms (%.1f tok/s) | decode %zu tok %.1f ms (%.1f tok/s) | "
+                  "TTFT %.1f ms | finish %s",
+                  (long long)r.prompt_tokens, (long long)r.cached_tokens, r.first_ms, r.prefill_tok_per_s(),
+                  r.tokens.size() > 0 ? r.tokens.size() - 1 : 0, decode_ms, r.decode_tok_per_s(), r.first_ms,
+                  finish_reason_name(r.finish));
     return buf;
 }
 

@@ -26,7 +26,8 @@ struct LocalResult {
     double first_ms = 0.0, last_ms = 0.0;   // event times since submission (first = TTFT)
     bool interrupted = false;
 
-    double prefill_tok_per_s() const { return first_ms > 0 ? double(prompt_tokens) / (first_ms / 1e3) : 0.0; }
+    // Prompt tokens computed (those served from the prefix cache cost nothing) per second to the first token.
+    double prefill_tok_per_s() const { return first_ms > 0 ? double(prompt_tokens - cached_tokens) / (first_ms / 1e3) : 0.0; }
     double decode_tok_per_s() const {
         return tokens.size() > 1 && last_ms > first_ms ? double(tokens.size() - 1) / ((last_ms - first_ms) / 1e3) : 0.0;
     }

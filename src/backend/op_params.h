@@ -13,10 +13,18 @@ struct SlotState {
     int64_t slot_stride = 0;   // floats
 };
 
+// A copy of sequence `seq`'s recurrent state (KDA state and conv windows) as it stands after
+// its first `t` tokens of this step (0 < t < its token count), written to slot `slot`: the
+// prefix cache's checkpoints at positions inside a prefill chunk, at no extra step.
+struct StateCapture {
+    int32_t seq = 0, t = 0, slot = 0;
+};
+
 // Token spans of the sequences in a step: tokens of sequence b are [seq_starts[b], seq_starts[b+1]).
 struct SeqLayout {
     std::span<const int32_t> seq_starts;   // [B+1]
     std::span<const int32_t> slots;        // [B] recurrent-state slot of each sequence
+    std::span<const StateCapture> captures = {};   // ordered by (seq, t)
 };
 
 // Paged latent cache of one MLA layer: token p of a sequence sits in block

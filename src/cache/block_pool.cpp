@@ -7,10 +7,9 @@
 namespace kimi {
 
 BlockPool::BlockPool(int32_t n_blocks)
-    : ref_(size_t(n_blocks), 0), hash_(size_t(n_blocks), 0), prev_(size_t(n_blocks), -1), next_(size_t(n_blocks), -1) {
+    : ref_(size_t(n_blocks), 0), hash_(size_t(n_blocks), 0), by_hash_(n_blocks), prev_(size_t(n_blocks), -1), next_(size_t(n_blocks), -1) {
     free_.reserve(size_t(n_blocks));
     for (int32_t b = n_blocks - 1; b >= 0; --b) free_.push_back(b);   // hands out 0, 1, 2, ... first
-    by_hash_.reserve(size_t(n_blocks));
 }
 
 std::optional<int32_t> BlockPool::allocate() {
@@ -45,14 +44,12 @@ void BlockPool::release(int32_t block) {
 
 void BlockPool::set_hash(int32_t block, uint64_t hash) {
     KIMI_CHECK(block >= 0 && block < n_total() && ref_[size_t(block)] > 0 && hash != 0, "set_hash of a free block");
-    if (hash_[size_t(block)] != 0 || !by_hash_.emplace(hash, block).second) return;
+    if (hash_[size_t(block)] != 0 || !by_hash_.insert(hash, block)) return;
     hash_[size_t(block)] = hash;
 }
 
 std::optional<int32_t> BlockPool::find(uint64_t hash) const {
-    auto it = by_hash_.find(hash);
-    if (it == by_hash_.end()) return std::nullopt;
-    return it->second;
+    return by_hash_.find(hash);
 }
 
 void BlockPool::forget(int32_t b) {

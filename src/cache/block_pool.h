@@ -7,8 +7,9 @@
 #pragma once
 #include <cstdint>
 #include <optional>
-#include <unordered_map>
 #include <vector>
+
+#include "cache/hash_index.h"
 
 namespace kimi {
 
@@ -39,7 +40,7 @@ private:
     std::vector<int32_t> free_;   // stack of free ids
     std::vector<int32_t> ref_;
     std::vector<uint64_t> hash_;  // 0: not named
-    std::unordered_map<uint64_t, int32_t> by_hash_;
+    HashIndex by_hash_;
     std::vector<int32_t> prev_, next_;   // the cached blocks, oldest first (−1 ends)
     int32_t head_ = -1, tail_ = -1, n_cached_ = 0;
 };

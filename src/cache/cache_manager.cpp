@@ -116,6 +116,21 @@ uint64_t CacheManager::prefix_hash(uint64_t id, int64_t n_blocks) const {
     return it->second.hashes[size_t(n_blocks - 1)];
 }
 
+uint64_t CacheManager::hash_through(uint64_t id, int64_t n_blocks, const TokenAt& token_at) {
+    auto it = seqs_.find(id);
+    if (!caching_ || it == seqs_.end() || n_blocks <= 0) return 0;
+    const Seq& s = it->second;
+    if (n_blocks <= int64_t(s.hashes.size())) return s.hashes[size_t(n_blocks - 1)];
+    uint64_t h = s.hashes.empty() ? 0 : s.hashes.back();
+    std::vector<int32_t>& ids = ids_scratch_;
+    ids.resize(size_t(block_size_));
+    for (int64_t k = int64_t(s.hashes.size()); k < n_blocks; ++k) {
+        for (int32_t i = 0; i < block_size_; ++i) ids[size_t(i)] = token_at(k * block_size_ + i);
+        h = block_hash(h, ids, salt_);
+    }
+    return h;
+}
+
 std::span<const int32_t> CacheManager::block_table(uint64_t id) const {
     auto it = seqs_.find(id);
     KIMI_CHECK(it != seqs_.end(), "block_table of an unknown request");

@@ -50,6 +50,9 @@ public:
     void commit_full_blocks(uint64_t id, int64_t n_computed, const TokenAt& token_at);
     // The chain hash of the request's first n_blocks blocks (0 if not yet named).
     uint64_t prefix_hash(uint64_t id, int64_t n_blocks) const;
+    // The same for blocks not named yet (still being computed): hashed from their token ids,
+    // continuing the chain from the last named block. No allocation.
+    uint64_t hash_through(uint64_t id, int64_t n_blocks, const TokenAt& token_at);
 
     bool has(uint64_t id) const { return seqs_.count(id) != 0; }
     std::span<const int32_t> block_table(uint64_t id) const;

@@ -48,21 +48,12 @@ void CacheStorage::reset_slot(int32_t slot) {
     }
 }
 
-void CacheStorage::save_slot(int32_t slot, float* dst) const {
+void CacheStorage::copy_slot(int32_t src, int32_t dst) {
     const int64_t ns = g_.state_floats_per_slot(), nc = g_.conv_floats_per_slot();
     for (int64_t l = 0; l < g_.n_kda_layers; ++l) {
-        dst = std::copy_n(state_[size_t(l)].get() + slot * ns, ns, dst);
-        dst = std::copy_n(conv_[size_t(l)].get() + slot * nc, nc, dst);
-    }
-}
-
-void CacheStorage::load_slot(const float* src, int32_t slot) {
-    const int64_t ns = g_.state_floats_per_slot(), nc = g_.conv_floats_per_slot();
-    for (int64_t l = 0; l < g_.n_kda_layers; ++l) {
-        std::copy_n(src, ns, state_[size_t(l)].get() + slot * ns);
-        src += ns;
-        std::copy_n(src, nc, conv_[size_t(l)].get() + slot * nc);
-        src += nc;
+        float *s = state_[size_t(l)].get(), *c = conv_[size_t(l)].get();
+        std::copy_n(s + src * ns, ns, s + dst * ns);
+        std::copy_n(c + src * nc, nc, c + dst * nc);
     }
 }
 

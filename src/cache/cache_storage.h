@@ -3,7 +3,7 @@
 //                [n_slots, 3 (q, k, v), W-1, H*K] f32 (raw pre-conv projections).
 //   MLA layer l: paged latents [n_blocks, block_size, R + P] f32 or bf16 (normed c ; k_rope).
 // A sequence owns one state slot (shared by all KDA layers) and a block table (shared by
-// all MLA layers).
+// all MLA layers). Slots past the running ones hold the prefix cache's KDA checkpoints.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -34,10 +34,9 @@ public:
     ops::SlotState conv_state(int64_t kda_layer, int which);   // which: 0 q, 1 k, 2 v
     ops::PagedLatents mla_latents(int64_t mla_layer);   // base (or base_bf16) and row geometry; tables unset
     void reset_slot(int32_t slot);   // zero state + conv windows: a fresh sequence
-    // A slot's whole recurrent state (every KDA layer's state and conv windows, bytes_per_slot()
-    // bytes) copied out to / in from a flat buffer: prefix-cache checkpoints.
-    void save_slot(int32_t slot, float* dst) const;
-    void load_slot(const float* src, int32_t slot);
+    // A slot's whole recurrent state (every KDA layer's state and conv windows) copied into
+    // another slot: prefix-cache checkpoints are slots too (saved and restored by copy).
+    void copy_slot(int32_t src, int32_t dst);
     int64_t bytes() const;
 
 private:

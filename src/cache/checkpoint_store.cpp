@@ -1,6 +1,6 @@
-// CheckpointStore implementation (see checkpoint_store.h). Eviction scans the entries for the
-// oldest stamp: checkpoints are taken once per block boundary at most, so O(capacity) per save
-// is small next to copying the state itself.
+// CheckpointStore implementation (see checkpoint_store.h). Choosing an entry scans the stamps
+// (O(capacity)): checkpoints are taken at most once per block boundary of a sequence, and each
+// copies a whole recurrent state, which dwarfs the scan.
 #include "cache/checkpoint_store.h"
 
 #include <algorithm>
@@ -9,37 +9,69 @@
 
 namespace kimi {
 
-CheckpointStore::CheckpointStore(int64_t bytes_per_checkpoint, int64_t budget_bytes) : floats_(bytes_per_checkpoint / 4) {
-    KIMI_CHECK(bytes_per_checkpoint > 0 && bytes_per_checkpoint % 4 == 0, "checkpoint size");
-    const int64_t n = std::max<int64_t>(0, budget_bytes) / bytes_per_checkpoint;
-    used_.assign(size_t(n), 0);
-    stamp_.assign(size_t(n), 0);
-    if (n > 0) data_.reset(new float[size_t(n * floats_)]());   // zeroed: its pages fault in now, not during a step
-    by_hash_.reserve(size_t(n));
+CheckpointStore::CheckpointStore(int32_t first_slot, int32_t n_entries, int64_t bytes_per_checkpoint)
+    : first_(first_slot),
+      bytes_(bytes_per_checkpoint),
+      hash_(size_t(std::max(n_entries, 0)), 0),
+      stamp_(size_t(std::max(n_entries, 0)), 0),
+      writing_(size_t(std::max(n_entries, 0)), 0),
+      by_hash_(std::max(n_entries, 0)) {}
+
+std::optional<int32_t> CheckpointStore::begin(uint64_t replace) {
+    int32_t e = -1;
+    if (const auto r = by_hash_.find(replace)) e = *r;   // named, so not being written
+    for (int32_t i = 0; e < 0 && i < capacity(); ++i)
+        if (hash_[size_t(i)] == 0 && !writing_[size_t(i)]) e = i;
+    if (e < 0)   // full: the least recently used goes
+        for (int32_t i = 0; i < capacity(); ++i)
+            if (!writing_[size_t(i)] && (e < 0 || stamp_[size_t(i)] < stamp_[size_t(e)])) e = i;
+    if (e < 0) return std::nullopt;
+    by_hash_.erase(hash_[size_t(e)]);
+    hash_[size_t(e)] = 0;
+    writing_[size_t(e)] = 1;
+    return first_ + e;
 }
 
-void CheckpointStore::touch(int32_t entry) { stamp_[size_t(entry)] = ++clock_; }
-
-void CheckpointStore::save(uint64_t hash, const CacheStorage& storage, int32_t slot) {
-    KIMI_CHECK(hash != 0, "checkpoint hash 0");
-    if (capacity() == 0) return;
-    if (auto it = by_hash_.find(hash); it != by_hash_.end()) return touch(it->second);
-    int32_t e = int32_t(std::find(used_.begin(), used_.end(), uint64_t(0)) - used_.begin());
-    if (e == capacity()) {   // full: the least recently used goes
-        e = int32_t(std::min_element(stamp_.begin(), stamp_.end()) - stamp_.begin());
-        by_hash_.erase(used_[size_t(e)]);
+void CheckpointStore::commit(int32_t slot, uint64_t hash) {
+    const int32_t e = entry(slot);
+    KIMI_CHECK(e >= 0 && e < capacity() && writing_[size_t(e)] && hash != 0, "checkpoint commit");
+    writing_[size_t(e)] = 0;
+    ++n_saved_;
+    if (const auto other = by_hash_.find(hash)) {   // someone named the same prefix first
+        touch(*other);
+        stamp_[size_t(e)] = 0;
+        return;
     }
-    storage.save_slot(slot, data_.get() + int64_t(e) * floats_);
-    used_[size_t(e)] = hash;
-    by_hash_[hash] = e;
+    hash_[size_t(e)] = hash;
+    by_hash_.insert(hash, e);
     touch(e);
 }
 
+void CheckpointStore::abandon(int32_t slot) {
+    const int32_t e = entry(slot);
+    KIMI_CHECK(e >= 0 && e < capacity() && writing_[size_t(e)], "checkpoint abandon");
+    writing_[size_t(e)] = 0;
+    stamp_[size_t(e)] = 0;
+}
+
+bool CheckpointStore::save(uint64_t hash, CacheStorage& storage, int32_t slot, uint64_t replace) {
+    KIMI_CHECK(hash != 0, "checkpoint hash 0");
+    if (const auto e = by_hash_.find(hash)) {
+        touch(*e);
+        return false;
+    }
+    const auto dst = begin(replace);
+    if (!dst) return false;
+    storage.copy_slot(slot, *dst);
+    commit(*dst, hash);
+    return true;
+}
+
 bool CheckpointStore::restore(uint64_t hash, CacheStorage& storage, int32_t slot) {
-    auto it = by_hash_.find(hash);
-    if (it == by_hash_.end()) return false;
-    storage.load_slot(data_.get() + int64_t(it->second) * floats_, slot);
-    touch(it->second);
+    const auto e = by_hash_.find(hash);
+    if (!e) return false;
+    storage.copy_slot(first_ + *e, slot);
+    touch(*e);
     return true;
 }
 

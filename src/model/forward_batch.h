@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <span>
 
+#include "backend/op_params.h"
+
 namespace kimi {
 
 struct ForwardBatch {
@@ -14,6 +16,7 @@ struct ForwardBatch {
     std::span<const int32_t> block_tables;   // [B, max_blocks] MLA cache blocks of sequence b
     int32_t max_blocks = 0;
     std::span<const int32_t> logit_rows;     // [R]   token rows whose logits are wanted
+    std::span<const ops::StateCapture> captures = {};   // KDA state copies mid-sequence (prefix cache)
 };
 
 }  // namespace kimi

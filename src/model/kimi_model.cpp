@@ -64,7 +64,7 @@ Tensor attn_res_input(Exec& ex, const ModelConfig& c, const KimiModel::Residual&
 void KimiModel::layer_forward(Exec& ex, const ForwardBatch& batch, CacheStorage& cache, int64_t layer, Residual& res) const {
     const LayerWeights& lw = weights_.layers[size_t(layer)];
     const int64_t n = res.partial.dim(0), d = cfg_.hidden_size;
-    LayerContext lc{ex, cfg_, batch, cache, ops::SeqLayout{batch.seq_starts, batch.state_slots}};
+    LayerContext lc{ex, cfg_, batch, cache, ops::SeqLayout{batch.seq_starts, batch.state_slots, batch.captures}};
 
     const Tensor h = attn_res_input(ex, cfg_, res, lw.attn_res_score);   // [T, D]
     // AttnRes block boundary: bank the raw incoming partial sum; the attention output starts the next.

@@ -15,6 +15,19 @@ bool is_weight(const Tensor& w) {
 }
 bool same_shape(const Tensor& a, const Tensor& b) { return a.rank == b.rank && a.shape == b.shape; }
 #define CONTRACT(cond) KIMI_CHECK(cond, std::string(__func__) + ": contract violated")
+// Captures ordered by (seq, t), strictly inside their sequence's tokens, into another slot.
+bool captures_valid(const SeqLayout& seqs) {
+    for (size_t i = 0; i < seqs.captures.size(); ++i) {
+        const StateCapture& c = seqs.captures[i];
+        if (c.seq < 0 || size_t(c.seq) >= seqs.slots.size() || c.t <= 0) return false;
+        if (c.t >= seqs.seq_starts[size_t(c.seq) + 1] - seqs.seq_starts[size_t(c.seq)] || c.slot < 0) return false;
+        for (int32_t s : seqs.slots)
+            if (s == c.slot) return false;
+        if (i > 0 && (seqs.captures[i - 1].seq > c.seq || (seqs.captures[i - 1].seq == c.seq && seqs.captures[i - 1].t >= c.t)))
+            return false;
+    }
+    return true;
+}
 }  // namespace
 
 void matmul(Exec& ex, const Tensor& x, const Tensor& w, Precision p, Tensor& y) {
@@ -60,7 +73,7 @@ void causal_conv1d_silu(Exec& ex, const Tensor& x, const Tensor& w, SlotState st
                         Tensor& y) {
     CONTRACT(x.rank == 2 && same_shape(x, y) && w.rank == 3 && w.dim(0) == x.dim(1) && w.dim(1) == 1);
     CONTRACT(w.dtype == DType::kF32 && seqs.seq_starts.size() == seqs.slots.size() + 1);
-    CONTRACT(state.slot_stride >= (w.dim(2) - 1) * x.dim(1));
+    CONTRACT(state.slot_stride >= (w.dim(2) - 1) * x.dim(1) && captures_valid(seqs));
     cpu::causal_conv1d_silu(ex, x, w, state, seqs, y);
 }
 
@@ -94,7 +107,7 @@ void kda_recurrent(Exec& ex, const Tensor& q, const Tensor& k, const Tensor& v, 
     CONTRACT(q.rank == 3 && same_shape(q, k) && same_shape(q, g) && v.rank == 3 && same_shape(v, o));
     CONTRACT(v.dim(0) == q.dim(0) && v.dim(1) == q.dim(1) && v.dim(2) <= 512);
     CONTRACT(beta.numel() == q.dim(0) * q.dim(1) && seqs.seq_starts.size() == seqs.slots.size() + 1);
-    CONTRACT(state.slot_stride >= q.dim(1) * q.dim(2) * v.dim(2));
+    CONTRACT(state.slot_stride >= q.dim(1) * q.dim(2) * v.dim(2) && captures_valid(seqs));
     cpu::kda_recurrent(ex, q, k, v, g, beta, state, seqs, o);
 }
 

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "core/alloc_counter.h"
+#include "core/mapped_file.h"
 #include "core/rng.h"
 
 namespace kimi {
@@ -26,12 +27,6 @@ std::string human_bytes(int64_t bytes) {
     else std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / (1024.0 * 1024.0 * 1024.0));
     return buf;
 }
-// KDA checkpoints every this many tokens: the configured interval rounded up to whole blocks
-// (default 4 blocks).
-int32_t checkpoint_interval(const EngineConfig& c, int32_t block_size) {
-    const int32_t want = c.prefix_checkpoint_interval > 0 ? c.prefix_checkpoint_interval : 4 * block_size;
-    return (want + block_size - 1) / block_size * block_size;
-}
 
 CacheSizing size_cache(const KimiModel& m, const EngineConfig& c) {
     if (c.max_num_seqs < 1) throw Error("max-num-seqs must be at least 1");
@@ -45,6 +40,17 @@ CacheSizing size_cache(const KimiModel& m, const EngineConfig& c) {
     const CacheGeometry g = m.cache_geometry(1, 1, c.block_size, c.kv_cache_bf16);
     z.slot_bytes = g.bytes_per_slot();
     z.block_bytes = g.bytes_per_block();
+    if (c.prefix_checkpoint_interval < 0) throw Error("prefix-checkpoint-interval must be >= 0");
+    if (c.prefix_cache_memory_bytes < 0) throw Error("prefix-cache-memory must be >= 0");
+    z.prefix_caching = c.enable_prefix_caching;
+    if (z.prefix_caching) {
+        const int32_t want = c.prefix_checkpoint_interval > 0 ? c.prefix_checkpoint_interval : EngineConfig::kDefaultCheckpointInterval;
+        z.checkpoint_interval = (want + c.block_size - 1) / c.block_size * c.block_size;
+        const int64_t budget = c.prefix_cache_memory_bytes > 0 ? c.prefix_cache_memory_bytes
+                                                                : default_prefix_cache_bytes(z.slot_bytes, c.max_num_seqs);
+        // No recurrent layers: a checkpoint holds nothing; allow one per block.
+        z.n_checkpoints = int32_t(std::min<int64_t>(z.slot_bytes > 0 ? budget / z.slot_bytes : int64_t(c.max_num_seqs) * 64, 1 << 24));
+    }
     // Never fewer blocks than one full-length sequence needs, so any admissible request fits alone.
     const int32_t one = (z.max_model_len + c.block_size - 1) / c.block_size;
     if (c.n_blocks > 0) {
@@ -66,11 +72,21 @@ CacheSizing size_cache(const KimiModel& m, const EngineConfig& c) {
 }
 }  // namespace
 
+int64_t default_prefix_cache_bytes(int64_t slot_bytes, int32_t max_num_seqs) {
+    const int64_t want = 8 * int64_t(std::max(max_num_seqs, 1)) * std::max<int64_t>(slot_bytes, 4);
+    const int64_t avail = int64_t(memory_available_bytes());
+    return avail > 0 ? std::min(want, avail / 8) : want;
+}
+
 std::string CacheSizing::describe() const {
-    return "cache: " + std::to_string(n_slots) + " state slots x " + human_bytes(slot_bytes) + " (KDA) + " +
-           std::to_string(n_blocks) + " blocks x " + std::to_string(block_size) + " tokens (" +
-           std::to_string(cached_tokens()) + " tokens of MLA cache, " + human_bytes(int64_t(n_blocks) * block_bytes) +
-           ") = " + human_bytes(total_bytes()) + "; max-model-len " + std::to_string(max_model_len);
+    std::string s = "cache: " + std::to_string(n_slots) + " state slots x " + human_bytes(slot_bytes) + " (KDA) + " +
+                    std::to_string(n_blocks) + " blocks x " + std::to_string(block_size) + " tokens (" +
+                    std::to_string(cached_tokens()) + " tokens of MLA cache, " + human_bytes(int64_t(n_blocks) * block_bytes) +
+                    ") = " + human_bytes(total_bytes()) + "; max-model-len " + std::to_string(max_model_len);
+    if (!prefix_caching) return s + "; prefix cache off";
+    return s + "; prefix cache on: " + std::to_string(n_checkpoints) + " KDA checkpoints x " + human_bytes(slot_bytes) +
+           " = " + human_bytes(int64_t(n_checkpoints) * slot_bytes) + " (--prefix-cache-memory), every " +
+           std::to_string(checkpoint_interval) + " tokens and at each prompt's and reply's last full block";
 }
 
 void StreamNotifier::notify() {
@@ -119,16 +135,12 @@ Engine::Engine(const KimiModel& model, const EngineConfig& cfg, const tok::Token
       cfg_(cfg),
       sizing_(size_cache(model, cfg)),
       pool_(cfg.threads),
-      storage_(model.cache_geometry(sizing_.n_slots, sizing_.n_blocks, sizing_.block_size, cfg.kv_cache_bf16)),
+      storage_(model.cache_geometry(sizing_.n_slots + sizing_.n_checkpoints, sizing_.n_blocks, sizing_.block_size,
+                                    cfg.kv_cache_bf16)),
       cache_(sizing_.n_blocks, sizing_.block_size, sizing_.n_slots,
              (sizing_.max_model_len + sizing_.block_size - 1) / sizing_.block_size),
-      ckpt_(storage_.geometry().bytes_per_slot() > 0 ? storage_.geometry().bytes_per_slot() : 4,
-            !cfg.enable_prefix_caching ? 0
-            : cfg.prefix_cache_memory_bytes > 0 ? cfg.prefix_cache_memory_bytes
-                                                : int64_t(cfg.max_num_seqs) * storage_.geometry().bytes_per_slot()),
-      sched_(SchedulerConfig{cfg.max_num_seqs, cfg.max_num_batched_tokens,
-                             cfg.enable_prefix_caching ? checkpoint_interval(cfg, sizing_.block_size) : 0},
-             cache_, &ckpt_),
+      ckpt_(sizing_.n_slots, sizing_.n_checkpoints, sizing_.slot_bytes),
+      sched_(SchedulerConfig{cfg.max_num_seqs, cfg.max_num_batched_tokens}, cache_, &ckpt_),
       runner_(model, storage_, cache_, &ckpt_),
       sampler_(model.config().vocab_size) {
     ex_.pool = &pool_;
@@ -137,8 +149,10 @@ Engine::Engine(const KimiModel& model, const EngineConfig& cfg, const tok::Token
     ex_.precision = cfg.precision;
     ex_.attn_output = cfg.attn_output;
     live_.reserve(size_t(cfg.max_num_seqs) * 4);
+    captures_.reserve(size_t(sizing_.n_checkpoints));
+    capture_hashes_.reserve(size_t(sizing_.n_checkpoints));
     // The salt of the block hashes: what else shapes the cached values.
-    if (cfg.enable_prefix_caching) cache_.enable_prefix_caching(1 + uint64_t(cfg.precision == Precision::kBF16) + 2 * uint64_t(cfg.kv_cache_bf16));
+    if (sizing_.prefix_caching) cache_.enable_prefix_caching(1 + uint64_t(cfg.precision == Precision::kBF16) + 2 * uint64_t(cfg.kv_cache_bf16));
     profile_run();
 }
 
@@ -159,16 +173,57 @@ void Engine::profile_run() {
 
 Engine::~Engine() { stop(); }
 
-// After a step: a request whose computed tokens end at a checkpoint position leaves its KDA
-// state there, named by the hash chain of its blocks so far.
+// Checkpoint positions inside a step's chunk [from, end): every multiple of the interval and
+// the prompt's last full block. Each is captured by the forward pass into a checkpoint slot
+// unless the store already holds that prefix.
+void Engine::plan_captures() {
+    captures_.clear();
+    capture_hashes_.clear();
+    if (!cache_.prefix_caching() || sizing_.n_checkpoints == 0) return;
+    const int64_t bs = sizing_.block_size, every = sizing_.checkpoint_interval;
+    for (size_t i = 0; i < plan_.scheduled.size(); ++i) {
+        const ScheduledRequest& s = plan_.scheduled[i];
+        Request& r = *s.req;
+        const int64_t from = r.n_computed, end = from + s.n_tokens, prompt_block = int64_t(r.prompt.size()) / bs * bs;
+        int64_t next = (from / every + 1) * every;
+        int64_t extra = prompt_block > from && prompt_block % every != 0 ? prompt_block : INT64_MAX;
+        const auto token_at = [&r](int64_t k) { return int32_t(r.token_at(k)); };
+        for (;;) {
+            const int64_t at = std::min(next, extra);   // in order of position
+            if (at >= end) break;
+            if (at == extra) extra = INT64_MAX;
+            else next += every;
+            const uint64_t h = cache_.hash_through(r.id, at / bs, token_at);
+            if (h == 0 || ckpt_.contains(h)) continue;
+            const auto slot = ckpt_.begin();
+            if (!slot) return;
+            captures_.push_back({int32_t(i), int32_t(at - from), *slot});
+            capture_hashes_.push_back(h);
+        }
+    }
+}
+
+void Engine::commit_captures() {
+    for (size_t i = 0; i < captures_.size(); ++i) ckpt_.commit(captures_[i].slot, capture_hashes_[i]);
+}
+
+// After a step, at the end of each chunk on a block boundary: a checkpoint position (interval,
+// prompt's last full block) keeps its state; a decoding request keeps one more checkpoint that
+// it moves forward block by block (overwriting its own), so the next turn of a chat finds the
+// state at the last full block of this one.
 void Engine::save_checkpoints() {
-    const int32_t interval = sched_.checkpoint_interval();
-    if (interval <= 0) return;
+    if (!cache_.prefix_caching()) return;
+    const int64_t bs = sizing_.block_size;
     for (const auto& s : plan_.scheduled) {
-        const Request& r = *s.req;
-        if (r.n_computed == 0 || r.n_computed % interval != 0) continue;
-        const uint64_t h = cache_.prefix_hash(r.id, r.n_computed / sizing_.block_size);
-        if (h != 0) ckpt_.save(h, storage_, cache_.state_slot(r.id));
+        Request& r = *s.req;
+        const int64_t end = r.n_computed;
+        if (end == 0 || end % bs != 0) continue;
+        const uint64_t h = cache_.prefix_hash(r.id, end / bs);
+        if (h == 0) continue;
+        const bool position = end % sizing_.checkpoint_interval == 0 || end == int64_t(r.prompt.size()) / bs * bs;
+        if (position) ckpt_.save(h, storage_, cache_.state_slot(r.id));
+        else if (s.n_tokens == 1 && !s.fresh && ckpt_.save(h, storage_, cache_.state_slot(r.id), r.tail_checkpoint))
+            r.tail_checkpoint = h;
     }
 }
 
@@ -265,8 +320,11 @@ bool Engine::step() {
     const double t0 = now_ms();
     for (const auto& s : plan_.scheduled)
         if (s.fresh && s.restore != 0) prefix_hit_tokens_ += s.req->n_computed;
-    const Tensor logits = runner_.execute(ex_, plan_, sample_reqs_);
+    runner_.prepare_states(plan_);   // restores first: planning captures may reuse checkpoint slots
+    plan_captures();
+    const Tensor logits = runner_.execute(ex_, plan_, captures_, sample_reqs_);
     sched_.step_done(plan_);
+    commit_captures();
     save_checkpoints();
     last_ = EngineStepStats{};
     last_.n_seqs = int32_t(plan_.scheduled.size());
@@ -338,6 +396,13 @@ void Engine::update_snapshot(bool ran) {
     snap_.slots_total = cache_.slots().n_total();
     snap_.slots_used = snap_.slots_total - cache_.slots().n_free();
     snap_.preemptions = total_preemptions_;
+    snap_.prefix_queries = sched_.prefix_queries();
+    snap_.prefix_hits = sched_.prefix_hits();
+    snap_.blocks_cached = cache_.blocks().n_cached();
+    snap_.checkpoints = ckpt_.size();
+    snap_.checkpoints_total = sizing_.n_checkpoints;
+    snap_.checkpoint_bytes = ckpt_.bytes_used();
+    snap_.checkpoints_saved = ckpt_.n_saved();
     if (!ran) return;
     ++snap_.steps;
     snap_.prompt_tokens_computed += last_.n_prefill_tokens;
@@ -352,6 +417,7 @@ EngineSnapshot Engine::snapshot() const {
     std::lock_guard<std::mutex> lk(stats_mu_);
     EngineSnapshot s = snap_;
     if (s.blocks_total == 0) {   // before the first step
+        s.checkpoints_total = sizing_.n_checkpoints;
         s.blocks_total = cache_.blocks().n_total();
         s.slots_total = cache_.slots().n_total();
     }

@@ -37,10 +37,13 @@ struct EngineConfig {
     // after the KDA state slots; else (both 0) enough for max_num_seqs full-length sequences.
     int32_t n_blocks = 0;
     int64_t cache_memory_bytes = 0;
-    // Prefix caching (docs/runtime.md): full MLA blocks named by the hash chain of their prefix
-    // and KDA state checkpoints every prefix_checkpoint_interval tokens (0: 4 blocks), kept in
-    // prefix_cache_memory_bytes (0: one checkpoint per max_num_seqs).
-    bool enable_prefix_caching = false;
+    // Prefix caching (docs/runtime.md): full MLA blocks named by the hash chain of their prefix;
+    // KDA state checkpoints at every multiple of prefix_checkpoint_interval tokens (rounded up
+    // to whole blocks; 0: kDefaultCheckpointInterval), at the last full block of every prompt
+    // and at each sequence's latest full block while it decodes — taken inside a step, so the
+    // schedule is unchanged — kept in prefix_cache_memory_bytes (0: default_prefix_cache_bytes()).
+    static constexpr int32_t kDefaultCheckpointInterval = 256;
+    bool enable_prefix_caching = true;
     int32_t prefix_checkpoint_interval = 0;
     int64_t prefix_cache_memory_bytes = 0;
 };
@@ -49,10 +52,16 @@ struct EngineConfig {
 struct CacheSizing {
     int32_t n_slots = 0, n_blocks = 0, block_size = 0, max_model_len = 0;
     int64_t slot_bytes = 0, block_bytes = 0;   // one slot (all KDA layers), one block (all MLA layers)
+    bool prefix_caching = false;
+    int32_t n_checkpoints = 0, checkpoint_interval = 0;   // KDA checkpoints of slot_bytes each
     int64_t total_bytes() const { return int64_t(n_slots) * slot_bytes + int64_t(n_blocks) * block_bytes; }
     int64_t cached_tokens() const { return int64_t(n_blocks) * block_size; }
     std::string describe() const;
 };
+
+// The prefix cache's default KDA checkpoint memory: eight checkpoints per sequence slot, at
+// most an eighth of the memory available now.
+int64_t default_prefix_cache_bytes(int64_t slot_bytes, int32_t max_num_seqs);
 
 struct TokenEvent {
     int32_t token = -1;               // -1 on a final event that carries no token (abort)
@@ -112,6 +121,11 @@ struct EngineSnapshot {
     int32_t blocks_used = 0, blocks_total = 0, slots_used = 0, slots_total = 0;
     int64_t steps = 0, prompt_tokens_computed = 0, generated_tokens = 0, preemptions = 0;
     int64_t attn_output_copies = 0, forward_heap_allocations = 0, step_heap_allocations = 0;
+    // Prefix cache: prompt tokens looked up and served at first admission, cached (ref 0) MLA
+    // blocks, KDA checkpoints resident / capacity and their bytes, checkpoints written.
+    int64_t prefix_queries = 0, prefix_hits = 0;
+    int32_t blocks_cached = 0, checkpoints = 0, checkpoints_total = 0;
+    int64_t checkpoint_bytes = 0, checkpoints_saved = 0;
     EngineStepStats last;
 };
 
@@ -143,6 +157,7 @@ public:
     const EngineConfig& config() const { return cfg_; }
     int32_t max_model_len() const { return sizing_.max_model_len; }
     const CacheManager& cache() const { return cache_; }
+    const CheckpointStore& checkpoints() const { return ckpt_; }
 
 private:
     // vLLM's profile run: one forward of a full token budget at start-up (a dummy sequence in
@@ -159,6 +174,10 @@ private:
         double t0_ms = 0.0;
     };
     void admit_pending();
+    // Prefix cache: KDA checkpoints inside this step's chunks (captured by the forward pass),
+    // named once the step's blocks are; then those at the chunks' ends.
+    void plan_captures();
+    void commit_captures();
     void save_checkpoints();
     void publish_finish(Live& l, FinishReason why);
     void update_snapshot(bool ran);
@@ -178,6 +197,8 @@ private:
     Sampler sampler_;
     ScheduleOutput plan_;
     std::vector<Request*> sample_reqs_;
+    std::vector<ops::StateCapture> captures_;
+    std::vector<uint64_t> capture_hashes_;   // captures_[i] is named capture_hashes_[i]
     EngineStepStats last_;
     int64_t total_preemptions_ = 0;
     int64_t prefix_hit_tokens_ = 0;    // tokens admitted from the prefix cache, all requests

@@ -1,8 +1,10 @@
 // ModelRunner: turns a ScheduleOutput into a ForwardBatch (token ids, spans, cached
 // lengths, state slots, block tables, logit rows), runs the model and hands back the
 // logits of every request whose known tokens are all computed after this step (those
-// sample a token). Fresh requests get their state slot zeroed first. The buffers are
-// reused from step to step (no allocation in steady state).
+// sample a token). Fresh requests get their state slot zeroed — or, with a prefix hit, the
+// KDA checkpoint restored — by prepare_states() first; state captures (prefix-cache
+// checkpoints mid-sequence) ride along in the batch. The buffers are reused from step to
+// step (no allocation in steady state).
 #pragma once
 #include <vector>
 
@@ -19,9 +21,12 @@ public:
     // ckpt: where fresh requests with a prefix hit restore their KDA state from (may be null).
     ModelRunner(const KimiModel& model, CacheStorage& storage, const CacheManager& cache, CheckpointStore* ckpt = nullptr);
 
+    // The state slots of the plan's fresh requests: zeroed, or restored from a checkpoint.
+    void prepare_states(const ScheduleOutput& plan);
     // Returns logits [R, vocab] (arena-owned, valid until the next step); `sample_reqs[i]`
-    // owns row i.
-    Tensor execute(Exec& ex, const ScheduleOutput& plan, std::vector<Request*>& sample_reqs);
+    // owns row i. captures: ordered by (index in plan.scheduled, t).
+    Tensor execute(Exec& ex, const ScheduleOutput& plan, std::span<const ops::StateCapture> captures,
+                   std::vector<Request*>& sample_reqs);
 
 private:
     const KimiModel& model_;

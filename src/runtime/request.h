@@ -27,6 +27,7 @@ struct Request {
     bool abort_requested = false;
     int32_t n_preemptions = 0;
     int64_t n_cached_tokens = 0;        // prompt tokens served from the prefix cache at admission
+    uint64_t tail_checkpoint = 0;       // the KDA checkpoint this request moves forward as it decodes
     int64_t arrival_seq = 0;            // submission order (FCFS)
 
     int64_t num_tokens() const { return int64_t(prompt.size() + output.size()); }

@@ -39,20 +39,12 @@ void Scheduler::finish(Request* r, FinishReason why) {
 void Scheduler::preempt(Request* r, ScheduleOutput& out) {
     cache_.free(r->id);
     r->n_computed = 0;
+    r->tail_checkpoint = 0;
     r->status = RequestStatus::kWaiting;
     ++r->n_preemptions;
     running_.erase(std::remove(running_.begin(), running_.end(), r), running_.end());
     waiting_.push_front(r);
     out.preempted.push_back(r);
-}
-
-int32_t Scheduler::chunk(const Request* r, int64_t from, int32_t budget) const {
-    int64_t n = std::min<int64_t>(r->num_tokens() - from, budget);
-    if (cfg_.checkpoint_interval > 0) {
-        const int64_t next = (from / cfg_.checkpoint_interval + 1) * cfg_.checkpoint_interval;
-        n = std::min(n, next - from);
-    }
-    return int32_t(n);
 }
 
 void Scheduler::schedule(ScheduleOutput& out) {
@@ -76,7 +68,7 @@ void Scheduler::schedule(ScheduleOutput& out) {
     // 1. Running requests, oldest first.
     for (size_t i = 0; i < running_.size() && budget > 0;) {
         Request* r = running_[i];
-        const int32_t n = chunk(r, r->n_computed, budget);
+        const int32_t n = int32_t(std::min<int64_t>(r->num_tokens() - r->n_computed, budget));
         if (n <= 0) { ++i; continue; }
         bool preempted_self = false;
         while (!cache_.allocate(r->id, r->n_computed + n)) {
@@ -95,13 +87,19 @@ void Scheduler::schedule(ScheduleOutput& out) {
            int32_t(running_.size()) < cfg_.max_num_seqs) {
         Request* r = waiting_.front();
         PrefixHit hit;
-        if (ckpt_ && cfg_.checkpoint_interval > 0 && r->n_computed == 0)
+        if (ckpt_ && cache_.prefix_caching() && r->n_computed == 0)
             hit = cache_.match_prefix([r](int64_t i) { return int32_t(r->token_at(i)); }, r->num_tokens(), *ckpt_);
         const int64_t start = hit.n_tokens(cache_.block_size());
-        const int32_t n = chunk(r, start, budget);
+        const int32_t n = int32_t(std::min<int64_t>(r->num_tokens() - start, budget));
         if (!cache_.allocate_with_prefix(r->id, hit, start + n)) break;
         waiting_.pop_front();
-        if (r->n_preemptions == 0) r->n_cached_tokens = std::min<int64_t>(start, int64_t(r->prompt.size()));
+        if (r->n_preemptions == 0) {
+            r->n_cached_tokens = std::min<int64_t>(start, int64_t(r->prompt.size()));
+            if (cache_.prefix_caching()) {
+                prefix_queries_ += int64_t(r->prompt.size());
+                prefix_hits_ += r->n_cached_tokens;
+            }
+        }
         r->n_computed = start;
         r->status = RequestStatus::kRunning;
         running_.push_back(r);

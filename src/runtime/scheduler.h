@@ -18,10 +18,6 @@ namespace kimi {
 struct SchedulerConfig {
     int32_t max_num_seqs = 16;
     int32_t max_num_batched_tokens = 512;
-    // Prefix caching (with a checkpoint store): KDA checkpoints every this many tokens (a
-    // multiple of the block size); prefill chunks end at those positions so the state there
-    // exists. 0: no prefix caching.
-    int32_t checkpoint_interval = 0;
 };
 
 struct ScheduledRequest {
@@ -40,7 +36,8 @@ struct ScheduleOutput {
 
 class Scheduler {
 public:
-    // ckpt: the KDA checkpoints a prefix hit needs (prefix caching only; may be null).
+    // ckpt: the KDA checkpoints a prefix hit needs (with the cache manager's prefix caching;
+    // may be null).
     Scheduler(const SchedulerConfig& cfg, CacheManager& cache, const CheckpointStore* ckpt = nullptr);
 
     void add(Request* r);                        // → waiting (back)
@@ -51,17 +48,18 @@ public:
     // Ends a running or waiting request: frees its cache, removes it from the queues.
     void finish(Request* r, FinishReason why);
 
-    int32_t checkpoint_interval() const { return cfg_.checkpoint_interval; }
     bool has_work() const { return !running_.empty() || !waiting_.empty(); }
     int32_t n_running() const { return int32_t(running_.size()); }
     int32_t n_waiting() const { return int32_t(waiting_.size()); }
+    // Prefix-cache lookups at first admission, in prompt tokens: looked up, and served (vLLM's
+    // prefix_cache_queries / prefix_cache_hits).
+    int64_t prefix_queries() const { return prefix_queries_; }
+    int64_t prefix_hits() const { return prefix_hits_; }
     // Finished requests since the last call (aborts found by schedule(), preempted ones excluded).
     std::vector<Request*>& finished() { return finished_; }
 
 private:
     void preempt(Request* r, ScheduleOutput& out);
-    // Tokens to run from `from` within `budget`, ending at the next checkpoint position.
-    int32_t chunk(const Request* r, int64_t from, int32_t budget) const;
 
     SchedulerConfig cfg_;
     CacheManager& cache_;
@@ -69,6 +67,7 @@ private:
     std::vector<Request*> running_;   // admission order (oldest first)
     std::deque<Request*> waiting_;
     std::vector<Request*> finished_;
+    int64_t prefix_queries_ = 0, prefix_hits_ = 0;
 };
 
 }  // namespace kimi

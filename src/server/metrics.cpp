@@ -108,6 +108,16 @@ std::string ServerMetrics::render(const EngineSnapshot* e, bool ready) const {
         counter(out, "kimi:prompt_tokens_computed_total", "Prompt tokens run through the model (recompute included)",
                 double(e->prompt_tokens_computed));
         counter(out, "kimi:num_preemptions_total", "Requests preempted (recomputed later)", double(e->preemptions));
+        counter(out, "kimi:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache (at first admission)",
+                double(e->prefix_queries));
+        counter(out, "kimi:prefix_cache_hits_total", "Prompt tokens served from the prefix cache", double(e->prefix_hits));
+        gauge(out, "kimi:prefix_cache_blocks_cached", "MLA blocks kept only for their cached contents (evictable)",
+              e->blocks_cached);
+        gauge(out, "kimi:prefix_cache_checkpoints", "KDA state checkpoints resident", e->checkpoints);
+        gauge(out, "kimi:prefix_cache_checkpoints_total", "KDA state checkpoints the prefix-cache memory holds",
+              e->checkpoints_total);
+        gauge(out, "kimi:prefix_cache_checkpoint_bytes", "Memory of the resident KDA checkpoints", double(e->checkpoint_bytes));
+        counter(out, "kimi:prefix_cache_checkpoints_saved_total", "KDA checkpoints written", double(e->checkpoints_saved));
         counter(out, "kimi:attn_output_copies_total", "Attention-output copies (0 in direct mode)", double(e->attn_output_copies));
         counter(out, "kimi:forward_heap_allocations_total", "Heap allocations inside forward passes",
                 double(e->forward_heap_allocations));

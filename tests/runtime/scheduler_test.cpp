@@ -8,6 +8,7 @@
 
 #include "cache/cache_manager.h"
 #include "cache/checkpoint_store.h"
+#include "cache/hash_index.h"
 #include "cache/prefix_hash.h"
 #include "core/rng.h"
 #include "runtime/scheduler.h"
@@ -140,15 +141,17 @@ TEST(Pools, CachedBlocksLruAndSharing) {
     EXPECT_EQ(b.n_cached(), 1);            // x keeps its contents until its memory is needed
 }
 
-// KDA checkpoints: a slot's whole recurrent state saved under a prefix hash and restored into
-// another slot bit for bit; least recently used evicted first; a zero budget keeps nothing.
+// KDA checkpoints: slots past the running ones. A slot's whole recurrent state saved under a
+// prefix hash and restored into another slot bit for bit; least recently used reused first;
+// a sequence's moving checkpoint overwrites itself; entries being written are never handed out
+// twice; a duplicate name frees the second entry; no entries keeps nothing.
 TEST(Pools, CheckpointStoreSavesRestoresEvicts) {
     CacheGeometry g;
     g.n_kda_layers = 2;
     g.kda_heads = 2;
     g.kda_head_dim = 4;
     g.conv_kernel = 4;
-    g.n_slots = 3;
+    g.n_slots = 5;   // 0, 1 running; 2..4 checkpoints
     g.n_blocks = 1;
     CacheStorage st(g);
     auto fill = [&](int32_t slot, float base) {
@@ -159,31 +162,91 @@ TEST(Pools, CheckpointStoreSavesRestoresEvicts) {
         }
     };
     auto snapshot = [&](int32_t slot) {
-        std::vector<float> v(size_t(g.bytes_per_slot() / 4));
-        st.save_slot(slot, v.data());
+        std::vector<float> v;
+        for (int64_t l = 0; l < g.n_kda_layers; ++l) {
+            const ops::SlotState s = st.kda_state(l), c = st.conv_state(l, 0);
+            v.insert(v.end(), s.base + slot * s.slot_stride, s.base + (slot + 1) * s.slot_stride);
+            v.insert(v.end(), c.base + slot * c.slot_stride, c.base + (slot + 1) * c.slot_stride);
+        }
         return v;
     };
-    CheckpointStore cp(g.bytes_per_slot(), 2 * g.bytes_per_slot() + 5);
+    CheckpointStore cp(2, 2, g.bytes_per_slot());
     EXPECT_EQ(cp.capacity(), 2);
     fill(0, 1.0f);
-    cp.save(11, st, 0);
-    fill(0, 2.0f);
-    cp.save(22, st, 0);
-    const auto second = snapshot(0);
-    fill(0, 1.0f);
+    EXPECT_TRUE(cp.save(11, st, 0));
     const auto first = snapshot(0);
-    ASSERT_TRUE(cp.restore(11, st, 2));   // 11 is now the most recently used
-    EXPECT_EQ(snapshot(2), first);
-    st.reset_slot(2);
-    cp.save(33, st, 2);                   // full: evicts 22 (least recently used)
+    fill(0, 2.0f);
+    EXPECT_TRUE(cp.save(22, st, 0));
+    EXPECT_FALSE(cp.save(22, st, 0));     // already there
+    const auto second = snapshot(0);
+    ASSERT_NE(first, second);
+    ASSERT_TRUE(cp.restore(11, st, 1));   // 11 is now the most recently used
+    EXPECT_EQ(snapshot(1), first);
+    st.reset_slot(1);
+    EXPECT_TRUE(cp.save(33, st, 1));      // full: reuses 22's entry (least recently used)
     EXPECT_FALSE(cp.contains(22));
     EXPECT_TRUE(cp.contains(11) && cp.contains(33));
     EXPECT_FALSE(cp.restore(22, st, 1));
-    EXPECT_NE(first, second);
     EXPECT_EQ(cp.bytes_used(), 2 * g.bytes_per_slot());
-    CheckpointStore none(g.bytes_per_slot(), 0);
-    none.save(11, st, 0);
+    // a moving checkpoint: 33 → 44 in place, 11 untouched
+    fill(0, 3.0f);
+    EXPECT_TRUE(cp.save(44, st, 0, 33));
+    EXPECT_FALSE(cp.contains(33));
+    ASSERT_TRUE(cp.restore(11, st, 1));
+    EXPECT_EQ(snapshot(1), first);
+    ASSERT_TRUE(cp.restore(44, st, 1));
+    EXPECT_EQ(snapshot(1), snapshot(0));
+    // two writes in flight take both entries; a third finds none; a duplicate name frees its entry
+    const auto a = cp.begin(), b = cp.begin();
+    ASSERT_TRUE(a && b);
+    EXPECT_NE(*a, *b);
+    EXPECT_GE(std::min(*a, *b), 2);
+    EXPECT_FALSE(cp.begin());
+    EXPECT_EQ(cp.size(), 0);              // what they held is forgotten
+    st.copy_slot(0, *a);
+    cp.commit(*a, 55);
+    cp.commit(*b, 55);
+    EXPECT_EQ(cp.size(), 1);
+    ASSERT_TRUE(cp.restore(55, st, 1));
+    EXPECT_EQ(snapshot(1), snapshot(0));
+    const auto c = cp.begin();
+    ASSERT_TRUE(c);
+    EXPECT_EQ(*c, *b);                    // the freed entry, not 55's
+    cp.abandon(*c);
+    EXPECT_TRUE(cp.contains(55));
+    CheckpointStore none(2, 0, g.bytes_per_slot());
+    EXPECT_FALSE(none.save(11, st, 0));
     EXPECT_EQ(none.size(), 0);
+}
+
+// The allocation-free hash index behind both: random inserts and erases against std::map.
+TEST(Pools, HashIndexMatchesAMap) {
+    HashIndex h(300);
+    std::map<uint64_t, int32_t> ref;
+    uint64_t x = 12345;
+    for (int i = 0; i < 20000; ++i) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        const uint64_t key = 1 + (x >> 33) % 600;   // collisions and long probe runs
+        if ((x >> 20) & 1) {
+            if (int64_t(ref.size()) < 300) {
+                EXPECT_EQ(h.insert(key, int32_t(i)), ref.emplace(key, int32_t(i)).second);
+            }
+        } else {
+            h.erase(key);
+            ref.erase(key);
+        }
+        ASSERT_EQ(h.size(), int64_t(ref.size()));
+        if (i % 97 == 0)
+            for (uint64_t k = 1; k <= 600; ++k) {
+                const auto it = ref.find(k);
+                const auto got = h.find(k);
+                ASSERT_EQ(got.has_value(), it != ref.end()) << k;
+                if (got) {
+                    EXPECT_EQ(*got, it->second);
+                }
+            }
+    }
+    EXPECT_FALSE(h.contains(0));
 }
 
 TEST(Pools, CacheManagerGrowsAndFrees) {

@@ -47,6 +47,16 @@ export function eq(got, want, msg) {
     const g = JSON.stringify(got), w = JSON.stringify(want);
     if (g !== w) throw new CheckError(`${msg}: got ${fmt(got)}, want ${fmt(want)}`);
 }
+// Two usage objects of the same prompt and output: equal token counts; cached_tokens (the
+// prefix cache's share, which depends on what ran before) an integer in [0, prompt_tokens].
+export function usageEq(got, want, msg) {
+    const counts = (u) => ({ prompt_tokens: u?.prompt_tokens, completion_tokens: u?.completion_tokens, total_tokens: u?.total_tokens });
+    eq(counts(got), counts(want), msg);
+    for (const u of [got, want]) {
+        const c = u.prompt_tokens_details?.cached_tokens;
+        assert(Number.isInteger(c) && c >= 0 && c <= u.prompt_tokens, `${msg}: cached_tokens ${fmt(c)}`);
+    }
+}
 export function near(got, want, tol, msg) {
     if (!(typeof got === 'number' && Math.abs(got - want) <= tol)) throw new CheckError(`${msg}: got ${got}, want ${want} ± ${tol}`);
 }

@@ -10,7 +10,7 @@
 // Prints a JSON summary (requests, wall time, tokens, tokens/s, mean TTFT). Exit 0 / 1.
 import fs from 'node:fs';
 import {
-    MODEL_NAME, cliArgs, fmt, assert, eq, check, report, runMain, makeTinyModel, startServer, stopServers, checkShutdown,
+    MODEL_NAME, cliArgs, fmt, assert, eq, usageEq, check, report, runMain, makeTinyModel, startServer, stopServers, checkShutdown,
 } from './common.mjs';
 
 const KIMI = cliArgs('usage: concurrency_test.mjs --kimi PATH [--node-modules DIR]', ['kimi']).kimi;
@@ -251,7 +251,8 @@ async function main() {
             assert(alone && results, 'no results');
             const inBurst = results.find((r) => r.spec.reference);
             eq(inBurst.text, alone.text, 'reference text');
-            eq(inBurst.usage, alone.usage, 'reference usage');
+            usageEq(inBurst.usage, alone.usage, 'reference usage');
+            assert(inBurst.usage.prompt_tokens_details.cached_tokens > 0, `the reference's prompt comes from the prefix cache: ${fmt(inBurst.usage)}`);
         });
         await check('engine idle afterwards: nothing running/waiting, cache blocks and state slots all free', async () => {
             const until = Date.now() + 30000;

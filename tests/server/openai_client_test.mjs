@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import {
-    MODEL_NAME, cliArgs, fmt, assert, eq, near, check, report, runMain, makeTinyModel, startServer, checkShutdown,
+    MODEL_NAME, cliArgs, fmt, assert, eq, usageEq, near, check, report, runMain, makeTinyModel, startServer, checkShutdown,
 } from './common.mjs';
 
 const args = cliArgs('usage: openai_client_test.mjs --kimi PATH --node-modules DIR', ['kimi', 'node-modules']);
@@ -211,7 +211,8 @@ async function main() {
             eq(s.nChunks, chatRef.usage.completion_tokens, 'one chunk per generated token');
             const last = chunks[chunks.length - 1];
             eq(last.choices, [], 'the usage chunk has choices []');
-            eq(usage, chatRef.usage, 'stream usage == non-stream usage');
+            usageEq(usage, chatRef.usage, 'stream usage == non-stream usage');
+            assert(usage.prompt_tokens_details.cached_tokens > 0, `the repeated prompt comes from the prefix cache: ${fmt(usage)}`);
             for (const c of chunks.slice(0, -1)) assert(!c.usage, 'usage only on the final chunk');
             // Without include_usage there is no usage chunk.
             const plain = await collectStream(await client.chat.completions.create({ ...chatParams, stream: true }));
@@ -254,7 +255,7 @@ async function main() {
             eq(s.afterFinish, 0, 'chunks after the finish_reason chunk');
             eq(s.nChunks, compRef.usage.completion_tokens, 'one chunk per generated token');
             eq(chunks[chunks.length - 1].choices, [], 'the usage chunk has choices []');
-            eq(usage, compRef.usage, 'stream usage == non-stream usage');
+            usageEq(usage, compRef.usage, 'stream usage == non-stream usage');
         });
         let promptIds = null;
         await check('completions: prompt as token ids / list of strings / list of id lists', async () => {
@@ -266,7 +267,7 @@ async function main() {
             eq(promptIds.length, compRef.usage.prompt_tokens, '/tokenize count == prompt_tokens');
             const byIds = await client.completions.create({ ...compParams, prompt: promptIds });
             eq(byIds.choices[0].text, compRef.choices[0].text, 'token-id prompt: text');
-            eq(byIds.usage, compRef.usage, 'token-id prompt: usage');
+            usageEq(byIds.usage, compRef.usage, 'token-id prompt: usage');
 
             const other = 'Once upon a time';
             const otherAlone = await client.completions.create({ ...compParams, prompt: other });
@@ -284,7 +285,7 @@ async function main() {
             const streamed = reassembleCompletion(await collectStream(await client.completions.create({ ...compParams, prompt: [prompt, other], stream: true, stream_options: { include_usage: true } })));
             eq([...streamed.by.keys()].sort(), [0, 1], 'list stream: indexes');
             eq([0, 1].map((i) => streamed.by.get(i).text), list.choices.map((c) => c.text), 'list stream: texts');
-            eq(streamed.usage, list.usage, 'list stream: usage');
+            usageEq(streamed.usage, list.usage, 'list stream: usage');
         });
         await check('completions: echo true prepends the prompt', async () => {
             assert(compRef, 'no reference');
@@ -292,7 +293,7 @@ async function main() {
             const t = r.choices[0].text;
             assert(t.startsWith(prompt), `text does not start with the prompt: ${fmt(t)}`);
             eq(t, prompt + compRef.choices[0].text, 'echo text');
-            eq(r.usage, compRef.usage, 'echo usage');
+            usageEq(r.usage, compRef.usage, 'echo usage');
             const s = reassembleCompletion(await collectStream(await client.completions.create({ ...compParams, echo: true, stream: true })));
             eq(s.by.get(0).text, t, 'echo stream text');
             const e = await expectApiError(() => client.completions.create({ ...compParams, echo: true, logprobs: 1 }), BadRequestError, 400, 'echo with logprobs');
@@ -325,7 +326,7 @@ async function main() {
                 eq(s.finish, 'length', `stream choice ${i}: finish_reason`);
                 eq(s.nChunks, 16, `stream choice ${i}: chunks`);
             }
-            eq(usage, a.usage, 'stream usage');
+            usageEq(usage, a.usage, 'stream usage');
         });
         await check('completions n=2 over a list of 2 prompts: index = prompt_index*n + k', async () => {
             const p = { model: MODEL_NAME, prompt: ['alpha beta', 'gamma delta'], n: 2, seed: 7, temperature: 1, max_tokens: 8, ignore_eos: true };

@@ -1,5 +1,6 @@
 // Depthwise causal short convolution + SiLU with a per-sequence window state (the W-1 last
 // raw inputs). One code path for prefill and decode: every token goes through the window.
+// State captures (prefix-cache checkpoints) copy the window as it stands mid-sequence.
 // ref: model-spec §3.1 step 2 and §3.5 (decode step), fla ShortConvolution(activation='silu').
 #include <algorithm>
 #include <cmath>
@@ -20,7 +21,17 @@ void causal_conv1d_silu(Exec& ex, const Tensor& x, const Tensor& w, SlotState st
         const int64_t b = task / n_cblocks, c0 = (task % n_cblocks) * kChannels;
         const int64_t c1 = std::min(c_total, c0 + kChannels);
         float* st = state.base + int64_t(seqs.slots[size_t(b)]) * state.slot_stride;   // [W-1, C]
-        for (int64_t t = seqs.seq_starts[size_t(b)]; t < seqs.seq_starts[size_t(b) + 1]; ++t) {
+        const int64_t t0 = seqs.seq_starts[size_t(b)];
+        size_t next_capture = 0;
+        for (int64_t t = t0; t < seqs.seq_starts[size_t(b) + 1]; ++t) {
+            // A capture after t - t0 tokens: the window as it stands before token t.
+            for (; next_capture < seqs.captures.size(); ++next_capture) {
+                const StateCapture& c = seqs.captures[next_capture];
+                if (c.seq < b || (c.seq == b && t0 + c.t < t)) continue;
+                if (c.seq != b || t0 + c.t != t) break;
+                float* dst = state.base + int64_t(c.slot) * state.slot_stride;
+                for (int64_t i = 0; i < hist; ++i) std::copy(st + i * c_total + c0, st + i * c_total + c1, dst + i * c_total + c0);
+            }
             const float* xr = xs + t * c_total;
             float* yr = ys + t * c_total;
             for (int64_t c = c0; c < c1; ++c) {

@@ -10,6 +10,7 @@ namespace kimi::cpu {
 using ops::PagedLatents;
 using ops::RouteParams;
 using ops::SeqLayout;
+using ops::StateCapture;
 using ops::SlotState;
 
 void matmul(Exec& ex, const Tensor& x, const Tensor& w, Precision p, Tensor& y);

@@ -2,7 +2,10 @@
 // sequence's slot, updated in place. Prefill and decode run this same recurrence, so a
 // token's arithmetic never depends on chunking or batching (bit-identical logits). One task
 // per (sequence, head); the per-head loop is kda_kernel.h, vectorized for AVX-512 where used.
+// State captures (prefix-cache checkpoints) copy a head's state between two token runs.
 // ref: model-spec §3.3; fla naive_recurrent_kda / fused_recurrent (gk branch).
+#include <algorithm>
+
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/kda_kernel.h"
@@ -30,11 +33,20 @@ void kda_recurrent(Exec& ex, const Tensor& q, const Tensor& k, const Tensor& v, 
         a.row_stride_k = n_heads * dk;
         a.row_stride_v = n_heads * dv;
         a.beta_stride = n_heads;
-        a.t_begin = seqs.seq_starts[size_t(b)];
-        a.t_end = seqs.seq_starts[size_t(b) + 1];
+        const int64_t t0 = seqs.seq_starts[size_t(b)], t1 = seqs.seq_starts[size_t(b) + 1];
         a.dk = dk;
         a.dv = dv;
         a.state = state.base + int64_t(seqs.slots[size_t(b)]) * state.slot_stride + h * dk * dv;   // [K, V]
+        // Captures split the token run; the recurrence itself is unchanged (same bits).
+        a.t_begin = t0;
+        for (const StateCapture& c : seqs.captures) {
+            if (c.seq != b) continue;
+            a.t_end = t0 + c.t;
+            head_fn(a, u);
+            std::copy_n(a.state, dk * dv, state.base + int64_t(c.slot) * state.slot_stride + h * dk * dv);
+            a.t_begin = a.t_end;
+        }
+        a.t_end = t1;
         head_fn(a, u);
     });
 }

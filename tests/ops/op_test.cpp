@@ -243,6 +243,59 @@ TEST_P(Ops, ConvAndRecurrenceVarlen) {
     EXPECT_LT(rel_err(s.t, sr.t), 1e-5);
 }
 
+// Prefix-cache captures: the conv window and the KDA state of a sequence after its first t
+// tokens of a step, copied into another slot mid-step, are bit for bit what running only
+// those t tokens leaves; outputs and the running slots' final states are unchanged.
+TEST_P(Ops, StateCapturesMidSequence) {
+    Rng rng(15);
+    const int64_t h = 2, k = 6, v = 5, c = h * k, w = 4, t = 9, n_slots = 5;
+    const std::vector<int32_t> starts{0, 6, 9}, slots{2, 0};
+    const std::vector<ops::StateCapture> caps{{0, 2, 1}, {0, 5, 3}, {1, 1, 4}};
+    const ops::SeqLayout plain{starts, slots}, captured{starts, slots, caps};
+    Buf x(DType::kF32, {t, c}, &rng), cw(DType::kF32, {c, 1, w}, &rng, 0.5);
+    Buf q(DType::kF32, {t, h, k}, &rng, 0.3), kk(DType::kF32, {t, h, k}, &rng, 0.3), vv(DType::kF32, {t, h, v}, &rng);
+    Buf g(DType::kF32, {t, h, k}, &rng, 0.2), beta(DType::kF32, {t, h});
+    for (int64_t i = 0; i < g.t.numel(); ++i) g.f()[i] = -std::fabs(g.f()[i]);
+    for (int64_t i = 0; i < beta.t.numel(); ++i) beta.f()[i] = float(rng.uniform());
+    Buf st0(DType::kF32, {n_slots, w - 1, c}, &rng), s0(DType::kF32, {n_slots, h, k, v}, &rng, 0.1);
+    const int64_t conv_stride = (w - 1) * c, kda_stride = h * k * v;
+    struct Run {
+        Buf st, s, y, o;
+    };
+    auto run = [&](const ops::SeqLayout& seqs) {
+        Run out{Buf(DType::kF32, {n_slots, w - 1, c}), Buf(DType::kF32, {n_slots, h, k, v}), Buf(DType::kF32, {t, c}),
+                Buf(DType::kF32, {t, h, v})};
+        std::memcpy(out.st.f(), st0.f(), st0.t.nbytes());
+        std::memcpy(out.s.f(), s0.f(), s0.t.nbytes());
+        ops::causal_conv1d_silu(r.ex, x.t, cw.t, {out.st.f(), conv_stride}, seqs, out.y.t);
+        ops::kda_recurrent(r.ex, q.t, kk.t, vv.t, g.t, beta.t, {out.s.f(), kda_stride}, seqs, out.o.t);
+        return out;
+    };
+    Run a = run(plain), b = run(captured);
+    EXPECT_EQ(0, std::memcmp(a.y.f(), b.y.f(), a.y.t.nbytes()));
+    EXPECT_EQ(0, std::memcmp(a.o.f(), b.o.f(), a.o.t.nbytes()));
+    for (int32_t slot : slots) {
+        EXPECT_EQ(0, std::memcmp(a.st.f() + slot * conv_stride, b.st.f() + slot * conv_stride, size_t(conv_stride) * 4));
+        EXPECT_EQ(0, std::memcmp(a.s.f() + slot * kda_stride, b.s.f() + slot * kda_stride, size_t(kda_stride) * 4));
+    }
+    for (const ops::StateCapture& cap : caps) {   // the first cap.t tokens of that sequence alone
+        const int32_t from = starts[size_t(cap.seq)];
+        const std::vector<int32_t> one_start{0, cap.t}, one_slot{slots[size_t(cap.seq)]};
+        const ops::SeqLayout one{one_start, one_slot};
+        Buf st(DType::kF32, {n_slots, w - 1, c}), s(DType::kF32, {n_slots, h, k, v}), y(DType::kF32, {cap.t, c}),
+            o(DType::kF32, {cap.t, h, v});
+        std::memcpy(st.f(), st0.f(), st0.t.nbytes());
+        std::memcpy(s.f(), s0.f(), s0.t.nbytes());
+        ops::causal_conv1d_silu(r.ex, x.t.rows(from, from + cap.t), cw.t, {st.f(), conv_stride}, one, y.t);
+        ops::kda_recurrent(r.ex, q.t.rows(from, from + cap.t), kk.t.rows(from, from + cap.t), vv.t.rows(from, from + cap.t),
+                           g.t.rows(from, from + cap.t), beta.t.rows(from, from + cap.t), {s.f(), kda_stride}, one, o.t);
+        EXPECT_EQ(0, std::memcmp(st.f() + one_slot[0] * conv_stride, b.st.f() + cap.slot * conv_stride, size_t(conv_stride) * 4))
+            << "conv capture seq " << cap.seq << " t " << cap.t;
+        EXPECT_EQ(0, std::memcmp(s.f() + one_slot[0] * kda_stride, b.s.f() + cap.slot * kda_stride, size_t(kda_stride) * 4))
+            << "state capture seq " << cap.seq << " t " << cap.t;
+    }
+}
+
 // The KDA recurrence compiled portably and with AVX-512 (auto-vectorized): the same bits,
 // so a machine's choice of kernel never changes the KDA state or output.
 TEST(KdaKernels, PortableAndAvx512AgreeBitForBit) {

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "model/quantize_checkpoint.h"
+#include "engine_test_util.h"
 #include "runtime/engine.h"
 #include "test_models.h"
 #include "tokenizer/synthetic.h"
@@ -13,28 +14,9 @@
 namespace kimi {
 namespace {
 
-struct Out {
-    std::vector<int32_t> tokens;
-    std::vector<float> logprobs;
-    std::string text;
-    FinishReason finish = FinishReason::kNone;
-    int32_t stop_index = -1;
-};
-
-Out drain(RequestStream& s) {
-    Out o;
-    TokenEvent e;
-    while (s.next(e)) {
-        if (e.token >= 0) {
-            o.tokens.push_back(e.token);
-            o.logprobs.push_back(e.logprob);
-        }
-        o.text += e.text;
-        o.finish = e.finish;
-        o.stop_index = e.stop_index;
-    }
-    return o;
-}
+using test::drain;
+using test::expect_same;
+using test::Out;
 
 class EngineInvariance : public ::testing::Test {
 protected:
@@ -87,13 +69,6 @@ protected:
     void expect_crowded_and_chunked_match(const std::vector<int32_t>& prompt, bool kv_cache_bf16, Precision p, const char* what);
 };
 KimiModel* EngineInvariance::model_ = nullptr;
-
-void expect_same(const Out& a, const Out& b, const char* what) {
-    EXPECT_EQ(a.tokens, b.tokens) << what;
-    ASSERT_EQ(a.logprobs.size(), b.logprobs.size()) << what;
-    EXPECT_EQ(0, std::memcmp(a.logprobs.data(), b.logprobs.data(), a.logprobs.size() * sizeof(float))) << what;
-    EXPECT_EQ(a.finish, b.finish) << what;
-}
 
 void EngineInvariance::expect_crowded_and_chunked_match(const std::vector<int32_t>& prompt, bool kv_cache_bf16, Precision p,
                                                         const char* what) {
@@ -151,75 +126,6 @@ TEST_F(EngineInvariance, Mxfp4Weights) {
     const auto prompt = test::random_tokens(30, model_->config().vocab_size, 9);
     for (Precision p : {Precision::kF32, Precision::kBF16}) expect_crowded_and_chunked_match(prompt, false, p, "MXFP4");
     model_ = dense;
-}
-
-// Prefix caching: a request sharing a prefix with an earlier, finished one starts from its
-// cached MLA blocks and the KDA checkpoint at the last shared checkpoint position, and its
-// tokens and log-probabilities are bit-identical to a cold run — in both precisions, with
-// the hit at every checkpoint position the shared prefix allows.
-TEST_F(EngineInvariance, PrefixCacheHitIsBitIdentical) {
-    const auto first = test::random_tokens(70, model_->config().vocab_size, 31);
-    for (Precision p : {Precision::kF32, Precision::kBF16})
-        for (int32_t shared : {17, 40, 53}) {
-            std::vector<int32_t> second(first.begin(), first.begin() + shared);
-            const auto tail = test::random_tokens(20, model_->config().vocab_size, 32);
-            second.insert(second.end(), tail.begin(), tail.end());
-            const Out cold = alone(second, true, false, p);
-            EngineConfig c;
-            c.threads = 2;
-            c.precision = p;
-            c.enable_prefix_caching = true;
-            c.prefix_checkpoint_interval = 16;
-            Engine e(*model_, c);
-            auto a = e.submit(first, params(true));
-            e.run_until_idle();
-            drain(*a);
-            auto b = e.submit(second, params(true));
-            e.run_until_idle();
-            expect_same(drain(*b), cold, "prefix hit");
-            EXPECT_EQ(e.prefix_hit_tokens(), shared / 16 * 16) << "shared " << shared;   // the last full block before the difference
-            EXPECT_EQ(e.cache().blocks().n_free(), e.cache().blocks().n_total());
-            EXPECT_EQ(e.cache().slots().n_free(), e.cache().slots().n_total());
-        }
-}
-
-// The same hit under a 5-token budget among other requests (chunked, batched), on a K3 model.
-TEST(PrefixCache, HitUnderChunkingAndBatchingOnK3) {
-    const auto model = KimiModel::load(test::make_model("k3-tiny", {}, 23));
-    const int64_t vocab = model->config().vocab_size;
-    const auto first = test::random_tokens(60, vocab, 41);
-    std::vector<int32_t> second(first.begin(), first.begin() + 45);
-    const auto tail = test::random_tokens(15, vocab, 42);
-    second.insert(second.end(), tail.begin(), tail.end());
-    SamplingParams sp;
-    sp.max_tokens = 8;
-    sp.ignore_eos = true;
-    sp.logprobs = 2;
-    sp.temperature = 0;
-    EngineConfig c;
-    c.threads = 2;
-    c.max_num_seqs = 8;
-    Out cold;
-    {
-        Engine e(*model, c);
-        auto s = e.submit(second, sp);
-        e.run_until_idle();
-        cold = drain(*s);
-    }
-    c.enable_prefix_caching = true;
-    c.prefix_checkpoint_interval = 16;
-    c.max_num_batched_tokens = 5;
-    Engine e(*model, c);
-    auto a = e.submit(first, sp);
-    e.run_until_idle();
-    drain(*a);
-    std::vector<std::shared_ptr<RequestStream>> others;
-    for (int i = 0; i < 4; ++i) others.push_back(e.submit(test::random_tokens(7 + 5 * i, vocab, 50 + uint64_t(i)), sp));
-    auto b = e.submit(second, sp);
-    e.run_until_idle();
-    for (auto& o : others) drain(*o);
-    expect_same(drain(*b), cold, "prefix hit, budget 5, batched, K3");
-    EXPECT_GE(e.prefix_hit_tokens(), 32);
 }
 
 TEST_F(EngineInvariance, RejectsWhatCanNeverFit) {

@@ -8,6 +8,7 @@ Standard library only. Chat is driven both through a pipe and through a pseudo-t
 import argparse
 import json
 import os
+import re
 import pty
 import select
 import shutil
@@ -231,6 +232,28 @@ class Chat(unittest.TestCase):
         rc, b, err = chat_pipe(["Tell me more"])
         self.assertEqual(rc, 0, err)
         self.assertNotEqual(a.split("\n")[1], b.split("\n")[0])
+
+    def test_prefix_cache_reuses_earlier_turns(self):
+        # Each turn's prompt starts with the previous one: with the prefix cache (default) it
+        # resumes at the previous prompt's last full block (16-token blocks), bit-identically —
+        # the replies equal those of a run without the cache, where nothing is cached.
+        lines = ["Hello there, how is the weather today in the city of Paris?", "Tell me more about it please",
+                 "And then what happened next?"]
+        system = ("--system", "You are a helpful assistant who answers briefly.")
+        stats = re.compile(r"\[prefill (\d+) tok \((\d+) from the prefix cache\)")
+        rc, on, err_on = chat_pipe(lines, "--stats", *system)
+        self.assertEqual(rc, 0, err_on)
+        rc, off, err_off = chat_pipe(lines, "--stats", "--no-enable-prefix-caching", *system)
+        self.assertEqual(rc, 0, err_off)
+        self.assertEqual(on, off)
+        turns_on = [(int(a), int(b)) for a, b in stats.findall(err_on)]
+        turns_off = [(int(a), int(b)) for a, b in stats.findall(err_off)]
+        self.assertEqual(len(turns_on), 3, err_on)
+        self.assertEqual([p for p, _ in turns_on], [p for p, _ in turns_off])
+        self.assertEqual([c for _, c in turns_off], [0, 0, 0])
+        self.assertEqual(turns_on[0][1], 0)
+        for (prev, _), (_, cached) in zip(turns_on, turns_on[1:]):
+            self.assertGreaterEqual(cached, prev // 16 * 16, err_on)
 
     def test_end_of_input_quits(self):
         rc, out, err = run("chat", "--model", MODEL, "-n", "4", "--quiet", input=b"")

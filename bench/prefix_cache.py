@@ -20,7 +20,7 @@ numbers + config + machine with --json FILE. Never fails on speed; servers are s
 
     python3 bench/prefix_cache.py --kimi build/bin/kimi-cpp --model models/bench [--repeats 1] \\
         [--prefix-len 2048 --suffix-len 128 --output-len 64 --num-prompts 16 --max-concurrency 4] \\
-        [--turns 6 --turn-len 128 --turn-output 64] [--json bench/results/prefix-cache.json]
+        [--turns 6 --turn-len 128 --turn-output 64] [--json bench/results/prefix-cache.json] [--plot FILE.svg]
 
 `make bench` runs it with the defaults into bench/results/prefix-cache.json and .md (about 5 minutes
 on models/bench with 2 busy cores).
@@ -556,6 +556,41 @@ def report_chat(args, runs):
     return lines, {"per_turn": per_turn, "totals": totals}
 
 
+def write_plot(path, per_turn):
+    """The chat replay as an SVG (standard library only): prefill tokens and TTFT per turn, on vs off."""
+    panels = [("prefill tokens per turn", "prefill_tokens"), ("TTFT per turn (ms)", "ttft_ms_median")]
+    colors = {"on": "#1f77b4", "off": "#d62728"}
+    w, h, pad, gap = 420, 280, 48, 30
+    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * w + gap}" height="{h + 30}" font-family="sans-serif" '
+           'font-size="12">', f'<rect width="{2 * w + gap}" height="{h + 30}" fill="white"/>']
+    turns = [r["turn"] for r in per_turn]
+    for k, (title, key) in enumerate(panels):
+        x0 = k * (w + gap)
+        series = {m: [(r["turn"], r[m][key]) for r in per_turn if m in r and r[m].get(key) is not None] for m in MODES}
+        ymax = max([v for pts in series.values() for _, v in pts] + [1.0]) * 1.1
+        sx = lambda t: x0 + pad + (t - 1) / max(len(turns) - 1, 1) * (w - 2 * pad)
+        sy = lambda v: h - pad + 20 - v / ymax * (h - 2 * pad)
+        svg.append(f'<text x="{x0 + w / 2}" y="16" text-anchor="middle" font-weight="bold">{title}</text>')
+        svg.append(f'<line x1="{x0 + pad}" y1="{sy(0)}" x2="{x0 + w - pad}" y2="{sy(0)}" stroke="black"/>')
+        svg.append(f'<line x1="{x0 + pad}" y1="{sy(0)}" x2="{x0 + pad}" y2="{sy(ymax)}" stroke="black"/>')
+        for i in range(5):
+            v = ymax * i / 4
+            svg.append(f'<text x="{x0 + pad - 4}" y="{sy(v) + 4}" text-anchor="end">{v:.0f}</text>')
+        for t in turns:
+            svg.append(f'<text x="{sx(t)}" y="{sy(0) + 16}" text-anchor="middle">{t}</text>')
+        svg.append(f'<text x="{x0 + w / 2}" y="{h + 24}" text-anchor="middle">turn</text>')
+        for j, (m, pts) in enumerate(series.items()):
+            if not pts:
+                continue
+            line = " ".join(f"{sx(t):.1f},{sy(v):.1f}" for t, v in pts)
+            svg.append(f'<polyline points="{line}" fill="none" stroke="{colors[m]}" stroke-width="2"/>')
+            svg += [f'<circle cx="{sx(t):.1f}" cy="{sy(v):.1f}" r="3" fill="{colors[m]}"/>' for t, v in pts]
+            svg.append(f'<text x="{x0 + pad + 8}" y="{sy(ymax) + 14 + 14 * j}" fill="{colors[m]}">prefix caching {m}</text>')
+    svg.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(svg) + "\n")
+
+
 def checks(args, serve_rows, chat_runs):
     """Sanity warnings (never failures): caching on must hit, caching off must not."""
     warn = []
@@ -598,6 +633,7 @@ def main():
     g.add_argument("--turn-len", type=int, default=128, help="tokens of each new user message (about)")
     g.add_argument("--turn-output", type=int, default=64, help="tokens of each reply")
     ap.add_argument("--json", default="", help="write all raw numbers, the config and the machine here")
+    ap.add_argument("--plot", default="", help="write the chat replay (prefill tokens and TTFT per turn) as an SVG here")
     args = ap.parse_args()
 
     phases = {p.strip() for p in args.phases.split(",") if p.strip()}
@@ -665,8 +701,11 @@ def main():
         out += ["Warnings:", ""] + [f"- {w}" for w in warnings] + [""]
     print("\n".join(out).rstrip())
 
+    if args.plot and summary.get("chat"):
+        write_plot(args.plot, summary["chat"]["per_turn"])
+        log(f"wrote {args.plot}")
     if args.json:
-        cfg = {k: v for k, v in vars(args).items() if k != "json"}
+        cfg = {k: v for k, v in vars(args).items() if k not in ("json", "plot")}
         with open(args.json, "w") as f:
             json.dump({"benchmark": "prefix_cache", "config": cfg, "argv": sys.argv, "machine": machine,
                        "wall_s": wall, "started": t_start, "serve": serve_rows, "chat": chat_runs,

@@ -173,9 +173,18 @@ void Engine::profile_run() {
 
 Engine::~Engine() { stop(); }
 
-// Checkpoint positions inside a step's chunk [from, end): every multiple of the interval and
-// the prompt's last full block. Each is captured by the forward pass into a checkpoint slot
-// unless the store already holds that prefix.
+// The prompt's own checkpoint positions: its last full block (where a longer prompt that
+// starts with it resumes) and the last full block before its last token (where the same prompt
+// again resumes: a hit leaves one token to compute); the two differ when the prompt is a whole
+// number of blocks.
+static std::pair<int64_t, int64_t> prompt_positions(const Request& r, int64_t bs) {
+    const int64_t n = int64_t(r.prompt.size());
+    return {(n - 1) / bs * bs, n / bs * bs};
+}
+
+// Checkpoint positions inside a step's chunk (from, end): every multiple of the interval and
+// the prompt's positions. Each is captured by the forward pass into a checkpoint slot unless the
+// store already holds that prefix.
 void Engine::plan_captures() {
     captures_.clear();
     capture_hashes_.clear();
@@ -184,14 +193,18 @@ void Engine::plan_captures() {
     for (size_t i = 0; i < plan_.scheduled.size(); ++i) {
         const ScheduledRequest& s = plan_.scheduled[i];
         Request& r = *s.req;
-        const int64_t from = r.n_computed, end = from + s.n_tokens, prompt_block = int64_t(r.prompt.size()) / bs * bs;
-        int64_t next = (from / every + 1) * every;
-        int64_t extra = prompt_block > from && prompt_block % every != 0 ? prompt_block : INT64_MAX;
-        const auto token_at = [&r](int64_t k) { return int32_t(r.token_at(k)); };
+        const int64_t from = r.n_computed, end = from + s.n_tokens;
+        const auto [p1, p2] = prompt_positions(r, bs);
+        int64_t extra[2], n_extra = 0;   // the prompt's positions in this chunk, not on the interval
+        for (int64_t p : {p1, p2})
+            if (p > from && p < end && p % every != 0 && (n_extra == 0 || extra[n_extra - 1] != p)) extra[n_extra++] = p;
+        int64_t next = (from / every + 1) * every, k = 0;
+        const auto token_at = [&r](int64_t t) { return int32_t(r.token_at(t)); };
         for (;;) {
-            const int64_t at = std::min(next, extra);   // in order of position
+            const int64_t x = k < n_extra ? extra[k] : INT64_MAX;
+            const int64_t at = std::min(next, x);   // in order of position
             if (at >= end) break;
-            if (at == extra) extra = INT64_MAX;
+            if (at == x) ++k;
             else next += every;
             const uint64_t h = cache_.hash_through(r.id, at / bs, token_at);
             if (h == 0 || ckpt_.contains(h)) continue;
@@ -208,9 +221,9 @@ void Engine::commit_captures() {
 }
 
 // After a step, at the end of each chunk on a block boundary: a checkpoint position (interval,
-// prompt's last full block) keeps its state; a decoding request keeps one more checkpoint that
-// it moves forward block by block (overwriting its own), so the next turn of a chat finds the
-// state at the last full block of this one.
+// the prompt's positions) keeps its state; past the prompt, a request keeps one more
+// checkpoint that it moves forward block by block (overwriting its own), so the next turn of a
+// chat finds the state at the last full block of this one.
 void Engine::save_checkpoints() {
     if (!cache_.prefix_caching()) return;
     const int64_t bs = sizing_.block_size;
@@ -220,9 +233,9 @@ void Engine::save_checkpoints() {
         if (end == 0 || end % bs != 0) continue;
         const uint64_t h = cache_.prefix_hash(r.id, end / bs);
         if (h == 0) continue;
-        const bool position = end % sizing_.checkpoint_interval == 0 || end == int64_t(r.prompt.size()) / bs * bs;
-        if (position) ckpt_.save(h, storage_, cache_.state_slot(r.id));
-        else if (s.n_tokens == 1 && !s.fresh && ckpt_.save(h, storage_, cache_.state_slot(r.id), r.tail_checkpoint))
+        const auto [p1, p2] = prompt_positions(r, bs);
+        if (end % sizing_.checkpoint_interval == 0 || end == p1 || end == p2) ckpt_.save(h, storage_, cache_.state_slot(r.id));
+        else if (end > int64_t(r.prompt.size()) && ckpt_.save(h, storage_, cache_.state_slot(r.id), r.tail_checkpoint))
             r.tail_checkpoint = h;
     }
 }

@@ -65,6 +65,7 @@ protected:
         c.enable_prefix_caching = caching;
         return c;
     }
+    void prompt_end_and_next_turn(int32_t budget);
     std::unique_ptr<KimiModel> model_;
     int64_t vocab_ = 0;
 };
@@ -102,10 +103,20 @@ TEST_P(PrefixCache, HitAtEveryCheckpointPositionIsBitIdentical) {
 
 // Default interval (256): a prompt sharing 280 tokens hits at 256; the identical prompt again
 // hits at its own last full block (288 of 300); a chat's next turn (prompt + reply + more)
-// resumes at the last full block of the previous turn's prompt + reply.
+// resumes at the last full block of the previous turn's prompt + reply; a prompt of whole
+// blocks again resumes one block before its end. The same whether the prompt runs in one chunk
+// or one token per step (a 1-token prefill chunk is not a decode step: no extra checkpoints).
 TEST_P(PrefixCache, PromptEndAndNextTurnCheckpoints) {
+    for (int32_t budget : {256, 1}) {
+        SCOPED_TRACE("budget " + std::to_string(budget));
+        prompt_end_and_next_turn(budget);
+    }
+}
+
+void PrefixCache::prompt_end_and_next_turn(int32_t budget) {
     EngineConfig c = config(true);
     c.max_model_len = 512;
+    c.max_num_batched_tokens = budget;
     Engine e(*model_, c);
     const auto p1 = test::random_tokens(300, vocab_, 61);
     auto a = e.submit(p1, greedy(20));
@@ -133,10 +144,20 @@ TEST_P(PrefixCache, PromptEndAndNextTurnCheckpoints) {
     const Out r4 = drain(*d);
     EXPECT_EQ(r4.cached_tokens, 304);
     expect_same(r4, run_alone(*model_, config(false), p4, greedy()), "next turn");
+
+    const auto p5 = test::random_tokens(64, vocab_, 64);   // four whole blocks
+    for (int i = 0; i < 2; ++i) {
+        auto f = e.submit(p5, greedy(1));
+        e.run_until_idle();
+        EXPECT_EQ(drain(*f).cached_tokens, i == 0 ? 0 : 48);
+    }
     expect_pools_full(e, "end");
     const EngineSnapshot s = e.snapshot();
-    EXPECT_EQ(s.prefix_queries, int64_t(p1.size() + p2.size() + p1.size() + p4.size()));
-    EXPECT_EQ(s.prefix_hits, 256 + 288 + 304);
+    EXPECT_EQ(s.prefix_queries, int64_t(p1.size() + p2.size() + p1.size() + p4.size() + 2 * p5.size()));
+    EXPECT_EQ(s.prefix_hits, 256 + 288 + 304 + 48);
+    // checkpoints: p1 at 256, 288, 304 (reply); p2 at 288 (its own last block); p4 at 320;
+    // p5 at 48 and 64
+    EXPECT_EQ(s.checkpoints, 7);
     EXPECT_GT(s.blocks_cached, 0);
     EXPECT_GT(s.checkpoints, 0);
     EXPECT_LE(s.checkpoints, s.checkpoints_total);

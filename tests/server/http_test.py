@@ -28,6 +28,13 @@ What is checked (one shared server for most tests; extra servers where flags dif
                                    aborted, exit 0; /health 503 while loading
   http_k3.py          8. Kimi-K3   a k3-tiny checkpoint on its own server: startup lines, chat and
                                    completions stream == non-stream, a bad token id -> 400
+  http_prefix_cache.py
+                      9. prefix    servers with the cache (intervals 256 and 32) next to a
+                         cache     --no-enable-prefix-caching one: cached_tokens exactly the
+                                   rule's hit (shared prefixes, one changed token, the same prompt
+                                   again, prompt + reply + more), greedy text == the cold server's
+                                   (stream and not), startup lines, /metrics prefix-cache
+                                   counters, a client leaving mid-prefill, multi-turn chat
   http_common.py      the helpers they share (servers, HTTP, SSE, metrics, request bodies)
 Exits non-zero on any failure. Every server started is killed at the end (also on failure).
 """
@@ -42,12 +49,13 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import http_common as hc  # noqa: E402
 
-TEST_MODULES = ["http_shapes", "http_generation", "http_bad_input", "http_fuzz", "http_lifecycle", "http_k3"]
+TEST_MODULES = ["http_shapes", "http_generation", "http_bad_input", "http_fuzz", "http_lifecycle", "http_k3",
+                "http_prefix_cache"]
 
 
 def collect_tests():
     """Puts every TestCase class of TEST_MODULES into this module, so that unittest finds them
-    here in the order of their names (T1Shapes ... T7Shutdown) and by name on the command line."""
+    here in the order of their names (T1Shapes ... T9PrefixCache) and by name on the command line."""
     here = sys.modules[__name__]
     for name in TEST_MODULES:
         mod = importlib.import_module(name)

@@ -48,7 +48,11 @@ CacheSizing size_cache(const KimiModel& m, const EngineConfig& c) {
         z.checkpoint_interval = (want + c.block_size - 1) / c.block_size * c.block_size;
         const int64_t budget = c.prefix_cache_memory_bytes > 0 ? c.prefix_cache_memory_bytes
                                                                 : default_prefix_cache_bytes(z.slot_bytes, c.max_num_seqs);
-        // No recurrent layers: a checkpoint holds nothing; allow one per block.
+        const int64_t avail = int64_t(memory_available_bytes());
+        if (avail > 0 && budget > avail)
+            throw Error("prefix-cache-memory " + human_bytes(budget) + " is more than the memory available (" +
+                        human_bytes(avail) + ")");
+        // No recurrent layers: a checkpoint holds nothing (64 per sequence slot).
         z.n_checkpoints = int32_t(std::min<int64_t>(z.slot_bytes > 0 ? budget / z.slot_bytes : int64_t(c.max_num_seqs) * 64, 1 << 24));
     }
     // Never fewer blocks than one full-length sequence needs, so any admissible request fits alone.

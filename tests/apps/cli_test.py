@@ -170,6 +170,10 @@ class Generate(unittest.TestCase):
                            "--max-num-seqs", "3")
         self.assertEqual(rc, 0, err)
         self.assertIn("3 state slots", err)
+        self.assertIn("prefix cache on: 24 KDA checkpoints", err)   # the default: 8 per sequence slot
+        rc, out, err = run("generate", "--model", MODEL, "--tokens", "1,2", "-n", "2", "--no-enable-prefix-caching")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("prefix cache off", err)
         rc, out, err = run("generate", "--model", MODEL, "--tokens", "1,2", "-n", "2", "--cache-memory", "0.00001")
         self.assertEqual(rc, 1)
         self.assertIn("too small", err)
@@ -187,6 +191,10 @@ class Generate(unittest.TestCase):
             (["--model", MODEL, "--tokens", "1", "--temperature", "-1"], "temperature"),
             (["--model", MODEL, "--tokens", "1", "--stop", ""], "stop"),
             (["--model", MODEL, "--tokens", "1", "--bogus"], "unknown argument"),
+            (["--model", MODEL, "--tokens", "1", "--prefix-cache-memory", "1000000"], "prefix-cache-memory"),
+            (["--model", MODEL, "--tokens", "1", "--prefix-cache-memory", "-1"], "prefix-cache-memory"),
+            (["--model", MODEL, "--tokens", "1", "--prefix-checkpoint-interval", "-16"], "prefix-checkpoint-interval"),
+            (["--model", MODEL, "--tokens", "1", "--enable-prefix-caching", "--no-enable-prefix-caching"], "at most one"),
             (["--model", os.path.join(WORK, "nope"), "--tokens", "1"], "nope"),
         ]
         for args, needle in cases:

@@ -39,8 +39,9 @@ struct EngineConfig {
     int64_t cache_memory_bytes = 0;
     // Prefix caching (docs/runtime.md): full MLA blocks named by the hash chain of their prefix;
     // KDA state checkpoints at every multiple of prefix_checkpoint_interval tokens (rounded up
-    // to whole blocks; 0: kDefaultCheckpointInterval), at the last full block of every prompt
-    // and at each sequence's latest full block while it decodes — taken inside a step, so the
+    // to whole blocks; 0: kDefaultCheckpointInterval), at every prompt's last full block (and
+    // the one before its last token), and at each sequence's latest full block past its prompt —
+    // taken inside a step, so the
     // schedule is unchanged — kept in prefix_cache_memory_bytes (0: default_prefix_cache_bytes()).
     static constexpr int32_t kDefaultCheckpointInterval = 256;
     bool enable_prefix_caching = true;

@@ -13,14 +13,25 @@
 namespace kimi {
 
 std::unique_ptr<KimiModel> KimiModel::load(const std::string& model_dir, const LoadProgress& progress,
-                                           WeightMemory memory) {
+                                           WeightMemory memory, const Shard& shard) {
     auto m = std::unique_ptr<KimiModel>(new KimiModel());
     m->cfg_ = load_model_config(model_dir);
+    m->shard_ = shard;
+    if (shard.split()) {
+        dist::Comm& world = dist::Comm::world();
+        if (world.size() != shard.size || world.rank() != shard.rank)
+            throw Error("a model split over " + std::to_string(shard.size) + " ranks needs an MPI job of that size (this is rank " +
+                        std::to_string(world.rank()) + " of " + std::to_string(world.size()) + ")");
+        m->comm_ = &world;
+    }
     m->store_ = std::make_unique<WeightStore>(model_dir, memory, progress);
     if (m->cfg_.is_k3_layout()) m->store_->select_prefix(m->cfg_.tensor_prefix);
     // A copy has reported its reading; checking the tensors then takes no time worth a bar.
     const bool copied = m->store_->file_memory() == FileMemory::kHugeCopy;
-    m->weights_ = bind_weights(m->cfg_, *m->store_, copied ? LoadProgress{} : progress);
+    m->weights_ = bind_weights(m->cfg_, *m->store_, copied ? LoadProgress{} : progress, shard);
+    m->local_ = m->cfg_;
+    m->local_.kda_heads = shard.part(m->cfg_.kda_heads).size();
+    m->local_.mla_heads = shard.part(m->cfg_.mla_heads).size();
     return m;
 }
 
@@ -28,7 +39,7 @@ CacheGeometry KimiModel::cache_geometry(int32_t n_slots, int32_t n_blocks, int32
     CacheGeometry g;
     g.latent_bf16 = latent_bf16;
     g.n_kda_layers = cfg_.n_kda_layers();
-    g.kda_heads = cfg_.kda_heads;
+    g.kda_heads = local_.kda_heads;   // this rank's heads: the others' state lives on their ranks
     g.kda_head_dim = cfg_.kda_head_dim;
     g.conv_kernel = cfg_.conv_kernel;
     g.n_mla_layers = cfg_.n_mla_layers();
@@ -64,7 +75,7 @@ Tensor attn_res_input(Exec& ex, const ModelConfig& c, const KimiModel::Residual&
 void KimiModel::layer_forward(Exec& ex, const ForwardBatch& batch, CacheStorage& cache, int64_t layer, Residual& res) const {
     const LayerWeights& lw = weights_.layers[size_t(layer)];
     const int64_t n = res.partial.dim(0), d = cfg_.hidden_size;
-    LayerContext lc{ex, cfg_, batch, cache, ops::SeqLayout{batch.seq_starts, batch.state_slots, batch.captures}};
+    LayerContext lc{ex, local_, batch, cache, ops::SeqLayout{batch.seq_starts, batch.state_slots, batch.captures}};
 
     const Tensor h = attn_res_input(ex, cfg_, res, lw.attn_res_score);   // [T, D]
     // AttnRes block boundary: bank the raw incoming partial sum; the attention output starts the next.
@@ -81,6 +92,8 @@ void KimiModel::layer_forward(Exec& ex, const ForwardBatch& batch, CacheStorage&
     ops::rms_norm(ex, h, lw.attn_norm, cfg_.rms_norm_eps, xn);
     const Tensor attn = lw.kind == LayerKind::kKda ? kda_attention_forward(lc, lw.kda, lw.cache_index, xn)
                                                    : mla_attention_forward(lc, lw.mla, lw.cache_index, xn);
+    // Split: o_proj was row-parallel; the sum over ranks lands in that very tensor.
+    if (comm_) comm_->allreduce_sum({attn.f32(), size_t(attn.numel())});
     Tensor addend = attn;
     if (ex.attn_output == AttnOutputMode::kCopy) {
         // The A/B baseline: as engines whose attention writes a caller-provided buffer.
@@ -92,8 +105,42 @@ void KimiModel::layer_forward(Exec& ex, const ForwardBatch& batch, CacheStorage&
     ops::add_inplace(ex, res.partial, addend);                 // that very tensor, into the residual
 
     ops::rms_norm(ex, attn_res_input(ex, cfg_, res, lw.ffn_res_score), lw.ffn_norm, cfg_.rms_norm_eps, xn);
-    const Tensor ffn = lw.is_moe ? moe_forward(ex, cfg_, lw.moe, xn) : mlp_forward(ex, cfg_.act, lw.mlp, xn);
+    const Tensor ffn = lw.is_moe ? moe_forward(ex, cfg_, lw.moe, xn, comm_) : mlp_forward(ex, cfg_.act, lw.mlp, xn);
+    if (comm_ && !lw.is_moe) comm_->allreduce_sum({ffn.f32(), size_t(ffn.numel())});   // down was row-parallel
     ops::add_inplace(ex, res.partial, ffn);
+}
+
+void KimiModel::embed(Exec& ex, std::span<const int32_t> ids, Tensor& y) const {
+    if (!comm_) return ops::embedding(ex, weights_.embed, ids, y);
+    // Vocabulary-parallel: this rank's rows, zeros elsewhere, summed over ranks (one nonzero term).
+    const int64_t d = cfg_.hidden_size;
+    std::memset(y.data, 0, y.nbytes());
+    for (size_t t = 0; t < ids.size(); ++t) {
+        const int64_t row = ids[t] - weights_.vocab.begin;
+        if (row < 0 || row >= weights_.vocab.size()) continue;
+        for (int64_t j = 0; j < d; ++j) y.f32()[int64_t(t) * d + j] = element_f32(weights_.embed, row * d + j);
+    }
+    comm_->allreduce_sum({y.f32(), size_t(y.numel())});
+}
+
+Tensor KimiModel::lm_head(Exec& ex, const Tensor& rows) const {
+    const int64_t r = rows.dim(0), v = cfg_.vocab_size, vl = weights_.vocab.size();
+    Tensor logits = ex.arena->alloc_f32({r, v});                // [R, vocab]
+    if (!comm_) {
+        ops::matmul(ex, rows, weights_.lm_head, ex.precision, logits);
+        return logits;
+    }
+    Tensor mine = ex.arena->alloc_f32({r, vl});                 // [R, this rank's vocabulary]
+    ops::matmul(ex, rows, weights_.lm_head, ex.precision, mine);
+    comm_->allgather({mine.f32(), size_t(mine.numel())}, gathered_);   // rank blocks [R, V_q], in rank order
+    int64_t off = 0;
+    for (int q = 0; q < shard_.size; ++q) {
+        const dist::Range part = dist::split(v, shard_.size, q);
+        for (int64_t i = 0; i < r; ++i)
+            std::memcpy(logits.f32() + i * v + part.begin, gathered_.data() + off + i * part.size(), size_t(part.size()) * 4);
+        off += r * part.size();
+    }
+    return logits;
 }
 
 Tensor KimiModel::forward(Exec& ex, const ForwardBatch& batch, CacheStorage& cache) const {
@@ -109,7 +156,7 @@ Tensor KimiModel::forward(Exec& ex, const ForwardBatch& batch, CacheStorage& cac
     const int64_t n = int64_t(batch.token_ids.size()), d = cfg_.hidden_size;
 
     Residual res = new_residual(ex, n);                        // [T, D] the residual stream
-    ops::embedding(ex, weights_.embed, batch.token_ids, res.partial);
+    embed(ex, batch.token_ids, res.partial);
     Arena* const step_arena = ex.arena;
     for (int64_t l = 0; l < cfg_.n_layers; ++l) {
         if (ex.layer_arena) ex.arena = ex.layer_arena;        // the layer's scratch
@@ -124,8 +171,7 @@ Tensor KimiModel::forward(Exec& ex, const ForwardBatch& batch, CacheStorage& cac
     for (int64_t i = 0; i < r; ++i)
         std::memcpy(rows.f32() + i * d, residual.f32() + int64_t(batch.logit_rows[size_t(i)]) * d, size_t(d) * sizeof(float));
     ops::rms_norm(ex, rows, weights_.final_norm, cfg_.rms_norm_eps, rows);
-    Tensor logits = ex.arena->alloc_f32({r, cfg_.vocab_size});  // [R, vocab]
-    ops::matmul(ex, rows, weights_.lm_head, ex.precision, logits);
+    const Tensor logits = lm_head(ex, rows);                   // [R, vocab]
 
     ex.counters.n_tokens = n;
     ex.counters.heap_allocations = int64_t(thread_alloc_count() + ex.pool->worker_alloc_count() - allocs_before);

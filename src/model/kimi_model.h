@@ -7,11 +7,13 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "cache/cache_storage.h"
 #include "model/config.h"
 #include "model/forward_batch.h"
 #include "model/model_weights.h"
+#include "model/weight_shard.h"
 #include "backend/exec.h"
 
 namespace kimi {
@@ -21,10 +23,16 @@ public:
     // Loads config.json + weights (mapped or read into huge pages: WeightMemory), validates
     // everything, prepares. progress(done, total): the bytes read (copy) or checked (mmap).
     // Throws kimi::Error.
+    // shard (tensor/expert parallelism): this process is rank shard.rank of shard.size, which
+    // must be the MPI world (dist::Comm::world()); it keeps only its slices (weight_shard.h).
+    // Every rank must then run each forward step on the same batch.
     static std::unique_ptr<KimiModel> load(const std::string& model_dir, const LoadProgress& progress = {},
-                                           WeightMemory memory = WeightMemory::kAuto);
+                                           WeightMemory memory = WeightMemory::kAuto, const Shard& shard = {});
 
     const ModelConfig& config() const { return cfg_; }
+    // The config of this rank's part: cfg_ with its own KDA and MLA head counts.
+    const ModelConfig& local_config() const { return local_; }
+    const Shard& shard() const { return shard_; }
     const ModelWeights& weights() const { return weights_; }
     const WeightStore& store() const { return *store_; }
 
@@ -51,7 +59,13 @@ public:
     void layer_forward(Exec& ex, const ForwardBatch& batch, CacheStorage& cache, int64_t layer, Residual& res) const;
 
 private:
-    ModelConfig cfg_;
+    void embed(Exec& ex, std::span<const int32_t> ids, Tensor& y) const;   // vocabulary-parallel when split
+    Tensor lm_head(Exec& ex, const Tensor& rows) const;                       // [R, vocab] on every rank
+
+    ModelConfig cfg_, local_;
+    Shard shard_;
+    dist::Comm* comm_ = nullptr;                 // set when split
+    mutable std::vector<float> gathered_;        // lm_head's all-gather (kept: no allocation per step)
     std::unique_ptr<WeightStore> store_;
     ModelWeights weights_;
 };

@@ -14,27 +14,41 @@ namespace kimi {
 
 namespace {
 
+// A dense MLP (or expert): gate/up column-parallel and down row-parallel over this rank's
+// intermediate units (all of them unless `split`).
 MlpWeights bind_mlp(WeightStore& s, const std::string& p, int64_t d, int64_t f, const char* gate, const char* up,
-                    const char* down) {
+                    const char* down, const Shard& sh, bool split = true) {
+    const dist::Range u = split ? sh.units(f) : dist::Range{0, f};
+    if (u.size() == 0) throw Error("tensor parallelism over " + std::to_string(sh.size) + " ranks leaves rank " +
+                                   std::to_string(sh.rank) + " no units of '" + p + "' (intermediate " + std::to_string(f) + ")");
     MlpWeights m;
-    m.gate = s.linear(p + gate, f, d);
-    m.up = s.linear(p + up, f, d);
-    m.down = s.linear(p + down, d, f);
+    m.gate = shard_rows(s.linear(p + gate, f, d), u.begin, u.end);
+    m.up = shard_rows(s.linear(p + up, f, d), u.begin, u.end);
+    m.down = shard_cols(s, s.linear(p + down, d, f), u.begin, u.end);
     return m;
 }
 
-KdaWeights bind_kda(const ModelConfig& c, WeightStore& s, const std::string& p) {
+// This rank's heads of `n` (each rank needs at least one).
+dist::Range heads_of(const Shard& sh, int64_t n, const char* kind) {
+    if (n < sh.size)
+        throw Error("tensor-parallel-size " + std::to_string(sh.size) + " exceeds the " + std::to_string(n) + " " + kind + " heads");
+    return sh.part(n);
+}
+
+KdaWeights bind_kda(const ModelConfig& c, WeightStore& s, const std::string& p, const Shard& sh) {
     const int64_t d = c.hidden_size, h = c.kda_heads, k = c.kda_head_dim, hk = h * k, w = c.conv_kernel;
+    const dist::Range hr = heads_of(sh, h, "KDA");
+    const int64_t r0 = hr.begin * k, r1 = hr.end * k, hl = hr.size() * k;   // this rank's rows of [H*K]
     KdaWeights a;
-    a.q_proj = s.linear(p + "q_proj", hk, d);
-    a.k_proj = s.linear(p + "k_proj", hk, d);
-    a.v_proj = s.linear(p + "v_proj", hk, d);
-    a.q_conv = s.to_f32(s.get(p + "q_conv1d.weight", {hk, 1, w}), {hk, 1, w});
-    a.k_conv = s.to_f32(s.get(p + "k_conv1d.weight", {hk, 1, w}), {hk, 1, w});
-    a.v_conv = s.to_f32(s.get(p + "v_conv1d.weight", {hk, 1, w}), {hk, 1, w});
+    a.q_proj = shard_rows(s.linear(p + "q_proj", hk, d), r0, r1);
+    a.k_proj = shard_rows(s.linear(p + "k_proj", hk, d), r0, r1);
+    a.v_proj = shard_rows(s.linear(p + "v_proj", hk, d), r0, r1);
+    a.q_conv = s.to_f32(s.get(p + "q_conv1d.weight", {hk, 1, w}).rows(r0, r1), {hl, 1, w});
+    a.k_conv = s.to_f32(s.get(p + "k_conv1d.weight", {hk, 1, w}).rows(r0, r1), {hl, 1, w});
+    a.v_conv = s.to_f32(s.get(p + "v_conv1d.weight", {hk, 1, w}).rows(r0, r1), {hl, 1, w});
     a.f_a = s.linear(p + "f_a_proj", k, d);
-    a.f_b = s.linear(p + "f_b_proj", hk, k);
-    a.dt_bias = s.to_f32(s.get(p + "dt_bias", {hk}), {hk});
+    a.f_b = shard_rows(s.linear(p + "f_b_proj", hk, k), r0, r1);
+    a.dt_bias = s.to_f32(s.get(p + "dt_bias", {hk}).rows(r0, r1), {hl});
     // A_log: [1, 1, H, 1] in Kimi Linear; a 1-D F32 vector in K3, padded beyond the H heads
     // (to head_dim): the first H entries are the real ones.
     const Tensor a_log = s.get_any_shape(p + "A_log");
@@ -42,38 +56,42 @@ KdaWeights bind_kda(const ModelConfig& c, WeightStore& s, const std::string& p) 
     if (!kl_shape && !(a_log.rank == 1 && a_log.dim(0) >= h))
         throw Error("tensor '" + c.tensor_prefix + p + "A_log': shape " + shape_str(a_log) + ", expected [1, 1, " + std::to_string(h) +
                     ", 1] or a vector of at least the " + std::to_string(h) + " KDA heads (padded)");
-    a.neg_exp_a = s.new_f32({h});
-    for (int64_t i = 0; i < h; ++i) a.neg_exp_a.f32()[i] = -std::exp(element_f32(a_log, i));
-    a.b_proj = s.linear(p + "b_proj", h, d);
+    a.neg_exp_a = s.new_f32({hr.size()});
+    for (int64_t i = 0; i < hr.size(); ++i) a.neg_exp_a.f32()[i] = -std::exp(element_f32(a_log, hr.begin + i));
+    a.b_proj = shard_rows(s.linear(p + "b_proj", h, d), hr.begin, hr.end);
     if (c.kda_full_rank_gate) {
-        a.g_proj = s.linear(p + "g_proj", hk, d);
+        a.g_proj = shard_rows(s.linear(p + "g_proj", hk, d), r0, r1);
     } else {
         a.g_a = s.linear(p + "g_a_proj", k, d);
-        a.g_b = s.linear(p + "g_b_proj", hk, k);
+        a.g_b = shard_rows(s.linear(p + "g_b_proj", hk, k), r0, r1);
     }
     a.o_norm = s.to_f32(s.get(p + "o_norm.weight", {k}), {k});
-    a.o_proj = s.linear(p + "o_proj", d, hk);
+    a.o_proj = shard_cols(s, s.linear(p + "o_proj", d, hk), r0, r1);   // row-parallel: partial sums
     return a;
 }
 
-MlaWeights bind_mla(const ModelConfig& c, WeightStore& s, const std::string& p) {
-    const int64_t d = c.hidden_size, h = c.mla_heads, n = c.qk_nope_dim, r = c.qk_rope_dim, v = c.v_head_dim;
+// MLA: this rank's heads (queries, the output gate, kv_b's k and v parts, o_proj's columns);
+// the latent path (kv_a, its norm, q_a) is replicated.
+MlaWeights bind_mla(const ModelConfig& c, WeightStore& s, const std::string& p, const Shard& sh) {
+    const int64_t d = c.hidden_size, h_all = c.mla_heads, n = c.qk_nope_dim, r = c.qk_rope_dim, v = c.v_head_dim;
     const int64_t rank = c.kv_lora_rank;
+    const dist::Range hr = heads_of(sh, h_all, "MLA");
+    const int64_t h0 = hr.begin, h = hr.size();
     MlaWeights m;
     if (c.q_lora_rank > 0) {
         const int64_t q = c.q_lora_rank;
         m.q_a = s.linear(p + "q_a_proj", q, d);
         m.q_a_norm = s.to_f32(s.get(p + "q_a_layernorm.weight", {q}), {q});
-        m.q_b = s.linear(p + "q_b_proj", h * (n + r), q);
+        m.q_b = shard_rows(s.linear(p + "q_b_proj", h_all * (n + r), q), h0 * (n + r), hr.end * (n + r));
     } else {
-        m.q_proj = s.linear(p + "q_proj", h * (n + r), d);
+        m.q_proj = shard_rows(s.linear(p + "q_proj", h_all * (n + r), d), h0 * (n + r), hr.end * (n + r));
     }
-    if (c.mla_output_gate) m.g_proj = s.linear(p + "g_proj", h * v, d);
+    if (c.mla_output_gate) m.g_proj = shard_rows(s.linear(p + "g_proj", h_all * v, d), h0 * v, hr.end * v);
     const Tensor kv_a = s.linear(p + "kv_a_proj_with_mqa", rank + r, d);
     m.kv_a_c = kv_a.rows(0, rank);
     m.kv_a_rope = kv_a.rows(rank, rank + r);
     m.kv_a_norm = s.to_f32(s.get(p + "kv_a_layernorm.weight", {rank}), {rank});
-    const Tensor kv_b = s.linear_dense(p + "kv_b_proj", h * (n + v), rank);   // split and transposed below
+    const Tensor kv_b = s.linear_dense(p + "kv_b_proj", h_all * (n + v), rank).rows(h0 * (n + v), hr.end * (n + v));
     // w_uk_t[h][j][i] = kv_b[h*(n+v) + i][j]  (same dtype: a transposition is exact)
     m.w_uk_t = s.new_like(kv_b.dtype, {h, rank, n});
     const size_t es = dtype_size(kv_b.dtype);
@@ -89,11 +107,14 @@ MlaWeights bind_mla(const ModelConfig& c, WeightStore& s, const std::string& p) 
     for (int64_t hh = 0; hh < h; ++hh)
         std::memcpy(static_cast<unsigned char*>(m.w_uv.data) + size_t(hh * v * rank) * es,
                     src + size_t((hh * (n + v) + n) * rank) * es, size_t(v * rank) * es);
-    m.o_proj = s.linear(p + "o_proj", d, h * v);
+    m.o_proj = shard_cols(s, s.linear(p + "o_proj", d, h_all * v), h0 * v, hr.end * v);   // row-parallel
     return m;
 }
 
-MoeWeights bind_moe(const ModelConfig& c, WeightStore& s, const std::string& p) {
+// MoE: router, score bias and the latent projections replicated; each routed expert's
+// intermediate split (tensor parallel), or whole experts spread over the ranks (expert
+// parallel: the others are checked but not kept); shared experts split like a dense MLP.
+MoeWeights bind_moe(const ModelConfig& c, WeightStore& s, const std::string& p, const Shard& sh) {
     const int64_t d = c.hidden_size, e = c.n_experts, f = c.moe_intermediate_size, lat = c.moe_expert_in_dim();
     MoeWeights m;
     m.router = s.linear_dense(p + "gate", e, d, /*is_linear=*/false);   // KimiMoEGate, not a Linear
@@ -103,11 +124,23 @@ MoeWeights bind_moe(const ModelConfig& c, WeightStore& s, const std::string& p) 
         if (c.moe_latent_norm) m.latent_norm = s.to_f32(s.get(p + "routed_expert_norm.weight", {lat}), {lat});
         m.latent_up = s.linear(p + "routed_expert_up_proj", d, lat);
     }
-    for (int64_t i = 0; i < e; ++i)
-        m.experts.push_back(bind_mlp(s, p + "experts." + std::to_string(i) + ".", lat, f, "w1", "w3", "w2"));
+    if (sh.expert_parallel && e < sh.size)
+        throw Error("expert parallelism over " + std::to_string(sh.size) + " ranks needs at least as many experts (" +
+                    std::to_string(e) + ")");
+    const dist::Range mine = sh.expert_parallel ? sh.part(e) : dist::Range{0, e};
+    for (int64_t i = 0; i < e; ++i) {
+        const std::string q = p + "experts." + std::to_string(i) + ".";
+        if (i >= mine.begin && i < mine.end) {
+            m.experts.push_back(bind_mlp(s, q, lat, f, "w1", "w3", "w2", sh, !sh.expert_parallel));
+        } else {   // another rank's expert: checked (shape, dtype), not kept
+            for (const char* w : {"w1", "w3"}) s.linear(q + w, f, lat);
+            s.linear(q + "w2", lat, f);
+            m.experts.emplace_back();
+        }
+    }
     m.has_shared = c.n_shared_experts > 0;
     if (m.has_shared)
-        m.shared = bind_mlp(s, p + "shared_experts.", d, f * c.n_shared_experts, "gate_proj", "up_proj", "down_proj");
+        m.shared = bind_mlp(s, p + "shared_experts.", d, f * c.n_shared_experts, "gate_proj", "up_proj", "down_proj", sh);
     return m;
 }
 
@@ -122,13 +155,14 @@ Tensor bind_res_score(WeightStore& s, const std::string& name, int64_t d) {
 
 }  // namespace
 
-ModelWeights bind_weights(const ModelConfig& c, WeightStore& s, const LoadProgress& progress) {
+ModelWeights bind_weights(const ModelConfig& c, WeightStore& s, const LoadProgress& progress, const Shard& sh) {
     const int64_t d = c.hidden_size;
     s.set_quant(&c.quant);
     ModelWeights w;
-    w.embed = s.get("model.embed_tokens.weight", {c.vocab_size, d});
+    w.vocab = sh.part(c.vocab_size);   // vocabulary-parallel embedding and lm_head rows
+    w.embed = shard_rows(s.get("model.embed_tokens.weight", {c.vocab_size, d}), w.vocab.begin, w.vocab.end);
     w.final_norm = s.to_f32(s.get("model.norm.weight", {d}), {d});
-    w.lm_head = c.tie_word_embeddings ? w.embed : s.linear("lm_head", c.vocab_size, d);
+    w.lm_head = c.tie_word_embeddings ? w.embed : shard_rows(s.linear("lm_head", c.vocab_size, d), w.vocab.begin, w.vocab.end);
     if (c.attn_res_block_size > 0) w.output_res_score = bind_res_score(s, "model.output_attn_res", d);
     int64_t n_kda = 0, n_mla = 0;
     for (int64_t i = 0; i < c.n_layers; ++i) {
@@ -143,16 +177,16 @@ ModelWeights bind_weights(const ModelConfig& c, WeightStore& s, const LoadProgre
         }
         if (l.kind == LayerKind::kKda) {
             l.cache_index = n_kda++;
-            l.kda = bind_kda(c, s, p + "self_attn.");
+            l.kda = bind_kda(c, s, p + "self_attn.", sh);
         } else {
             l.cache_index = n_mla++;
-            l.mla = bind_mla(c, s, p + "self_attn.");
+            l.mla = bind_mla(c, s, p + "self_attn.", sh);
         }
         l.is_moe = c.is_moe_layer(i);
         if (l.is_moe)
-            l.moe = bind_moe(c, s, p + "block_sparse_moe.");
+            l.moe = bind_moe(c, s, p + "block_sparse_moe.", sh);
         else
-            l.mlp = bind_mlp(s, p + "mlp.", d, c.intermediate_size, "gate_proj", "up_proj", "down_proj");
+            l.mlp = bind_mlp(s, p + "mlp.", d, c.intermediate_size, "gate_proj", "up_proj", "down_proj", sh);
         w.layers.push_back(std::move(l));
         if (progress) progress(s.bytes_used(), s.tensor_bytes());
     }

@@ -6,7 +6,9 @@
 #include <functional>
 #include <vector>
 
+#include "dist/comm.h"
 #include "model/config.h"
+#include "model/weight_shard.h"
 #include "model/weight_store.h"
 
 namespace kimi {
@@ -43,7 +45,7 @@ struct MlpWeights {
 struct MoeWeights {
     Tensor router;                          // [E, D] (router logits are always computed in f32)
     Tensor score_bias;                      // [E] f32 (prepared e_score_correction_bias)
-    std::vector<MlpWeights> experts;        // E experts (w1 = gate, w3 = up, w2 = down)
+    std::vector<MlpWeights> experts;        // E experts (w1 = gate, w3 = up, w2 = down); expert parallel: undefined if not this rank's
     MlpWeights shared;                      // intermediate = moe_intermediate_size × n_shared
     bool has_shared = false;
     // Latent MoE (K3): experts run on x·latent_downᵀ; their sum → latent_norm → latent_up.
@@ -65,6 +67,7 @@ struct LayerWeights {
 };
 
 struct ModelWeights {
+    dist::Range vocab;                      // this rank's vocabulary rows (all of them in one process)
     Tensor embed;                           // [vocab, D]
     Tensor final_norm;                      // [D] f32 (prepared)
     Tensor lm_head;                         // [vocab, D] (embed when tied)
@@ -76,6 +79,8 @@ struct ModelWeights {
 // tensors the architecture does not use, and performs all load-time preparation.
 // progress (optional) is called after each layer with (bytes checked, bytes in the checkpoint).
 using LoadProgress = std::function<void(uint64_t done_bytes, uint64_t total_bytes)>;
-ModelWeights bind_weights(const ModelConfig& c, WeightStore& store, const LoadProgress& progress = {});
+// With a split Shard: only this rank's slices are kept (see weight_shard.h), every tensor is
+// still checked.
+ModelWeights bind_weights(const ModelConfig& c, WeightStore& store, const LoadProgress& progress = {}, const Shard& shard = {});
 
 }  // namespace kimi

@@ -27,7 +27,7 @@ Tensor mlp_forward(Exec& ex, const Activation& act, const MlpWeights& w, const T
     return y;
 }
 
-Tensor moe_forward(Exec& ex, const ModelConfig& c, const MoeWeights& w, const Tensor& x) {
+Tensor moe_forward(Exec& ex, const ModelConfig& c, const MoeWeights& w, const Tensor& x, dist::Comm* comm) {
     Arena& a = *ex.arena;
     const int64_t n = x.dim(0), d = x.dim(1), n_exp = c.n_experts, k = c.n_experts_per_token;
     const int64_t in = c.moe_expert_in_dim();                  // D, or the latent width
@@ -46,21 +46,28 @@ Tensor moe_forward(Exec& ex, const ModelConfig& c, const MoeWeights& w, const Te
     ops::moe_route(ex, logits, w.score_bias, rp, ids, wts);
 
     // Group the (token, slot) pairs by expert: counting sort into `order`, with `row_of`
-    // mapping each pair to its row of the grouped activations.
+    // mapping each pair to its row of the grouped activations (−1: another rank's expert).
     int32_t* start = static_cast<int32_t*>(a.alloc_bytes(size_t(n_exp + 1) * sizeof(int32_t)));
     int32_t* fill = static_cast<int32_t*>(a.alloc_bytes(size_t(n_exp) * sizeof(int32_t)));
     int32_t* row_of = static_cast<int32_t*>(a.alloc_bytes(size_t(n * k) * sizeof(int32_t)));
     std::memset(start, 0, size_t(n_exp + 1) * sizeof(int32_t));
-    for (int64_t i = 0; i < n * k; ++i) ++start[ids.i32()[i] + 1];
+    const auto local = [&w](int32_t e) { return w.experts[size_t(e)].gate.defined(); };
+    for (int64_t i = 0; i < n * k; ++i)
+        if (local(ids.i32()[i])) ++start[ids.i32()[i] + 1];
     for (int64_t e = 0; e < n_exp; ++e) start[e + 1] += start[e];
+    const int64_t m = start[n_exp];                            // pairs this rank computes
     std::memcpy(fill, start, size_t(n_exp) * sizeof(int32_t));
     Tensor xe = x;                                             // [T, In] the experts' input
     if (w.latent_down.defined()) {
         xe = a.alloc_f32({n, in});
         ops::matmul(ex, x, w.latent_down, ex.precision, xe);
     }
-    Tensor xg = a.alloc_f32({n * k, in});                      // [T*A, In] grouped by expert
+    Tensor xg = a.alloc_f32({m, in});                          // [M, In] grouped by expert
     for (int64_t i = 0; i < n * k; ++i) {
+        if (!local(ids.i32()[i])) {
+            row_of[i] = -1;
+            continue;
+        }
         const int32_t r = fill[ids.i32()[i]]++;
         row_of[i] = r;
         std::memcpy(xg.f32() + int64_t(r) * in, xe.f32() + (i / k) * in, size_t(in) * sizeof(float));
@@ -76,12 +83,13 @@ Tensor moe_forward(Exec& ex, const ModelConfig& c, const MoeWeights& w, const Te
         down[e] = &w.experts[size_t(e)].down;
     }
     const std::span<const int32_t> starts(start, size_t(n_exp + 1));
-    const int64_t f = w.experts[0].gate.dim(0);
-    Tensor g = a.alloc_f32({n * k, f}), u = a.alloc_f32({n * k, f});   // [T*A, F]
+    int64_t f = 0;                                             // this rank's intermediate width
+    for (const MlpWeights& e : w.experts) f = e.gate.defined() ? e.gate.dim(0) : f;
+    Tensor g = a.alloc_f32({m, f}), u = a.alloc_f32({m, f});   // [M, F]
     ops::matmul_grouped(ex, xg, std::span<const Tensor* const>(gate, size_t(n_exp)), starts, ex.precision, g);
     ops::matmul_grouped(ex, xg, std::span<const Tensor* const>(up, size_t(n_exp)), starts, ex.precision, u);
     gated_act(ex, c.act, g, u);
-    Tensor yg = a.alloc_f32({n * k, in});                      // [T*A, In]
+    Tensor yg = a.alloc_f32({m, in});                          // [M, In]
     ops::matmul_grouped(ex, g, std::span<const Tensor* const>(down, size_t(n_exp)), starts, ex.precision, yg);
 
     // Each token's routed sum in its own selection order.
@@ -90,6 +98,7 @@ Tensor moe_forward(Exec& ex, const ModelConfig& c, const MoeWeights& w, const Te
         float* yr = routed.f32() + t * in;
         for (int64_t j = 0; j < in; ++j) yr[j] = 0.0f;
         for (int64_t s = 0; s < k; ++s) {
+            if (row_of[t * k + s] < 0) continue;
             const float wt = wts.f32()[t * k + s];
             const float* er = yg.f32() + int64_t(row_of[t * k + s]) * in;
             for (int64_t j = 0; j < in; ++j) yr[j] += wt * er[j];
@@ -97,11 +106,19 @@ Tensor moe_forward(Exec& ex, const ModelConfig& c, const MoeWeights& w, const Te
     });
     Tensor y = routed;                                         // [T, D]
     if (w.latent_up.defined()) {
+        if (comm) comm->allreduce_sum({routed.f32(), size_t(routed.numel())});   // the whole sum before the norm
         if (w.latent_norm.defined()) ops::rms_norm(ex, routed, w.latent_norm, c.rms_norm_eps, routed);
         y = a.alloc_f32({n, d});
-        ops::matmul(ex, routed, w.latent_up, ex.precision, y);
+        ops::matmul(ex, routed, w.latent_up, ex.precision, y);   // replicated: the whole result
+        if (w.has_shared) {
+            Tensor sh = mlp_forward(ex, c.act, w.shared, x);
+            if (comm) comm->allreduce_sum({sh.f32(), size_t(sh.numel())});
+            ops::add_inplace(ex, y, sh);
+        }
+        return y;
     }
     if (w.has_shared) ops::add_inplace(ex, y, mlp_forward(ex, c.act, w.shared, x));
+    if (comm) comm->allreduce_sum({y.f32(), size_t(y.numel())});   // routed + shared partial sums
     return y;
 }
 

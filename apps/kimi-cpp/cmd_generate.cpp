@@ -46,13 +46,17 @@ int cmd_generate(int argc, char** argv) {
     args.done();
     if (bool(prompt_text) == bool(prompt_ids)) throw Error("give exactly one of --prompt TEXT or --tokens 1,2,3");
 
-    auto model = load_model_with_progress(model_dir, quiet, engine_opts.weight_memory);
+    auto model = load_model_with_progress(model_dir, quiet, engine_opts.weight_memory, engine_opts.shard);
     const std::optional<tok::Tokenizer> tok = load_tokenizer_for(tok_dir, model->config(), bool(prompt_text));
     std::vector<int32_t> prompt = prompt_text ? tok->encode(*prompt_text, special == "all")
                                               : parse_int_list("--tokens", *prompt_ids);
     if (prompt.empty()) throw Error("the prompt is empty");
 
     Engine engine(*model, engine_opts.with_model_precision(*model), tok ? &*tok : nullptr);
+    if (!engine.leads()) {   // another rank of a split model: run rank 0's steps
+        engine.follow();
+        return 0;
+    }
     if (!quiet) std::fprintf(stderr, "%s\n", engine.sizing().describe().c_str());
     install_interrupt_handler();
     const bool stream_out = !json;

@@ -48,6 +48,15 @@ EngineOptions parse_engine_options(ArgParser& args) {
     const double pc_gib = args.real("--prefix-cache-memory", 0.0);
     if (!(pc_gib >= 0.0) || pc_gib > 1 << 20) throw Error("--prefix-cache-memory must be a size in GiB >= 0");
     o.cfg.prefix_cache_memory_bytes = int64_t(pc_gib * 1024.0 * 1024.0 * 1024.0);
+    dist::Comm& world = dist::Comm::world();
+    const int64_t tp = args.integer("--tensor-parallel-size", world.size());
+    if (tp != world.size())
+        throw Error(world.size() > 1 ? "--tensor-parallel-size " + std::to_string(tp) + " differs from the " + std::to_string(world.size()) +
+                                           " processes of this MPI job"
+                    : !dist::Comm::mpi_built() ? "--tensor-parallel-size " + std::to_string(tp) + " needs MPI, and this kimi-cpp was built without it"
+                                               : "--tensor-parallel-size " + std::to_string(tp) + " needs " + std::to_string(tp) +
+                                                     " processes: start it with mpirun -np " + std::to_string(tp));
+    o.shard = Shard{world.rank(), world.size(), args.flag("--enable-expert-parallel")};
     const bool mmap = args.flag("--mmap"), no_mmap = args.flag("--no-mmap");
     if (mmap && no_mmap) throw Error("give at most one of --mmap and --no-mmap");
     o.weight_memory = mmap ? WeightMemory::kMmap : no_mmap ? WeightMemory::kCopy : WeightMemory::kAuto;
@@ -112,9 +121,12 @@ void check_sampling_params(const SamplingParams& p) {
     for (const auto& s : p.stop) need(!s.empty(), "stop strings must not be empty");
 }
 
-std::unique_ptr<KimiModel> load_model_with_progress(const std::string& dir, bool quiet, WeightMemory memory) {
+std::unique_ptr<KimiModel> load_model_with_progress(const std::string& dir, bool quiet, WeightMemory memory,
+                                                    const Shard& shard) {
+    quiet = quiet || shard.rank != 0;
     Progress bar("load", quiet);
-    auto m = KimiModel::load(dir, [&](uint64_t done, uint64_t total) { bar.update(double(done), double(total), "bytes"); }, memory);
+    auto m = KimiModel::load(dir, [&](uint64_t done, uint64_t total) { bar.update(double(done), double(total), "bytes"); }, memory,
+                             shard);
     bar.finish();
     note_skipped_tensors(*m, quiet);
     return m;

@@ -30,6 +30,9 @@ struct EngineOptions {
     bool precision_auto = true;
     std::string kv_cache_dtype = "auto";   // --kv-cache-dtype auto|bf16|f32 (auto: the activation precision)
     WeightMemory weight_memory = WeightMemory::kAuto;   // --mmap / --no-mmap
+    // --tensor-parallel-size N (default and only allowed value: the MPI job's size) and
+    // --enable-expert-parallel: this process's part of the model.
+    Shard shard;
     // Settles the auto choices for this model: the activation precision and the latent cache dtype.
     void settle(EngineConfig& c, const KimiModel& m) const;
     EngineConfig with_model_precision(const KimiModel& m) const;   // cfg, settled
@@ -39,7 +42,9 @@ SamplingParams parse_sampling_options(ArgParser& args, const SamplingParams& def
 void check_sampling_params(const SamplingParams& p);   // throws kimi::Error naming the parameter
 
 // Loads the model, drawing "load [####....]" on a terminal unless quiet.
-std::unique_ptr<KimiModel> load_model_with_progress(const std::string& dir, bool quiet, WeightMemory memory);
+// Only rank 0 of a split model draws the bar.
+std::unique_ptr<KimiModel> load_model_with_progress(const std::string& dir, bool quiet, WeightMemory memory,
+                                                    const Shard& shard = {});
 // One stderr line when the checkpoint held tensors the text model does not use (K3 vision).
 void note_skipped_tensors(const KimiModel& m, bool quiet);
 

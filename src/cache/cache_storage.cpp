@@ -40,6 +40,7 @@ ops::PagedLatents CacheStorage::mla_latents(int64_t mla_layer) {
 }
 
 void CacheStorage::reset_slot(int32_t slot) {
+    if (log_) log_->push_back({-1, slot});
     for (int64_t l = 0; l < g_.n_kda_layers; ++l) {
         float* s = state_[size_t(l)].get() + slot * g_.state_floats_per_slot();
         std::fill(s, s + g_.state_floats_per_slot(), 0.0f);
@@ -49,6 +50,7 @@ void CacheStorage::reset_slot(int32_t slot) {
 }
 
 void CacheStorage::copy_slot(int32_t src, int32_t dst) {
+    if (log_) log_->push_back({src, dst});
     const int64_t ns = g_.state_floats_per_slot(), nc = g_.conv_floats_per_slot();
     for (int64_t l = 0; l < g_.n_kda_layers; ++l) {
         float *s = state_[size_t(l)].get(), *c = conv_[size_t(l)].get();

@@ -25,6 +25,12 @@ struct CacheGeometry {
     int64_t bytes_per_block() const { return (latent_bf16 ? 2 : 4) * n_mla_layers * block_size * latent_width; }
 };
 
+// A change to a state slot outside a forward pass: src ≥ 0 copies slot src into dst, src < 0
+// zeroes dst. Logged for the other ranks of a split model, which keep their own heads' state.
+struct SlotOp {
+    int32_t src = -1, dst = 0;
+};
+
 class CacheStorage {
 public:
     explicit CacheStorage(const CacheGeometry& g);
@@ -37,12 +43,16 @@ public:
     // A slot's whole recurrent state (every KDA layer's state and conv windows) copied into
     // another slot: prefix-cache checkpoints are slots too (saved and restored by copy).
     void copy_slot(int32_t src, int32_t dst);
+    // Appends every reset_slot / copy_slot from now on to `log` (null: stop).
+    void log_slot_ops(std::vector<SlotOp>* log) { log_ = log; }
+    void apply(const SlotOp& op) { op.src < 0 ? reset_slot(op.dst) : copy_slot(op.src, op.dst); }
     int64_t bytes() const;
 
 private:
     CacheGeometry g_;
     std::vector<std::unique_ptr<float[]>> state_, conv_, mla_;
     std::vector<std::unique_ptr<uint16_t[]>> mla_bf16_;
+    std::vector<SlotOp>* log_ = nullptr;
 };
 
 }  // namespace kimi

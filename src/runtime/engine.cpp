@@ -72,6 +72,8 @@ CacheSizing size_cache(const KimiModel& m, const EngineConfig& c) {
     } else {
         z.n_blocks = c.max_num_seqs * one;
     }
+    // A split model: every rank sizes its cache as rank 0 did (available memory may differ).
+    if (m.shard().split()) dist::Comm::world().broadcast(&z, sizeof z);
     return z;
 }
 }  // namespace
@@ -158,6 +160,12 @@ Engine::Engine(const KimiModel& model, const EngineConfig& cfg, const tok::Token
     // The salt of the block hashes: what else shapes the cached values.
     if (sizing_.prefix_caching) cache_.enable_prefix_caching(1 + uint64_t(cfg.precision == Precision::kBF16) + 2 * uint64_t(cfg.kv_cache_bf16));
     profile_run();
+    if (model.shard().split() && model.shard().rank == 0) runner_.lead(dist::Comm::world());
+}
+
+void Engine::follow() {
+    KIMI_CHECK(model_.shard().split() && model_.shard().rank != 0, "Engine::follow on a rank that leads");
+    runner_.follow(ex_);
 }
 
 void Engine::profile_run() {
@@ -175,7 +183,10 @@ void Engine::profile_run() {
     storage_.reset_slot(0);
 }
 
-Engine::~Engine() { stop(); }
+Engine::~Engine() {
+    stop();
+    runner_.stop_followers();
+}
 
 // The prompt's own checkpoint positions: its last full block (where a longer prompt that
 // starts with it resumes) and the last full block before its last token (where the same prompt

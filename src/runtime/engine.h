@@ -143,6 +143,12 @@ public:
                                           std::shared_ptr<StreamNotifier> notifier = nullptr);
     void cancel(uint64_t id);
 
+    // A model split over MPI ranks (KimiModel::shard): rank 0's engine schedules, samples and
+    // publishes; every other rank builds the same engine and calls follow(), which runs each
+    // forward step rank 0 runs, until rank 0's engine is destroyed.
+    void follow();
+    bool leads() const { return !model_.shard().split() || model_.shard().rank == 0; }
+
     bool step();                      // false if there was nothing to do
     void run_until_idle();
     void start();                     // background loop

@@ -2,6 +2,8 @@
 #include "runtime/model_runner.h"
 
 #include <algorithm>
+#include <cstring>
+#include <type_traits>
 
 #include "core/error.h"
 
@@ -42,9 +44,82 @@ Tensor ModelRunner::execute(Exec& ex, const ScheduleOutput& plan, std::span<cons
             sample_reqs.push_back(&r);
         }
     }
+    if (lead_) send(0, max_blocks, captures);
     const ForwardBatch batch{ids_, starts_, past_, slots_, tables_, max_blocks, rows_, captures};
     ex.arena->reset();
     return model_.forward(ex, batch, storage_);
+}
+
+namespace {
+template <class T>
+void put(std::vector<int32_t>& m, const std::vector<T>& v) {
+    static_assert(sizeof(T) % sizeof(int32_t) == 0);
+    m.push_back(int32_t(v.size()));
+    const auto* p = reinterpret_cast<const int32_t*>(v.data());
+    m.insert(m.end(), p, p + v.size() * (sizeof(T) / sizeof(int32_t)));
+}
+template <class T>
+const int32_t* get(const int32_t* p, std::vector<T>& v) {
+    v.resize(size_t(*p++));
+    static_assert(std::is_trivially_copyable_v<T>);
+    std::memcpy(static_cast<void*>(v.data()), p, v.size() * sizeof(T));
+    return p + v.size() * (sizeof(T) / sizeof(int32_t));
+}
+}  // namespace
+
+void ModelRunner::lead(dist::Comm& comm) {
+    lead_ = &comm;
+    slot_ops_.reserve(1024);
+    storage_.log_slot_ops(&slot_ops_);
+}
+
+// Message: kind (0 step, 1 stop), max_blocks, then each list as its length and its items:
+// slot ops, ids, starts, past, slots, tables, rows, captures.
+void ModelRunner::send(int32_t kind, int32_t max_blocks, std::span<const ops::StateCapture> captures) {
+    msg_.clear();
+    msg_.push_back(kind);
+    msg_.push_back(max_blocks);
+    put(msg_, slot_ops_);
+    for (const auto* v : {&ids_, &starts_, &past_, &slots_, &tables_, &rows_}) put(msg_, *v);
+    captures_in_.assign(captures.begin(), captures.end());
+    put(msg_, captures_in_);
+    slot_ops_.clear();
+    int64_t n = int64_t(msg_.size());
+    lead_->broadcast(&n, sizeof n);
+    lead_->broadcast(msg_.data(), n * int64_t(sizeof(int32_t)));
+}
+
+bool ModelRunner::receive(int32_t& max_blocks) {
+    dist::Comm& comm = dist::Comm::world();
+    int64_t n = 0;
+    comm.broadcast(&n, sizeof n);
+    msg_.resize(size_t(n));
+    comm.broadcast(msg_.data(), n * int64_t(sizeof(int32_t)));
+    const int32_t* p = msg_.data();
+    const int32_t kind = *p++;
+    max_blocks = *p++;
+    p = get(p, slot_ops_);
+    for (auto* v : {&ids_, &starts_, &past_, &slots_, &tables_, &rows_}) p = get(p, *v);
+    get(p, captures_in_);
+    for (const SlotOp& op : slot_ops_) storage_.apply(op);
+    return kind == 0;
+}
+
+void ModelRunner::follow(Exec& ex) {
+    int32_t max_blocks = 0;
+    while (receive(max_blocks)) {
+        const ForwardBatch batch{ids_, starts_, past_, slots_, tables_, max_blocks, rows_, captures_in_};
+        ex.arena->reset();
+        model_.forward(ex, batch, storage_);
+    }
+}
+
+void ModelRunner::stop_followers() {
+    if (!lead_) return;
+    ids_.clear(), starts_.clear(), past_.clear(), slots_.clear(), tables_.clear(), rows_.clear();
+    send(1, 0, {});
+    lead_ = nullptr;
+    storage_.log_slot_ops(nullptr);
 }
 
 }  // namespace kimi

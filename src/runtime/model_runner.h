@@ -11,6 +11,7 @@
 #include "cache/cache_manager.h"
 #include "cache/cache_storage.h"
 #include "cache/checkpoint_store.h"
+#include "dist/comm.h"
 #include "model/kimi_model.h"
 #include "runtime/scheduler.h"
 
@@ -28,12 +29,27 @@ public:
     Tensor execute(Exec& ex, const ScheduleOutput& plan, std::span<const ops::StateCapture> captures,
                    std::vector<Request*>& sample_reqs);
 
+    // A model split over MPI ranks: rank 0 leads — before each forward it broadcasts the
+    // slot changes made since the last one (logged by the storage) and the batch — and every
+    // other rank follows: applies them and runs the same forward on its part of the model,
+    // until the leader stops them.
+    void lead(dist::Comm& comm);
+    void follow(Exec& ex);
+    void stop_followers();
+
 private:
     const KimiModel& model_;
     CacheStorage& storage_;
     const CacheManager& cache_;
     CheckpointStore* ckpt_;
+    void send(int32_t kind, int32_t max_blocks, std::span<const ops::StateCapture> captures);
+    bool receive(int32_t& max_blocks);   // false: stop
+
     std::vector<int32_t> ids_, starts_, past_, slots_, tables_, rows_;
+    dist::Comm* lead_ = nullptr;
+    std::vector<SlotOp> slot_ops_;           // since the last forward (the leader's log)
+    std::vector<int32_t> msg_;               // one step, flattened
+    std::vector<ops::StateCapture> captures_in_;
 };
 
 }  // namespace kimi

@@ -154,6 +154,7 @@ int cmd_bench_decode(int argc, char** argv) {
     const EngineOptions eo = parse_engine_options(args);
     EngineConfig cfg = eo.cfg;
     args.done();
+    require_one_process(eo, "bench decode");
     if (prefix_caching) {
         if (*prefix_caching != "on" && *prefix_caching != "off") throw Error("--prefix-caching must be on or off");
         cfg.enable_prefix_caching = *prefix_caching == "on";

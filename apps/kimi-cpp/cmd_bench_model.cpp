@@ -88,6 +88,7 @@ int cmd_bench_model(int argc, char** argv) {
     const EngineOptions eo = parse_engine_options(args);
     EngineConfig cfg = eo.cfg;
     args.done();
+    require_one_process(eo, "bench model");
     if (steps < 1 || reps < 1 || reps > 100) throw Error("--decode-steps >= 1 and --reps in [1, 100]");
     for (int32_t v : prompt_lens) if (v < 1) throw Error("--prompt-lens must be >= 1");
     for (int32_t v : batches) if (v < 1 || v > 1024) throw Error("--batches must be in [1, 1024]");

@@ -66,9 +66,13 @@ int cmd_chat(int argc, char** argv) {
     const SamplingParams base = parse_sampling_options(args, defaults);
     args.done();
 
-    auto model = load_model_with_progress(model_dir, quiet, engine_opts.weight_memory);
+    auto model = load_model_with_progress(model_dir, quiet, engine_opts.weight_memory, engine_opts.shard);
     const tok::Tokenizer tok = *load_tokenizer_for(tok_dir, model->config(), true);
     Engine engine(*model, engine_opts.with_model_precision(*model), &tok);
+    if (!engine.leads()) {   // another rank of a split model (mpirun): rank 0 reads the conversation
+        engine.follow();
+        return 0;
+    }
     const bool tty = ::isatty(0) && ::isatty(1);
     if (!quiet) {
         std::fprintf(stderr, "%s\n", engine.sizing().describe().c_str());

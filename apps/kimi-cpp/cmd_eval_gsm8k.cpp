@@ -179,6 +179,7 @@ int cmd_eval_gsm8k(int argc, char** argv) {
     const EngineOptions eo = parse_engine_options(args);
     EngineConfig cfg = eo.cfg;
     args.done();
+    require_one_process(eo, "eval gsm8k");
     if (bool(base_url) == bool(model_dir)) throw Error("give exactly one of --base-url URL or --model DIR");
     if (ab && !model_dir) throw Error("--ab runs in-process: it needs --model DIR");
     if (shots < 0 || shots > 20 || limit < 0 || conc < 1 || s.max_tokens < 1)

@@ -7,6 +7,7 @@
 #include "args.h"
 #include "commands.h"
 #include "core/error.h"
+#include "dist/comm.h"
 #include "model/kimi_model.h"
 #include "model/sequence_driver.h"
 #include "engine_options.h"
@@ -25,6 +26,8 @@ int cmd_score(int argc, char** argv) {
     drive.decode_from = args.integer("--decode-from", -1);
     drive.n_fillers = args.integer("--batch-filler", 0);
     args.done();
+    if (dist::Comm::world().distributed())
+        throw Error("score runs in one process for now; a model split over MPI ranks serves through serve, generate and chat");
     if (drive.prefill_chunk < 0) throw Error("score: --prefill-chunk must be >= 1");
     if (drive.decode_from < -1 || drive.decode_from > int64_t(tokens.size()))
         throw Error("score: --decode-from must be in [0, number of tokens]");

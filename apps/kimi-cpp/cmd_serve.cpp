@@ -41,6 +41,16 @@ int cmd_serve(int argc, char** argv) {
     const bool quiet = args.flag("--quiet");
     const EngineOptions eo = parse_engine_options(args);
     args.done();
+    if (eo.shard.split() && eo.shard.rank != 0) {
+        // Another rank of a split model (mpirun): no HTTP, just rank 0's forward steps until its
+        // engine stops; a signal is for rank 0, which then stops this one.
+        signal(SIGINT, SIG_IGN);
+        signal(SIGTERM, SIG_IGN);
+        auto model = load_model_with_progress(model_dir, true, eo.weight_memory, eo.shard);
+        Engine engine(*model, eo.with_model_precision(*model));
+        engine.follow();
+        return 0;
+    }
     // Streams hold a connection each: room for every running and a few times as many waiting.
     sc.http_threads = http_threads > 0 ? int(http_threads) : std::max(64, 8 * eo.cfg.max_num_seqs);
 
@@ -72,7 +82,7 @@ int cmd_serve(int argc, char** argv) {
     const std::string url = "http://" + (sc.host == "0.0.0.0" ? std::string("127.0.0.1") : sc.host) + ":" + std::to_string(http.port());
     std::fprintf(stderr, "serve: listening on %s (loading %s)\n", url.c_str(), model_dir.c_str());
 
-    auto model = load_model_with_progress(model_dir, quiet, eo.weight_memory);
+    auto model = load_model_with_progress(model_dir, quiet, eo.weight_memory, eo.shard);
     const tok::Tokenizer tok = *load_tokenizer_for(tok_dir, model->config(), true);
     const EngineConfig ec = eo.with_model_precision(*model);
     Engine engine(*model, ec, &tok);

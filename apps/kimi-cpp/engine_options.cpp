@@ -121,6 +121,11 @@ void check_sampling_params(const SamplingParams& p) {
     for (const auto& s : p.stop) need(!s.empty(), "stop strings must not be empty");
 }
 
+void require_one_process(const EngineOptions& o, const char* command) {
+    if (o.shard.split())
+        throw Error(std::string(command) + " runs in one process for now; a model split over MPI ranks serves through serve, generate and chat");
+}
+
 std::unique_ptr<KimiModel> load_model_with_progress(const std::string& dir, bool quiet, WeightMemory memory,
                                                     const Shard& shard) {
     quiet = quiet || shard.rank != 0;

@@ -42,6 +42,9 @@ SamplingParams parse_sampling_options(ArgParser& args, const SamplingParams& def
 void check_sampling_params(const SamplingParams& p);   // throws kimi::Error naming the parameter
 
 // Loads the model, drawing "load [####....]" on a terminal unless quiet.
+// Commands that do not run a split model yet (every rank would run the whole command): a clear
+// error under mpirun.
+void require_one_process(const EngineOptions& o, const char* command);
 // Only rank 0 of a split model draws the bar.
 std::unique_ptr<KimiModel> load_model_with_progress(const std::string& dir, bool quiet, WeightMemory memory,
                                                     const Shard& shard = {});

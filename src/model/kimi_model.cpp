@@ -23,6 +23,9 @@ std::unique_ptr<KimiModel> KimiModel::load(const std::string& model_dir, const L
             throw Error("a model split over " + std::to_string(shard.size) + " ranks needs an MPI job of that size (this is rank " +
                         std::to_string(world.rank()) + " of " + std::to_string(world.size()) + ")");
         m->comm_ = &world;
+        // why: mapped, a rank touches only its slices' pages, and ranks on one host share the
+        // page cache; a private copy would hold the whole checkpoint once per rank.
+        if (memory == WeightMemory::kAuto) memory = WeightMemory::kMmap;
     }
     m->store_ = std::make_unique<WeightStore>(model_dir, memory, progress);
     if (m->cfg_.is_k3_layout()) m->store_->select_prefix(m->cfg_.tensor_prefix);

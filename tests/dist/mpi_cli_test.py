@@ -1,20 +1,64 @@
 #!/usr/bin/python3
-"""`kimi-cpp generate` over MPI: the same greedy tokens (f32 and bf16) from one process and from
-`mpirun -np 2` and `-np 3` (heads split unevenly), with tensor and with expert parallelism; and
-the clear errors: --tensor-parallel-size without a matching MPI job.
+"""`kimi-cpp generate` over MPI: the same greedy tokens (f32) from one process and from
+`mpirun -np 2` and `-np 3` (heads split unevenly), with tensor and with expert parallelism (bf16:
+runs); `serve` under `mpirun -np 2` answers a completion with the one-process text; and the clear
+errors: --tensor-parallel-size without a matching MPI job.
 
     /usr/bin/python3 tests/dist/mpi_cli_test.py --kimi build/bin/kimi-cpp --mpirun /usr/bin/mpiexec
 """
 import argparse
+import http.client
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMPI_MCA_rmaps_base_oversubscribe="1")
+
+
+def serve_once(cmd, body):
+    """Starts a server, sends one completion, stops it (SIGTERM); the completion's text."""
+    p = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        port = None
+        deadline = time.monotonic() + 120
+        while port is None and time.monotonic() < deadline:
+            line = p.stderr.readline()
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line or "")
+            if m:
+                port = int(m.group(1))
+            if not line and p.poll() is not None:
+                return None
+        while time.monotonic() < deadline:   # ready once /health is 200
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            try:
+                c.request("GET", "/health")
+                if c.getresponse().status == 200:
+                    break
+            except OSError:
+                pass
+            finally:
+                c.close()
+            time.sleep(0.2)
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+        r = c.getresponse()
+        out = json.loads(r.read())
+        c.close()
+        return out["choices"][0]["text"] if r.status == 200 else None
+    finally:
+        os.killpg(p.pid, signal.SIGTERM)
+        try:
+            p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
 
 
 def main():
@@ -59,6 +103,12 @@ def main():
                         else:   # bf16 rounds partial sums: the tokens may differ, the run must work
                             check(rc == 0 and got is not None and len(got) == 12, what.replace("the same tokens as", "runs like"))
         model = os.path.join(tmp, "tiny")
+        body = {"model": "m", "prompt": "Once upon a time", "max_tokens": 10, "temperature": 0, "ignore_eos": True}
+        texts = [serve_once([a.kimi, "serve", "--model", model, "--served-model-name", "m", "--port", "0",
+                             "--activation-dtype", "f32"], body)]
+        texts.append(serve_once([a.mpirun, "-np", "2", "--oversubscribe", a.kimi, "serve", "--model", model,
+                                 "--served-model-name", "m", "--port", "0", "--activation-dtype", "f32"], body))
+        check(texts[0] is not None and texts[0] == texts[1], "serve under mpirun -np 2: the one-process text (%r vs %r)" % tuple(texts))
         base = [a.kimi, "generate", "--model", model, "--tokens", "1,2,3", "-n", "2"]
         rc, _, err = run(base + ["--tensor-parallel-size", "2"])
         check(rc == 1 and "--tensor-parallel-size 2" in err and "mpirun -np 2" in err, "--tensor-parallel-size 2 alone: " + err.strip()[-160:])

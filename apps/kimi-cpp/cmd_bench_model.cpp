@@ -20,6 +20,7 @@
 #include "bench/stats.h"
 #include "commands.h"
 #include "core/error.h"
+#include "dist/comm.h"
 #include "core/rng.h"
 #include "engine_options.h"
 #include "machine_limits.h"
@@ -88,14 +89,14 @@ int cmd_bench_model(int argc, char** argv) {
     const EngineOptions eo = parse_engine_options(args);
     EngineConfig cfg = eo.cfg;
     args.done();
-    require_one_process(eo, "bench model");
+    if (compare_torch && eo.shard.split()) throw Error("bench model --compare-torch runs in one process");
     if (steps < 1 || reps < 1 || reps > 100) throw Error("--decode-steps >= 1 and --reps in [1, 100]");
     for (int32_t v : prompt_lens) if (v < 1) throw Error("--prompt-lens must be >= 1");
     for (int32_t v : batches) if (v < 1 || v > 1024) throw Error("--batches must be in [1, 1024]");
     for (int32_t v : contexts) if (v < 0) throw Error("--contexts must be >= 0");
     if (compare_torch) check_torch_baseline(torch_opt);
 
-    auto model = load_model_with_progress(model_dir, quiet, eo.weight_memory);
+    auto model = load_model_with_progress(model_dir, quiet, eo.weight_memory, eo.shard);
     eo.settle(cfg, *model);
     const int64_t vocab = model->config().vocab_size;
     const int32_t max_b = *std::max_element(batches.begin(), batches.end());
@@ -109,7 +110,12 @@ int cmd_bench_model(int argc, char** argv) {
     cfg.max_model_len = std::max<int32_t>(cfg.max_model_len, int32_t(max_ctx + 1 + steps * reps + skew(max_b, max_ctx) + 2));
     cfg.max_model_len = std::max(cfg.max_model_len, max_p + 2);
     Engine engine(*model, cfg);
+    if (!engine.leads()) {   // another rank of a split model (mpirun): rank 0's steps
+        engine.follow();
+        return 0;
+    }
     if (!quiet) std::fprintf(stderr, "bench model: %s\n", engine.sizing().describe().c_str());
+    dist::Comm& comm = dist::Comm::world();
 
     // The limits, measured now on the same threads.
     ThreadPool pool{cfg.threads};
@@ -175,6 +181,7 @@ int cmd_bench_model(int argc, char** argv) {
             run_until_tokens(engine, ss, got, 1);   // prefill (not timed)
             std::vector<double> tps, step_ms;
             const Usage u0 = usage_now();
+            comm.reset_stats();   // a split model: rank 0's time in collectives (waiting included) and bytes sent
             for (int64_t r = 0; r < reps; ++r) {
                 const double t0 = now_s();
                 for (int64_t k = 0; k < steps; ++k) {
@@ -188,6 +195,8 @@ int cmd_bench_model(int argc, char** argv) {
                 bar.update(++done, total, "runs");
             }
             const Usage u1 = usage_now();
+            const double comm_ms = 1e3 * comm.stats().seconds / double(steps * reps);
+            const double comm_bytes = double(comm.stats().bytes_sent) / double(steps * reps);
             double wall_s = 0;
             for (double ms : step_ms) wall_s += ms * 1e-3 * double(steps);
             const double faults_per_step = (u1.faults - u0.faults) / double(steps * reps);
@@ -202,10 +211,16 @@ int cmd_bench_model(int argc, char** argv) {
             decode.push_back({{"test", name}, {"batch", b}, {"context", d}, {"tokens_per_s", s}, {"step_ms", st},
                               {"bytes_per_step", tr.total_bytes()}, {"weight_bytes", tr.weight_bytes},
                               {"cache_bytes", tr.cache_bytes}, {"roofline_step_ms", roof_ms}, {"pct_of_roofline", pct},
-                              {"page_faults_per_step", faults_per_step}, {"sys_pct", sys_pct}});
+                              {"page_faults_per_step", faults_per_step}, {"sys_pct", sys_pct},
+                              {"comm_ms_per_step", comm_ms}, {"comm_bytes_per_step", comm_bytes},
+                              {"comm_share", comm_ms / st["median"].get<double>()}});
+
             std::printf("| %s | %.1f [%.1f, %.1f] | %.2f | %.1f MiB | %.2f | %.1f%% of roofline | %.1f | %.1f |\n", name.c_str(),
                         s["median"].get<double>(), s["min"].get<double>(), s["max"].get<double>(), st["median"].get<double>(),
                         tr.total_bytes() / 1048576.0, roof_ms, pct, faults_per_step, sys_pct);
+            if (comm.distributed())   // bytes/step and the roofline above are this rank's (its slices)
+                std::printf("|   %s on %d ranks: communication %.2f ms/step (%.0f%%), %.1f KiB sent/step by rank 0 |\n", name.c_str(),
+                            comm.size(), comm_ms, 100.0 * comm_ms / st["median"].get<double>(), comm_bytes / 1024.0);
         }
     }
     bar.finish();
@@ -230,7 +245,8 @@ int cmd_bench_model(int argc, char** argv) {
         torch_info = {{"benchmark", t.value("benchmark", "")}, {"torch_version", t.value("torch_version", "")},
                       {"script", torch_opt.script}, {"prefill", t["prefill"]}, {"decode", t["decode"]}};
     }
-    J out = {{"benchmark", "model"}, {"model", model_dir}, {"threads", cfg.threads},
+    J out = {{"benchmark", "model"}, {"model", model_dir}, {"threads", cfg.threads}, {"ranks", comm.size()},
+             {"expert_parallel", eo.shard.expert_parallel},
              {"activation_dtype", cfg.precision == Precision::kBF16 ? "bf16" : "f32"},
              {"weight_memory", model->store().file_memory() == FileMemory::kHugeCopy ? "huge-page copy" : "mmap"},
              {"cpu_flags", cpu::cpu_features_string()},

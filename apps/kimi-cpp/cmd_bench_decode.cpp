@@ -154,7 +154,6 @@ int cmd_bench_decode(int argc, char** argv) {
     const EngineOptions eo = parse_engine_options(args);
     EngineConfig cfg = eo.cfg;
     args.done();
-    require_one_process(eo, "bench decode");
     if (prefix_caching) {
         if (*prefix_caching != "on" && *prefix_caching != "off") throw Error("--prefix-caching must be on or off");
         cfg.enable_prefix_caching = *prefix_caching == "on";
@@ -170,7 +169,7 @@ int cmd_bench_decode(int argc, char** argv) {
     if (cfg.max_model_len == 0) cfg.max_model_len = int32_t(std::max<int64_t>(need, 256));
     if (explicit_seqs && cfg.max_num_seqs < conc) throw Error("--max-num-seqs must be >= --concurrency (a fixed cohort)");
 
-    auto model = load_model_with_progress(model_dir, quiet, eo.weight_memory);
+    auto model = load_model_with_progress(model_dir, quiet, eo.weight_memory, eo.shard);
     eo.settle(cfg, *model);
     const int64_t vocab = model->config().vocab_size;
     Rng rng(uint64_t(seed) * 0x9e3779b97f4a7c15ull + 1);
@@ -190,6 +189,10 @@ int cmd_bench_decode(int argc, char** argv) {
         EngineConfig c = cfg;
         c.attn_output = m;
         variants.push_back({m == AttnOutputMode::kDirect ? "direct" : "copy", std::make_unique<Engine>(*model, c), {}});
+    }
+    if (!variants[0].engine->leads()) {   // another rank of a split model (mpirun): rank 0's steps, both engines
+        variants[0].engine->follow();
+        return 0;
     }
     if (!quiet) std::fprintf(stderr, "bench decode: %s\n", variants[0].engine->sizing().describe().c_str());
 

@@ -160,12 +160,15 @@ Engine::Engine(const KimiModel& model, const EngineConfig& cfg, const tok::Token
     // The salt of the block hashes: what else shapes the cached values.
     if (sizing_.prefix_caching) cache_.enable_prefix_caching(1 + uint64_t(cfg.precision == Precision::kBF16) + 2 * uint64_t(cfg.kv_cache_bf16));
     profile_run();
-    if (model.shard().split() && model.shard().rank == 0) runner_.lead(dist::Comm::world());
+    if (model.shard().split()) {
+        if (model.shard().rank == 0) runner_.lead(dist::Comm::world());
+        else runner_.join(ex_);
+    }
 }
 
 void Engine::follow() {
     KIMI_CHECK(model_.shard().split() && model_.shard().rank != 0, "Engine::follow on a rank that leads");
-    runner_.follow(ex_);
+    ModelRunner::follow_all();
 }
 
 void Engine::profile_run() {

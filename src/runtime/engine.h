@@ -144,8 +144,8 @@ public:
     void cancel(uint64_t id);
 
     // A model split over MPI ranks (KimiModel::shard): rank 0's engine schedules, samples and
-    // publishes; every other rank builds the same engine and calls follow(), which runs each
-    // forward step rank 0 runs, until rank 0's engine is destroyed.
+    // publishes; every other rank builds the same engines in the same order and calls follow()
+    // once, which runs each forward step rank 0's engines run, until all of them are destroyed.
     void follow();
     bool leads() const { return !model_.shard().split() || model_.shard().rank == 0; }
 

@@ -65,19 +65,36 @@ const int32_t* get(const int32_t* p, std::vector<T>& v) {
     std::memcpy(static_cast<void*>(v.data()), p, v.size() * sizeof(T));
     return p + v.size() * (sizeof(T) / sizeof(int32_t));
 }
+
+// The runners of this process, in order: leading (rank 0) or joined (the other ranks).
+int32_t& lead_count() {
+    static int32_t n = 0;
+    return n;
+}
+std::vector<std::pair<ModelRunner*, Exec*>>& joined() {
+    static std::vector<std::pair<ModelRunner*, Exec*>> r;
+    return r;
+}
 }  // namespace
 
 void ModelRunner::lead(dist::Comm& comm) {
     lead_ = &comm;
+    index_ = lead_count()++;
     slot_ops_.reserve(1024);
     storage_.log_slot_ops(&slot_ops_);
 }
 
-// Message: kind (0 step, 1 stop), max_blocks, then each list as its length and its items:
-// slot ops, ids, starts, past, slots, tables, rows, captures.
+void ModelRunner::join(Exec& ex) {
+    index_ = int32_t(joined().size());
+    joined().emplace_back(this, &ex);
+}
+
+// Message: kind (0 step, 1 stop), the runner's index, max_blocks, then each list as its length
+// and its items: slot ops, ids, starts, past, slots, tables, rows, captures.
 void ModelRunner::send(int32_t kind, int32_t max_blocks, std::span<const ops::StateCapture> captures) {
     msg_.clear();
     msg_.push_back(kind);
+    msg_.push_back(index_);
     msg_.push_back(max_blocks);
     put(msg_, slot_ops_);
     for (const auto* v : {&ids_, &starts_, &past_, &slots_, &tables_, &rows_}) put(msg_, *v);
@@ -89,29 +106,35 @@ void ModelRunner::send(int32_t kind, int32_t max_blocks, std::span<const ops::St
     lead_->broadcast(msg_.data(), n * int64_t(sizeof(int32_t)));
 }
 
-bool ModelRunner::receive(int32_t& max_blocks) {
-    dist::Comm& comm = dist::Comm::world();
-    int64_t n = 0;
-    comm.broadcast(&n, sizeof n);
-    msg_.resize(size_t(n));
-    comm.broadcast(msg_.data(), n * int64_t(sizeof(int32_t)));
-    const int32_t* p = msg_.data();
-    const int32_t kind = *p++;
-    max_blocks = *p++;
+void ModelRunner::run_message(const int32_t* p, Exec& ex) {
+    const int32_t max_blocks = *p++;
     p = get(p, slot_ops_);
     for (auto* v : {&ids_, &starts_, &past_, &slots_, &tables_, &rows_}) p = get(p, *v);
     get(p, captures_in_);
     for (const SlotOp& op : slot_ops_) storage_.apply(op);
-    return kind == 0;
+    const ForwardBatch batch{ids_, starts_, past_, slots_, tables_, max_blocks, rows_, captures_in_};
+    ex.arena->reset();
+    model_.forward(ex, batch, storage_);
 }
 
-void ModelRunner::follow(Exec& ex) {
-    int32_t max_blocks = 0;
-    while (receive(max_blocks)) {
-        const ForwardBatch batch{ids_, starts_, past_, slots_, tables_, max_blocks, rows_, captures_in_};
-        ex.arena->reset();
-        model_.forward(ex, batch, storage_);
+void ModelRunner::follow_all() {
+    dist::Comm& comm = dist::Comm::world();
+    std::vector<int32_t> msg;
+    size_t active = joined().size();
+    while (active > 0) {
+        int64_t n = 0;
+        comm.broadcast(&n, sizeof n);
+        msg.resize(size_t(n));
+        comm.broadcast(msg.data(), n * int64_t(sizeof(int32_t)));
+        KIMI_CHECK(n >= 3 && msg[1] >= 0 && size_t(msg[1]) < joined().size(), "a step message for an unknown engine");
+        auto [runner, ex] = joined()[size_t(msg[1])];
+        if (msg[0] == 1) {
+            --active;
+            continue;
+        }
+        runner->run_message(msg.data() + 2, *ex);
     }
+    joined().clear();
 }
 
 void ModelRunner::stop_followers() {

@@ -32,9 +32,13 @@ public:
     // A model split over MPI ranks: rank 0 leads — before each forward it broadcasts the
     // slot changes made since the last one (logged by the storage) and the batch — and every
     // other rank follows: applies them and runs the same forward on its part of the model,
-    // until the leader stops them.
+    // until the leader stops them. A process may hold several engines (bench decode --ab):
+    // runners are numbered in the order they lead (rank 0) or join (the others), which is the
+    // order both sides build them, and follow_all() serves every joined runner until each is
+    // stopped.
     void lead(dist::Comm& comm);
-    void follow(Exec& ex);
+    void join(Exec& ex);
+    static void follow_all();
     void stop_followers();
 
 private:
@@ -43,10 +47,11 @@ private:
     const CacheManager& cache_;
     CheckpointStore* ckpt_;
     void send(int32_t kind, int32_t max_blocks, std::span<const ops::StateCapture> captures);
-    bool receive(int32_t& max_blocks);   // false: stop
+    void run_message(const int32_t* p, Exec& ex);   // a step message after its header
 
     std::vector<int32_t> ids_, starts_, past_, slots_, tables_, rows_;
     dist::Comm* lead_ = nullptr;
+    int32_t index_ = -1;                     // among the runners of this process (split models)
     std::vector<SlotOp> slot_ops_;           // since the last forward (the leader's log)
     std::vector<int32_t> msg_;               // one step, flattened
     std::vector<ops::StateCapture> captures_in_;

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """`kimi-cpp generate` over MPI: the same greedy tokens (f32) from one process and from
 `mpirun -np 2` and `-np 3` (heads split unevenly), with tensor and with expert parallelism (bf16:
-runs); `serve` under `mpirun -np 2` answers a completion with the one-process text; and the clear
+runs); `serve` under `mpirun -np 2` answers a completion with the one-process text; `bench decode
+--ab` under `mpirun -np 2` keeps the direct-output counters (0 copies, 0 allocations); and the clear
 errors: --tensor-parallel-size without a matching MPI job.
 
     /usr/bin/python3 tests/dist/mpi_cli_test.py --kimi build/bin/kimi-cpp --mpirun /usr/bin/mpiexec
@@ -109,6 +110,18 @@ def main():
         texts.append(serve_once([a.mpirun, "-np", "2", "--oversubscribe", a.kimi, "serve", "--model", model,
                                  "--served-model-name", "m", "--port", "0", "--activation-dtype", "f32"], body))
         check(texts[0] is not None and texts[0] == texts[1], "serve under mpirun -np 2: the one-process text (%r vs %r)" % tuple(texts))
+        # the direct-output contract under MPI: no copy and no allocation per decode step in
+        # direct mode, one copy per layer in copy mode (bench decode --ab, both engines split)
+        out_json = os.path.join(tmp, "decode.json")
+        rc, _, err = run([a.mpirun, "-np", "2", "--oversubscribe", a.kimi, "bench", "decode", "--model", model, "--ab",
+                          "--runs", "1", "--warmup", "0", "--output-len", "8", "--threads", "1", "--quiet", "--json", out_json])
+        ok = rc == 0 and os.path.exists(out_json)
+        v = json.load(open(out_json))["variants"] if ok else {}
+        layers = json.load(open(os.path.join(model, "config.json")))["num_hidden_layers"]
+        check(ok and v["direct"]["attn_output_copies_per_step"] == 0 and v["direct"]["allocations_per_step"] == 0
+              and v["copy"]["attn_output_copies_per_step"] == layers,
+              "bench decode --ab under mpirun -np 2: direct 0 copies / 0 allocations per step, copy %d: %s" %
+              (layers, {k: (x["attn_output_copies_per_step"], x["allocations_per_step"]) for k, x in v.items()} if ok else err[-300:]))
         base = [a.kimi, "generate", "--model", model, "--tokens", "1,2,3", "-n", "2"]
         rc, _, err = run(base + ["--tensor-parallel-size", "2"])
         check(rc == 1 and "--tensor-parallel-size 2" in err and "mpirun -np 2" in err, "--tensor-parallel-size 2 alone: " + err.strip()[-160:])

@@ -7,10 +7,9 @@
 #include "args.h"
 #include "commands.h"
 #include "core/error.h"
-#include "dist/comm.h"
+#include "engine_options.h"
 #include "model/kimi_model.h"
 #include "model/sequence_driver.h"
-#include "engine_options.h"
 #include "run_options.h"
 
 namespace kimi::app {
@@ -25,18 +24,18 @@ int cmd_score(int argc, char** argv) {
     drive.prefill_chunk = args.integer("--prefill-chunk", 0);
     drive.decode_from = args.integer("--decode-from", -1);
     drive.n_fillers = args.integer("--batch-filler", 0);
+    const Shard shard = parse_shard_options(args);
     args.done();
-    if (dist::Comm::world().distributed())
-        throw Error("score runs in one process for now; a model split over MPI ranks serves through serve, generate and chat");
     if (drive.prefill_chunk < 0) throw Error("score: --prefill-chunk must be >= 1");
     if (drive.decode_from < -1 || drive.decode_from > int64_t(tokens.size()))
         throw Error("score: --decode-from must be in [0, number of tokens]");
     if (drive.n_fillers < 0 || drive.n_fillers > 256) throw Error("score: --batch-filler must be in [0, 256]");
     if (tokens.empty()) throw Error("score: --tokens is empty");
 
-    auto model = KimiModel::load(model_dir);
+    // Split (mpirun): every rank drives the same steps on its part; rank 0 writes the logits.
+    auto model = KimiModel::load(model_dir, {}, WeightMemory::kAuto, shard);
     run.precision = resolve_precision(run.precision_auto, run.precision, *model);
-    note_skipped_tensors(*model, false);
+    note_skipped_tensors(*model, shard.rank != 0);
     for (int32_t id : tokens)
         if (id < 0 || id >= model->config().vocab_size)
             throw Error("score: token id " + std::to_string(id) + " is out of range [0, " +
@@ -46,6 +45,7 @@ int cmd_score(int argc, char** argv) {
     Exec ex = make_exec(run, pool, arena);
     ex.layer_arena = &layer_arena;
     const std::vector<float> logits = score_sequence(*model, ex, tokens, drive);
+    if (shard.rank != 0) return 0;
 
     std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(out_path.c_str(), "wb"), std::fclose);
     if (!f) throw Error(out_path + ": cannot create");

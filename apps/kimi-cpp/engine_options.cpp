@@ -36,6 +36,18 @@ EngineConfig EngineOptions::with_model_precision(const KimiModel& m) const {
     return c;
 }
 
+Shard parse_shard_options(ArgParser& args) {
+    dist::Comm& world = dist::Comm::world();
+    const int64_t tp = args.integer("--tensor-parallel-size", world.size());
+    if (tp != world.size())
+        throw Error(world.size() > 1 ? "--tensor-parallel-size " + std::to_string(tp) + " differs from the " + std::to_string(world.size()) +
+                                           " processes of this MPI job"
+                    : !dist::Comm::mpi_built() ? "--tensor-parallel-size " + std::to_string(tp) + " needs MPI, and this kimi-cpp was built without it"
+                                               : "--tensor-parallel-size " + std::to_string(tp) + " needs " + std::to_string(tp) +
+                                                     " processes: start it with mpirun -np " + std::to_string(tp));
+    return Shard{world.rank(), world.size(), args.flag("--enable-expert-parallel")};
+}
+
 EngineOptions parse_engine_options(ArgParser& args) {
     const RunOptions run = parse_run_options(args);
     EngineOptions o;
@@ -48,15 +60,7 @@ EngineOptions parse_engine_options(ArgParser& args) {
     const double pc_gib = args.real("--prefix-cache-memory", 0.0);
     if (!(pc_gib >= 0.0) || pc_gib > 1 << 20) throw Error("--prefix-cache-memory must be a size in GiB >= 0");
     o.cfg.prefix_cache_memory_bytes = int64_t(pc_gib * 1024.0 * 1024.0 * 1024.0);
-    dist::Comm& world = dist::Comm::world();
-    const int64_t tp = args.integer("--tensor-parallel-size", world.size());
-    if (tp != world.size())
-        throw Error(world.size() > 1 ? "--tensor-parallel-size " + std::to_string(tp) + " differs from the " + std::to_string(world.size()) +
-                                           " processes of this MPI job"
-                    : !dist::Comm::mpi_built() ? "--tensor-parallel-size " + std::to_string(tp) + " needs MPI, and this kimi-cpp was built without it"
-                                               : "--tensor-parallel-size " + std::to_string(tp) + " needs " + std::to_string(tp) +
-                                                     " processes: start it with mpirun -np " + std::to_string(tp));
-    o.shard = Shard{world.rank(), world.size(), args.flag("--enable-expert-parallel")};
+    o.shard = parse_shard_options(args);
     const bool mmap = args.flag("--mmap"), no_mmap = args.flag("--no-mmap");
     if (mmap && no_mmap) throw Error("give at most one of --mmap and --no-mmap");
     o.weight_memory = mmap ? WeightMemory::kMmap : no_mmap ? WeightMemory::kCopy : WeightMemory::kAuto;

@@ -37,6 +37,9 @@ struct EngineOptions {
     void settle(EngineConfig& c, const KimiModel& m) const;
     EngineConfig with_model_precision(const KimiModel& m) const;   // cfg, settled
 };
+// --tensor-parallel-size N (default and only allowed value: the MPI job's size; a clear error
+// otherwise) and --enable-expert-parallel.
+Shard parse_shard_options(ArgParser& args);
 EngineOptions parse_engine_options(ArgParser& args);
 SamplingParams parse_sampling_options(ArgParser& args, const SamplingParams& defaults);
 void check_sampling_params(const SamplingParams& p);   // throws kimi::Error naming the parameter

@@ -2,7 +2,8 @@
 """`kimi-cpp generate` over MPI: the same greedy tokens (f32) from one process and from
 `mpirun -np 2` and `-np 3` (heads split unevenly), with tensor and with expert parallelism (bf16:
 runs); `serve` under `mpirun -np 2` answers a completion with the one-process text; `bench decode
---ab` under `mpirun -np 2` keeps the direct-output counters (0 copies, 0 allocations); and the clear
+--ab` under `mpirun -np 2` keeps the direct-output counters (0 copies, 0 allocations); `score`
+under mpirun is within 1e-5 of one process and chunk-invariant bit for bit; and the clear
 errors: --tensor-parallel-size without a matching MPI job.
 
     /usr/bin/python3 tests/dist/mpi_cli_test.py --kimi build/bin/kimi-cpp --mpirun /usr/bin/mpiexec
@@ -122,6 +123,25 @@ def main():
               and v["copy"]["attn_output_copies_per_step"] == layers,
               "bench decode --ab under mpirun -np 2: direct 0 copies / 0 allocations per step, copy %d: %s" %
               (layers, {k: (x["attn_output_copies_per_step"], x["allocations_per_step"]) for k, x in v.items()} if ok else err[-300:]))
+        # score: every rank drives the same steps; the logits of every position within 1e-5 of
+        # one process, and the same bits whatever the chunking (batch/chunk invariance holds split)
+        ids = ",".join(str(7 + (i * 37) % 900) for i in range(40))
+        outs = {}
+        for tag, pre, extra in (("alone", [], []), ("np2", [a.mpirun, "-np", "2", "--oversubscribe"], []),
+                                ("np2c7", [a.mpirun, "-np", "2", "--oversubscribe"], ["--prefill-chunk", "7"]),
+                                ("np3", [a.mpirun, "-np", "3", "--oversubscribe"], ["--batch-filler", "2"])):
+            path = os.path.join(tmp, tag + ".bin")
+            rc, _, err = run(pre + [a.kimi, "score", "--model", os.path.join(tmp, "k3-tiny"), "--tokens", ids, "--out", path,
+                                    "--activation-dtype", "f32"] + extra)
+            outs[tag] = open(path, "rb").read() if rc == 0 and os.path.exists(path) else None
+            check(outs[tag] is not None, "score %s" % tag + ("" if outs[tag] is not None else ": " + err.strip()[-200:]))
+        if all(outs.values()):
+            import numpy as np
+            ref = np.frombuffer(outs["alone"], dtype=np.float32)
+            for tag in ("np2", "np3"):
+                rel = float(np.abs(np.frombuffer(outs[tag], dtype=np.float32) - ref).max() / np.abs(ref).max())
+                check(rel <= 1e-5, "score %s within 1e-5 of one process (max-rel %.2e)" % (tag, rel))
+            check(outs["np2"] == outs["np2c7"], "score under mpirun -np 2: the same bits with 7-token chunks")
         base = [a.kimi, "generate", "--model", model, "--tokens", "1,2,3", "-n", "2"]
         rc, _, err = run(base + ["--tensor-parallel-size", "2"])
         check(rc == 1 and "--tensor-parallel-size 2" in err and "mpirun -np 2" in err, "--tensor-parallel-size 2 alone: " + err.strip()[-160:])

@@ -7,8 +7,10 @@
 
 #include "args.h"
 #include "chat/chat_format.h"
-#include "core/error.h"
 #include "commands.h"
+#include "core/error.h"
+#include "dist/comm.h"
+#include "engine_options.h"
 #include "model/kimi_model.h"
 #include "model/step_traffic.h"
 
@@ -29,8 +31,13 @@ double mib(double b) { return b / 1048576.0; }
 int cmd_inspect(int argc, char** argv) {
     ArgParser args("inspect", argc, argv);
     const std::string dir = args.required("--model");
+    const Shard shard = parse_shard_options(args);
     args.done();
-    auto model = KimiModel::load(dir);
+    auto model = KimiModel::load(dir, {}, WeightMemory::kAuto, shard);
+    // Split (mpirun): each rank's part, gathered in rank order; rank 0 prints.
+    std::vector<float> held_mib;
+    dist::Comm::world().allgather(std::vector<float>{float(held_weight_bytes(*model) / 1048576.0)}, held_mib);
+    if (shard.rank != 0) return 0;
     const ModelConfig& c = model->config();
     const ModelWeights& w = model->weights();
 
@@ -112,6 +119,11 @@ int cmd_inspect(int argc, char** argv) {
                     model->store().n_skipped(), mib(double(model->store().skipped_bytes())));
     std::printf("decode read:  %.2f MiB of weights per step at batch 1 (selected experts only%s)\n", mib(decode_bytes),
                 model->store().mxfp4_bytes() > 0 ? ", MXFP4 linears at their packed size" : "");
+    if (shard.split()) {
+        std::printf("ranks:        %d (%s parallel); weights held per rank:", shard.size, shard.expert_parallel ? "expert" : "tensor");
+        for (size_t r = 0; r < held_mib.size(); ++r) std::printf("%s rank %zu %.1f MiB", r ? "," : "", r, double(held_mib[r]));
+        std::printf("\n");
+    }
     std::printf("chat format:  %s\n", chat_format.c_str());
     std::printf("cache:        KDA state %.2f MiB per sequence; MLA latents %lld B per token of context\n",
                 mib(double(g.bytes_per_slot())), (long long)(g.bytes_per_block() / g.block_size));

@@ -39,11 +39,17 @@ StepTraffic decode_step_traffic(const KimiModel& model, int64_t batch, int64_t c
             add_all(t, {&a.q_proj, &a.q_a, &a.q_b, &a.kv_a_c, &a.kv_a_rope, &a.w_uk_t, &a.w_uv, &a.g_proj, &a.o_proj});
         }
         if (l.is_moe) {
+            // this rank's experts (all of them unless expert parallel), each selected with
+            // probability k/E per token
+            const MlpWeights* one = nullptr;
+            double mine = 0;
+            for (const MlpWeights& x : l.moe.experts)
+                if (x.gate.defined()) one = one ? one : &x, mine += 1;
             const double e = double(c.n_experts), k = double(c.n_experts_per_token);
-            const double touched = e * (1.0 - std::pow(1.0 - k / e, double(batch)));
-            t.weight_bytes += bytes_of(l.moe.router) + touched * mlp_bytes(l.moe.experts[0]) +
+            const double touched = mine * (1.0 - std::pow(1.0 - k / e, double(batch)));
+            t.weight_bytes += bytes_of(l.moe.router) + (one ? touched * mlp_bytes(*one) : 0.0) +
                               (l.moe.has_shared ? mlp_bytes(l.moe.shared) : 0.0);
-            t.macs_per_token += elems_of(l.moe.router) + k * mlp_elems(l.moe.experts[0]) +
+            t.macs_per_token += elems_of(l.moe.router) + (one ? k * mine / e * mlp_elems(*one) : 0.0) +
                                 (l.moe.has_shared ? mlp_elems(l.moe.shared) : 0.0);
             add_all(t, {&l.moe.latent_down, &l.moe.latent_up});
         } else {
@@ -55,6 +61,31 @@ StepTraffic decode_step_traffic(const KimiModel& model, int64_t batch, int64_t c
     t.cache_bytes = double(batch) * (2.0 * double(g.bytes_per_slot()) +
                                      double(context) * double(g.bytes_per_block()) / double(g.block_size));
     return t;
+}
+
+double held_weight_bytes(const KimiModel& model) {
+    const ModelWeights& w = model.weights();
+    double b = 0;
+    const auto add = [&b](std::initializer_list<const Tensor*> xs) {
+        for (const Tensor* x : xs)
+            if (x->defined()) b += bytes_of(*x);
+    };
+    const auto add_mlp = [&add](const MlpWeights& m) { add({&m.gate, &m.up, &m.down}); };
+    add({&w.embed, &w.final_norm, &w.output_res_score});
+    if (w.lm_head.data != w.embed.data) add({&w.lm_head});
+    for (const LayerWeights& l : w.layers) {
+        add({&l.attn_norm, &l.ffn_norm, &l.attn_res_score, &l.ffn_res_score});
+        const KdaWeights& k = l.kda;
+        add({&k.q_proj, &k.k_proj, &k.v_proj, &k.q_conv, &k.k_conv, &k.v_conv, &k.f_a, &k.f_b, &k.dt_bias, &k.neg_exp_a,
+             &k.b_proj, &k.g_a, &k.g_b, &k.g_proj, &k.o_norm, &k.o_proj});
+        const MlaWeights& a = l.mla;
+        add({&a.q_proj, &a.q_a, &a.q_a_norm, &a.q_b, &a.g_proj, &a.kv_a_c, &a.kv_a_rope, &a.kv_a_norm, &a.w_uk_t, &a.w_uv, &a.o_proj});
+        add_mlp(l.mlp);
+        add({&l.moe.router, &l.moe.score_bias, &l.moe.latent_down, &l.moe.latent_norm, &l.moe.latent_up});
+        for (const MlpWeights& x : l.moe.experts) add_mlp(x);
+        add_mlp(l.moe.shared);
+    }
+    return b;
 }
 
 }  // namespace kimi

@@ -22,5 +22,7 @@ struct StepTraffic {
 // A decode step of `batch` sequences, each with `context` tokens already cached.
 // latent_bf16: the MLA cache holds bf16 latents (half the cache bytes).
 StepTraffic decode_step_traffic(const KimiModel& m, int64_t batch, int64_t context, bool latent_bf16 = false);
+// Bytes of every weight this process holds (its slices when the model is split).
+double held_weight_bytes(const KimiModel& m);
 
 }  // namespace kimi

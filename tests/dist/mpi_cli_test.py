@@ -142,6 +142,9 @@ def main():
                 rel = float(np.abs(np.frombuffer(outs[tag], dtype=np.float32) - ref).max() / np.abs(ref).max())
                 check(rel <= 1e-5, "score %s within 1e-5 of one process (max-rel %.2e)" % (tag, rel))
             check(outs["np2"] == outs["np2c7"], "score under mpirun -np 2: the same bits with 7-token chunks")
+        rc, out, err = run([a.mpirun, "-np", "2", "--oversubscribe", a.kimi, "inspect", "--model", model])
+        check(rc == 0 and out.count("ranks:        2 (tensor parallel)") == 1 and "rank 1 " in out,
+              "inspect under mpirun -np 2 prints once, with each rank's weight bytes")
         base = [a.kimi, "generate", "--model", model, "--tokens", "1,2,3", "-n", "2"]
         rc, _, err = run(base + ["--tensor-parallel-size", "2"])
         check(rc == 1 and "--tensor-parallel-size 2" in err and "mpirun -np 2" in err, "--tensor-parallel-size 2 alone: " + err.strip()[-160:])

@@ -179,7 +179,7 @@ int cmd_eval_gsm8k(int argc, char** argv) {
     const EngineOptions eo = parse_engine_options(args);
     EngineConfig cfg = eo.cfg;
     args.done();
-    require_one_process(eo, "eval gsm8k");
+    if (base_url) require_one_process(eo, "eval gsm8k --base-url");
     if (bool(base_url) == bool(model_dir)) throw Error("give exactly one of --base-url URL or --model DIR");
     if (ab && !model_dir) throw Error("--ab runs in-process: it needs --model DIR");
     if (shots < 0 || shots > 20 || limit < 0 || conc < 1 || s.max_tokens < 1)
@@ -204,8 +204,16 @@ int cmd_eval_gsm8k(int argc, char** argv) {
         summaries.push_back(score_and_write(s, replies, out, secs));
     } else {
         if (cfg.max_num_seqs < int32_t(conc)) cfg.max_num_seqs = int32_t(conc);
-        auto model = load_model_with_progress(*model_dir, s.quiet, eo.weight_memory);
+        auto model = load_model_with_progress(*model_dir, s.quiet, eo.weight_memory, eo.shard);
         eo.settle(cfg, *model);
+        if (eo.shard.split() && eo.shard.rank != 0) {   // another rank (mpirun): each engine of rank 0, in turn
+            for (int k = 0; k < (ab ? 2 : 1); ++k) {
+                EngineConfig c = cfg;
+                c.attn_output = !ab ? cfg.attn_output : k == 0 ? AttnOutputMode::kDirect : AttnOutputMode::kCopy;
+                Engine(*model, c).follow();
+            }
+            return 0;
+        }
         const tok::Tokenizer tok = *load_tokenizer_for(tok_dir, model->config(), true);
         const std::vector<AttnOutputMode> modes = ab ? std::vector<AttnOutputMode>{AttnOutputMode::kDirect, AttnOutputMode::kCopy}
                                                      : std::vector<AttnOutputMode>{cfg.attn_output};

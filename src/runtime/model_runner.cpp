@@ -71,8 +71,17 @@ int32_t& lead_count() {
     static int32_t n = 0;
     return n;
 }
-std::vector<std::pair<ModelRunner*, Exec*>>& joined() {
-    static std::vector<std::pair<ModelRunner*, Exec*>> r;
+int32_t& join_count() {
+    static int32_t n = 0;
+    return n;
+}
+struct Joined {
+    int32_t index;
+    ModelRunner* runner;
+    Exec* ex;
+};
+std::vector<Joined>& joined() {   // joined and not yet stopped
+    static std::vector<Joined> r;
     return r;
 }
 }  // namespace
@@ -85,8 +94,8 @@ void ModelRunner::lead(dist::Comm& comm) {
 }
 
 void ModelRunner::join(Exec& ex) {
-    index_ = int32_t(joined().size());
-    joined().emplace_back(this, &ex);
+    index_ = join_count()++;
+    joined().push_back({index_, this, &ex});
 }
 
 // Message: kind (0 step, 1 stop), the runner's index, max_blocks, then each list as its length
@@ -120,21 +129,17 @@ void ModelRunner::run_message(const int32_t* p, Exec& ex) {
 void ModelRunner::follow_all() {
     dist::Comm& comm = dist::Comm::world();
     std::vector<int32_t> msg;
-    size_t active = joined().size();
-    while (active > 0) {
+    while (!joined().empty()) {
         int64_t n = 0;
         comm.broadcast(&n, sizeof n);
         msg.resize(size_t(n));
         comm.broadcast(msg.data(), n * int64_t(sizeof(int32_t)));
-        KIMI_CHECK(n >= 3 && msg[1] >= 0 && size_t(msg[1]) < joined().size(), "a step message for an unknown engine");
-        auto [runner, ex] = joined()[size_t(msg[1])];
-        if (msg[0] == 1) {
-            --active;
-            continue;
-        }
-        runner->run_message(msg.data() + 2, *ex);
+        KIMI_CHECK(n >= 3, "a malformed step message");
+        auto it = std::find_if(joined().begin(), joined().end(), [&](const Joined& j) { return j.index == msg[1]; });
+        KIMI_CHECK(it != joined().end(), "a step message for an unknown engine");
+        if (msg[0] == 1) joined().erase(it);
+        else it->runner->run_message(msg.data() + 2, *it->ex);
     }
-    joined().clear();
 }
 
 void ModelRunner::stop_followers() {

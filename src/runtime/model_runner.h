@@ -32,10 +32,10 @@ public:
     // A model split over MPI ranks: rank 0 leads — before each forward it broadcasts the
     // slot changes made since the last one (logged by the storage) and the batch — and every
     // other rank follows: applies them and runs the same forward on its part of the model,
-    // until the leader stops them. A process may hold several engines (bench decode --ab):
-    // runners are numbered in the order they lead (rank 0) or join (the others), which is the
-    // order both sides build them, and follow_all() serves every joined runner until each is
-    // stopped.
+    // until the leader stops them. A process may hold several engines (bench decode --ab, one
+    // after another in eval gsm8k --ab): runners are numbered in the order they lead (rank 0)
+    // or join (the others), which is the order both sides build them, and follow_all() serves
+    // every joined runner until each is stopped.
     void lead(dist::Comm& comm);
     void join(Exec& ex);
     static void follow_all();

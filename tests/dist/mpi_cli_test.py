@@ -142,6 +142,14 @@ def main():
                 rel = float(np.abs(np.frombuffer(outs[tag], dtype=np.float32) - ref).max() / np.abs(ref).max())
                 check(rel <= 1e-5, "score %s within 1e-5 of one process (max-rel %.2e)" % (tag, rel))
             check(outs["np2"] == outs["np2c7"], "score under mpirun -np 2: the same bits with 7-token chunks")
+        # eval gsm8k --ab: two engines one after the other, the one-process responses in both
+        ev = [a.kimi, "eval", "gsm8k", "--model", model, "--limit", "3", "--num-shots", "1", "--max-tokens", "12",
+              "--activation-dtype", "f32", "--quiet"]
+        rc1, _, _ = run(ev + ["--out", os.path.join(tmp, "ev1.jsonl")])
+        rc2, _, err = run([a.mpirun, "-np", "2", "--oversubscribe"] + ev + ["--ab", "--out", os.path.join(tmp, "ev2.jsonl")])
+        resp = lambda f: [json.loads(l)["response"] for l in open(os.path.join(tmp, f))]
+        check(rc1 == 0 and rc2 == 0 and resp("ev1.jsonl") == resp("ev2.direct.jsonl") == resp("ev2.copy.jsonl"),
+              "eval gsm8k --ab under mpirun -np 2: the one-process responses" + ("" if rc2 == 0 else ": " + err[-200:]))
         rc, out, err = run([a.mpirun, "-np", "2", "--oversubscribe", a.kimi, "inspect", "--model", model])
         check(rc == 0 and out.count("ranks:        2 (tensor parallel)") == 1 and "rank 1 " in out,
               "inspect under mpirun -np 2 prints once, with each rank's weight bytes")

@@ -3,7 +3,8 @@
 `mpirun -np 2` and `-np 3` (heads split unevenly), with tensor and with expert parallelism (bf16:
 runs); `serve` under `mpirun -np 2` answers a completion with the one-process text; `bench decode
 --ab` under `mpirun -np 2` keeps the direct-output counters (0 copies, 0 allocations); `score`
-under mpirun is within 1e-5 of one process and chunk-invariant bit for bit; and the clear
+under mpirun is within 1e-5 of one process, and the same bits whatever the chunking, the threads
+per rank and the batch around it; and the clear
 errors: --tensor-parallel-size without a matching MPI job.
 
     /usr/bin/python3 tests/dist/mpi_cli_test.py --kimi build/bin/kimi-cpp --mpirun /usr/bin/mpiexec
@@ -129,6 +130,8 @@ def main():
         outs = {}
         for tag, pre, extra in (("alone", [], []), ("np2", [a.mpirun, "-np", "2", "--oversubscribe"], []),
                                 ("np2c7", [a.mpirun, "-np", "2", "--oversubscribe"], ["--prefill-chunk", "7"]),
+                                ("np2t1", [a.mpirun, "-np", "2", "--oversubscribe"], ["--threads", "1"]),
+                                ("np2f3", [a.mpirun, "-np", "2", "--oversubscribe"], ["--batch-filler", "3", "--prefill-chunk", "5"]),
                                 ("np3", [a.mpirun, "-np", "3", "--oversubscribe"], ["--batch-filler", "2"])):
             path = os.path.join(tmp, tag + ".bin")
             rc, _, err = run(pre + [a.kimi, "score", "--model", os.path.join(tmp, "k3-tiny"), "--tokens", ids, "--out", path,
@@ -141,7 +144,8 @@ def main():
             for tag in ("np2", "np3"):
                 rel = float(np.abs(np.frombuffer(outs[tag], dtype=np.float32) - ref).max() / np.abs(ref).max())
                 check(rel <= 1e-5, "score %s within 1e-5 of one process (max-rel %.2e)" % (tag, rel))
-            check(outs["np2"] == outs["np2c7"], "score under mpirun -np 2: the same bits with 7-token chunks")
+            check(outs["np2"] == outs["np2c7"] == outs["np2t1"] == outs["np2f3"],
+                  "score under mpirun -np 2: the same bits with 7-token chunks, 1 thread a rank, 3 batch fillers in 5-token chunks")
         # eval gsm8k --ab: two engines one after the other, the one-process responses in both
         ev = [a.kimi, "eval", "gsm8k", "--model", model, "--limit", "3", "--num-shots", "1", "--max-tokens", "12",
               "--activation-dtype", "f32", "--quiet"]

@@ -39,12 +39,12 @@ $(BUILD)/build.ninja:
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The loader tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# The loader and grammar tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
 $(BUILD_ASAN)/build.ninja:
 	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKIMI_SANITIZE=ON
 
 build-asan: deps $(BUILD_ASAN)/build.ninja
-	cmake --build $(BUILD_ASAN) -j $(JOBS) --target loader_tests
+	cmake --build $(BUILD_ASAN) -j $(JOBS) --target loader_tests grammar_tests
 
 test: build build-asan
 	ctest --test-dir $(BUILD_ASAN) -L sanitize --output-on-failure

@@ -1,0 +1,187 @@
+// Grammars over bytes: UTF-8 sequences of code-point ranges against brute force; GBNF parsing
+// (every construct, errors with positions, left recursion and oversized repetition refused);
+// the matcher against std::regex on every string of a small alphabet up to length 6 — whole
+// sentences and viable prefixes — and byte by byte through multi-byte characters.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "grammar/grammar.h"
+#include "grammar/matcher.h"
+
+namespace kimi::grammar {
+namespace {
+
+std::string utf8(uint32_t cp) {
+    std::string s;
+    if (cp < 0x80) s += char(cp);
+    else if (cp < 0x800) s += char(0xC0 | cp >> 6), s += char(0x80 | (cp & 0x3F));
+    else if (cp < 0x10000) s += char(0xE0 | cp >> 12), s += char(0x80 | ((cp >> 6) & 0x3F)), s += char(0x80 | (cp & 0x3F));
+    else
+        s += char(0xF0 | cp >> 18), s += char(0x80 | ((cp >> 12) & 0x3F)), s += char(0x80 | ((cp >> 6) & 0x3F)),
+            s += char(0x80 | (cp & 0x3F));
+    return s;
+}
+
+bool matches_any(const std::vector<Utf8Sequence>& seqs, const std::string& bytes) {
+    for (const Utf8Sequence& s : seqs) {
+        if (s.size() != bytes.size()) continue;
+        bool ok = true;
+        for (size_t i = 0; i < s.size(); ++i) ok &= uint8_t(bytes[i]) >= s[i].lo && uint8_t(bytes[i]) <= s[i].hi;
+        if (ok) return true;
+    }
+    return false;
+}
+
+TEST(Utf8Ranges, SequencesMatchExactlyTheRange) {
+    Rng rng(3);
+    const std::vector<std::pair<uint32_t, uint32_t>> cases = {
+        {0, 0x10FFFF}, {0x41, 0x5A}, {0x7F, 0x80}, {0x7FF, 0x800}, {0x3B1, 0x3C9}, {0xD000, 0xE100}, {0xFFFF, 0x10000}, {0x1F600, 0x1F64F}, {0x12345, 0x10FFFF}};
+    for (const auto& [lo, hi] : cases) {
+        const auto seqs = utf8_sequences(lo, hi);
+        for (int i = 0; i < 20000; ++i) {
+            uint32_t cp = uint32_t(rng.below(0x110000));
+            if (i < 64) cp = std::min<uint32_t>(0x10FFFF, (i % 2 ? hi : lo) + uint32_t(i / 2) - 16);   // around the edges
+            if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+            EXPECT_EQ(matches_any(seqs, utf8(cp)), cp >= lo && cp <= hi) << std::hex << lo << "-" << hi << " cp " << cp;
+        }
+    }
+}
+
+// Every string over `alphabet` of length ≤ n.
+std::vector<std::string> all_strings(const std::string& alphabet, int n) {
+    std::vector<std::string> out{""}, layer{""};
+    for (int len = 1; len <= n; ++len) {
+        std::vector<std::string> next;
+        for (const auto& s : layer)
+            for (char c : alphabet) next.push_back(s + c);
+        out.insert(out.end(), next.begin(), next.end());
+        layer = std::move(next);
+    }
+    return out;
+}
+
+void expect_like_regex(const std::string& gbnf, const std::string& re, const std::string& alphabet, int n) {
+    const Grammar g = parse_grammar(gbnf);
+    const std::regex r(re);
+    const auto strings = all_strings(alphabet, n);
+    std::vector<std::string> in_language;
+    for (const auto& s : strings)
+        if (std::regex_match(s, r)) in_language.push_back(s);
+    ASSERT_FALSE(in_language.empty()) << gbnf;
+    for (const auto& s : strings) {
+        Matcher m(g);
+        const bool took = m.accept(s);
+        const bool whole = took && m.can_end();
+        EXPECT_EQ(whole, std::regex_match(s, r)) << gbnf << " on '" << s << "'";
+        // a prefix is viable exactly when some sentence (within the enumeration) extends it
+        bool extends = false;
+        for (const auto& t : in_language) extends |= t.compare(0, s.size(), s) == 0;
+        if (extends) {
+            EXPECT_TRUE(took) << gbnf << ": the prefix '" << s << "' was refused";
+        }
+    }
+}
+
+TEST(GrammarMatcher, AgreesWithRegex) {
+    expect_like_regex(R"(root ::= [a-b]+ ("x" | "yz")? [0-1]{2,3})", "[a-b]+(x|yz)?[0-1]{2,3}", "abxyz01", 6);
+    expect_like_regex(R"(root ::= ("ab" | "a")* "b")", "(ab|a)*b", "ab", 6);
+    expect_like_regex("root ::= item (\",\" item)*\nitem ::= [^,]{1,2}   # a comment\n", "[^,]{1,2}(,[^,]{1,2})*", "a,b", 6);
+    expect_like_regex(R"g(root ::= "(" root ")" | "")g", "(\\(\\(\\(\\)\\)\\))|(\\(\\(\\)\\))|(\\(\\))|", "()", 6);   // recursion
+    expect_like_regex(R"(root ::= . . "z"?)", "..z?", "az", 4);
+    expect_like_regex(R"(root ::= [a\-c]{0,} [\x61]{1})", "[a\\-c]*a", "a-cb", 5);
+}
+
+TEST(GrammarMatcher, MultiByteCharactersByteByByte) {
+    const Grammar g = parse_grammar(R"(root ::= [α-ω]+ "!" )");
+    Matcher m(g);
+    const std::string s = "αβγ!";
+    for (size_t i = 0; i < s.size(); ++i) {
+        EXPECT_FALSE(m.can_end()) << i;
+        ASSERT_TRUE(m.accept_byte(uint8_t(s[i]))) << i;
+    }
+    EXPECT_TRUE(m.can_end());
+    Matcher n(g);
+    EXPECT_FALSE(n.accept("a"));
+    EXPECT_TRUE(n.accept("\xCE"));                 // the first byte of α..ο
+    EXPECT_FALSE(n.accept("\x80"));                // U+0380 is not in α-ω
+    EXPECT_TRUE(n.accept("\xB1"));                 // α
+    const Grammar any = parse_grammar(R"(root ::= [^"]*)");
+    Matcher k(any);
+    EXPECT_TRUE(k.accept("héllo 😀"));
+    EXPECT_FALSE(k.accept("\""));
+    EXPECT_FALSE(k.accept("\xC0\x80"));           // overlong: not UTF-8
+    EXPECT_FALSE(k.accept("\xED\xA0\x80"));       // a surrogate: not UTF-8
+    EXPECT_TRUE(k.can_end());
+}
+
+TEST(GrammarMatcher, RepetitionDoesNotGrowTheStacks) {
+    const Grammar g = parse_grammar(R"(root ::= ("ab" [0-9]*)*)");
+    Matcher m(g);
+    size_t most = 0, deepest = 0;
+    for (int i = 0; i < 2000; ++i) {
+        ASSERT_TRUE(m.accept(i % 7 == 0 ? "ab" : "5"));
+        most = std::max(most, m.n_stacks());
+        deepest = std::max(deepest, m.depth());
+    }
+    EXPECT_TRUE(m.can_end());
+    EXPECT_LE(most, 4u);
+    EXPECT_LE(deepest, 4u);
+}
+
+TEST(GrammarParser, ErrorsNameThePlace) {
+    const std::vector<std::pair<std::string, std::string>> bad = {
+        {"root ::= \"abc", "unterminated string"},
+        {"root ::= [a-", "unterminated character class"},
+        {"root ::= [z-a]", "out of order"},
+        {"root ::= item", "'item' is used but not defined"},
+        {"item ::= \"a\"", "no rule named 'root'"},
+        {"root ::= root \"a\" | \"b\"", "left-recursive"},
+        {"root ::= x \"a\"\nx ::= \"\" | root", "left-recursive"},
+        {"root ::= \"a\"{3,1}", "n < m"},
+        {"root ::= \"a\"{1,999999}", "repetition too large"},
+        {"root ::= (\"a\"", "expected ')'"},
+        {"root ::= \"a\" )", "unbalanced"},
+        {"root \"a\"", "expected '::='"},
+        {"root ::= \"a\"\nroot ::= \"b\"", "defined twice"},
+        {"root ::= \"\\uD800\"", "not a Unicode scalar value"},
+    };
+    for (const auto& [text, needle] : bad) {
+        try {
+            parse_grammar(text, 10000);
+            ADD_FAILURE() << "accepted: " << text;
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << text << " -> " << e.what();
+        }
+    }
+    try {
+        parse_grammar("root ::= \"a\"\n  \"b\" ?? @", 10000);
+        ADD_FAILURE();
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("line 2"), std::string::npos) << e.what();
+    }
+}
+
+// Random bytes as grammar text never crash or hang the parser: an error or a grammar.
+TEST(GrammarParser, FuzzedTextNeverCrashes) {
+    Rng rng(5);
+    const std::string pieces[] = {"root", " ::= ", "\"a\"", "[", "]", "^", "-", "(", ")", "|", "*", "+", "?", "{2,", "}", "x", "\n", ".", "\\", "#"};
+    for (int i = 0; i < 3000; ++i) {
+        std::string t;
+        const int n = 1 + int(rng.below(12));
+        for (int k = 0; k < n; ++k) t += pieces[rng.below(std::size(pieces))];
+        try {
+            const Grammar g = parse_grammar(t, 2000);
+            Matcher m(g);
+            m.accept("aaa");
+        } catch (const Error&) {
+        }
+    }
+}
+
+}  // namespace
+}  // namespace kimi::grammar

@@ -12,6 +12,7 @@
 #include "core/rng.h"
 #include "grammar/grammar.h"
 #include "grammar/matcher.h"
+#include "grammar/token_mask.h"
 
 namespace kimi::grammar {
 namespace {
@@ -131,6 +132,44 @@ TEST(GrammarMatcher, RepetitionDoesNotGrowTheStacks) {
     EXPECT_TRUE(m.can_end());
     EXPECT_LE(most, 4u);
     EXPECT_LE(deepest, 4u);
+}
+
+// The trie walk gives the mask brute force gives (every token tried on a copy of the matcher),
+// from states along a sentence, for random vocabularies with shared prefixes and multi-byte
+// pieces (tokens that end inside a character included).
+TEST(TokenTrie, MasksMatchBruteForce) {
+    const Grammar g = parse_grammar(R"g(root ::= "{" pair ("," pair)* "}"
+pair ::= "\"" [a-cé]{1,3} "\":" [0-9]+)g");
+    Rng rng(11);
+    const std::string pieces[] = {"{", "}", "\"", ":", ",", "a", "b", "c", "1", "2", "\xC3", "\xA9", "x", " "};
+    for (int trial = 0; trial < 5; ++trial) {
+        std::vector<std::string> vocab{""};   // id 0: a special token, no bytes
+        for (int t = 0; t < 400; ++t) {
+            std::string s;
+            const int n = 1 + int(rng.below(4));
+            for (int k = 0; k < n; ++k) s += pieces[rng.below(std::size(pieces))];
+            vocab.push_back(s);
+        }
+        const TokenTrie trie(vocab);
+        Matcher m(g);
+        const std::string sentence = "{\"a\xC3\xA9\":12,\"cc\":7}";
+        std::vector<uint8_t> fast;
+        size_t n_allowed = 0;
+        for (size_t i = 0; i <= sentence.size(); ++i) {
+            trie.allowed(m, fast);
+            for (uint8_t f : fast) n_allowed += f;
+            for (size_t t = 0; t < vocab.size(); ++t) {
+                Matcher copy = m;
+                const bool ok = !vocab[t].empty() && copy.accept(vocab[t]);
+                ASSERT_EQ(fast[t] != 0, ok) << "trial " << trial << " at byte " << i << " token '" << vocab[t] << "'";
+            }
+            if (i < sentence.size()) {
+                ASSERT_TRUE(m.accept_byte(uint8_t(sentence[i])));
+            }
+        }
+        EXPECT_TRUE(m.can_end());
+        EXPECT_GT(n_allowed, 20u) << "trial " << trial;   // the masks are not all empty
+    }
 }
 
 TEST(GrammarParser, ErrorsNameThePlace) {

@@ -1,0 +1,60 @@
+// TokenTrie implementation (see token_mask.h).
+#include "grammar/token_mask.h"
+
+#include <algorithm>
+#include <map>
+
+namespace kimi::grammar {
+
+TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes) : n_tokens_(int32_t(token_bytes.size())) {
+    // build with maps, then flatten into first-child / next-sibling nodes
+    struct Build {
+        std::map<uint8_t, int32_t> children;
+        std::vector<int32_t> ends;
+    };
+    std::vector<Build> b(1);
+    for (int32_t t = 0; t < n_tokens_; ++t) {
+        const std::string& s = token_bytes[size_t(t)];
+        if (s.empty()) continue;   // special tokens: no bytes for a grammar to match
+        int32_t n = 0;
+        for (unsigned char c : s) {
+            auto it = b[size_t(n)].children.find(c);
+            if (it == b[size_t(n)].children.end()) {
+                b.emplace_back();
+                it = b[size_t(n)].children.emplace(c, int32_t(b.size()) - 1).first;
+            }
+            n = it->second;
+        }
+        b[size_t(n)].ends.push_back(t);
+    }
+    nodes_.resize(b.size());
+    for (size_t i = 0; i < b.size(); ++i) {
+        int32_t prev = -1;
+        for (const auto& [byte, child] : b[i].children) {
+            nodes_[size_t(child)].byte = byte;
+            if (prev < 0) nodes_[i].first_child = child;
+            else nodes_[size_t(prev)].next_sibling = child;
+            prev = child;
+        }
+        nodes_[i].first_token = int32_t(tokens_.size());
+        nodes_[i].n_tokens = int32_t(b[i].ends.size());
+        tokens_.insert(tokens_.end(), b[i].ends.begin(), b[i].ends.end());
+    }
+}
+
+void TokenTrie::walk(int32_t node, Matcher m, std::vector<uint8_t>& allowed) const {
+    for (int32_t c = nodes_[size_t(node)].first_child; c >= 0; c = nodes_[size_t(c)].next_sibling) {
+        Matcher next = m;
+        if (!next.accept_byte(nodes_[size_t(c)].byte)) continue;   // prunes every token below c
+        const Node& n = nodes_[size_t(c)];
+        for (int32_t i = 0; i < n.n_tokens; ++i) allowed[size_t(tokens_[size_t(n.first_token + i)])] = 1;
+        if (n.first_child >= 0) walk(c, std::move(next), allowed);
+    }
+}
+
+void TokenTrie::allowed(const Matcher& m, std::vector<uint8_t>& allowed) const {
+    allowed.assign(size_t(n_tokens_), 0);
+    walk(0, m, allowed);
+}
+
+}  // namespace kimi::grammar

@@ -286,6 +286,8 @@ private:
     }
     Alternative repeat(const Alternative& item, int64_t lo, int64_t hi) {
         if (lo + (hi < 0 ? 1 : hi - lo) > int64_t(max_rules_)) fail("repetition too large");
+        // a long literal repeated inline: bound what one alternative grows to (a group is a rule)
+        if (int64_t(item.size()) * (lo + 1) > int64_t(max_rules_) * 16) fail("repetition too large");
         Alternative out;
         for (int64_t i = 0; i < lo; ++i) out.insert(out.end(), item.begin(), item.end());
         if (hi < 0) {   // R ::= item R | ε   (right recursion: the matcher tail-calls it)

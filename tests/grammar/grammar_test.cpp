@@ -183,6 +183,7 @@ TEST(GrammarParser, ErrorsNameThePlace) {
         {"root ::= x \"a\"\nx ::= \"\" | root", "left-recursive"},
         {"root ::= \"a\"{3,1}", "n < m"},
         {"root ::= \"a\"{1,999999}", "repetition too large"},
+        {"root ::= \"abcdefghijklmnopqrstuvwxyz0123456789\"{20000}", "repetition too large"},
         {"root ::= (\"a\"", "expected ')'"},
         {"root ::= \"a\" )", "unbalanced"},
         {"root \"a\"", "expected '::='"},

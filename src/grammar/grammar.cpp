@@ -367,4 +367,18 @@ private:
 
 Grammar parse_grammar(const std::string& text, size_t max_rules) { return Parser(text, max_rules).parse(); }
 
+Grammar choice_grammar(const std::vector<std::string>& choices) {
+    if (choices.empty()) throw Error("choice: give at least one string");
+    Grammar g;
+    g.root = g.add_rule("root");
+    for (const std::string& c : choices) {
+        if (c.empty()) throw Error("choice: the strings must not be empty");
+        Alternative alt;
+        g.append_literal(alt, c);
+        g.rules[size_t(g.root)].alts.push_back(std::move(alt));
+    }
+    g.validate();
+    return g;
+}
+
 }  // namespace kimi::grammar

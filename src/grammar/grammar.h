@@ -47,6 +47,9 @@ struct Grammar {
     void validate() const;
 };
 
+// Exactly one of the strings (vLLM's `choice`); at least one, each non-empty.
+Grammar choice_grammar(const std::vector<std::string>& choices);
+
 // Parses GBNF text. Throws kimi::Error with the line and column of the first problem.
 // max_rules bounds what repetition expands to (a user's {1,100000} is an error, not a hang).
 Grammar parse_grammar(const std::string& text, size_t max_rules = 100000);

@@ -172,6 +172,26 @@ pair ::= "\"" [a-cé]{1,3} "\":" [0-9]+)g");
     }
 }
 
+// choice: exactly one of the strings, prefixes of longer ones included, nothing else.
+TEST(GrammarChoice, ExactlyOneOfTheStrings) {
+    const Grammar g = choice_grammar({"yes", "no", "yesterday", "naïve"});
+    for (const std::string s : {"yes", "no", "yesterday", "naïve"}) {
+        Matcher m(g);
+        EXPECT_TRUE(m.accept(s) && m.can_end()) << s;
+    }
+    for (const std::string s : {"ye", "yess", "n", "nay", "", "yesterdays"}) {
+        Matcher m(g);
+        EXPECT_FALSE(m.accept(s) && m.can_end()) << s;
+    }
+    Matcher m(g);
+    ASSERT_TRUE(m.accept("yes"));
+    EXPECT_TRUE(m.can_end());                 // "yes" may end here
+    EXPECT_TRUE(m.accept("ter"));             // or go on to "yesterday"
+    EXPECT_FALSE(m.can_end());
+    EXPECT_THROW(choice_grammar({}), Error);
+    EXPECT_THROW(choice_grammar({"a", ""}), Error);
+}
+
 TEST(GrammarParser, ErrorsNameThePlace) {
     const std::vector<std::pair<std::string, std::string>> bad = {
         {"root ::= \"abc", "unterminated string"},

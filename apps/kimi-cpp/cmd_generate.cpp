@@ -2,6 +2,8 @@
 // terminal as it is produced, or one JSON object with --json (token ids, text, finish
 // reason, logprobs, timings). The tokenizer comes from the model directory unless
 // --tokenizer says otherwise; with --tokens and no tokenizer the output is token ids only.
+// --json-schema FILE | --regex R | --grammar FILE | --choice a,b,c constrain the output
+// (structured_options.h).
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,6 +15,7 @@
 #include "core/error.h"
 #include "engine_options.h"
 #include "local_run.h"
+#include "structured_options.h"
 
 namespace kimi::app {
 
@@ -42,12 +45,14 @@ int cmd_generate(int argc, char** argv) {
     const EngineOptions engine_opts = parse_engine_options(args);
     SamplingParams defaults;
     defaults.max_tokens = 128;
-    const SamplingParams params = parse_sampling_options(args, defaults);
+    SamplingParams params = parse_sampling_options(args, defaults);
+    const StructuredOption structured = parse_structured_options(args);
+    params.structured = structured.structured;
     args.done();
     if (bool(prompt_text) == bool(prompt_ids)) throw Error("give exactly one of --prompt TEXT or --tokens 1,2,3");
 
     auto model = load_model_with_progress(model_dir, quiet, engine_opts.weight_memory, engine_opts.shard);
-    const std::optional<tok::Tokenizer> tok = load_tokenizer_for(tok_dir, model->config(), bool(prompt_text));
+    const std::optional<tok::Tokenizer> tok = load_tokenizer_for(tok_dir, model->config(), bool(prompt_text) || bool(params.structured));
     std::vector<int32_t> prompt = prompt_text ? tok->encode(*prompt_text, special == "all")
                                               : parse_int_list("--tokens", *prompt_ids);
     if (prompt.empty()) throw Error("the prompt is empty");
@@ -76,6 +81,7 @@ int cmd_generate(int argc, char** argv) {
         j["token_ids"] = r.tokens;
         j["text"] = tok ? nlohmann::ordered_json(r.text) : nlohmann::ordered_json(nullptr);
         j["finish_reason"] = finish_reason_name(r.finish);
+        if (structured.structured) j["grammar_compile_ms"] = structured.compile_ms;
         if (params.logprobs >= 0) j["logprobs"] = logprobs_json(r);
         j["timings"] = {{"ttft_ms", r.first_ms},
                         {"prefill_ms", r.first_ms},

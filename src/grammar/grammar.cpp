@@ -28,6 +28,25 @@ void Grammar::append_literal(Alternative& alt, const std::string& utf8) const {
     for (unsigned char c : utf8) alt.push_back(byte_range(c, c));
 }
 
+int32_t Grammar::splice(const Grammar& other) {
+    const int32_t base = int32_t(rules.size());
+    for (Rule r : other.rules) {
+        for (Alternative& a : r.alts)
+            for (Symbol& s : a)
+                if (s.rule >= 0) s.rule += base;
+        rules.push_back(std::move(r));
+    }
+    return base + other.root;
+}
+
+int32_t Grammar::add_star(const Alternative& item, const std::string& name) {
+    const int32_t r = add_rule(name);
+    Alternative more = item;
+    more.push_back(ref(r));
+    rules[size_t(r)].alts = {std::move(more), {}};
+    return r;
+}
+
 void Grammar::validate() const {
     const size_t n = rules.size();
     if (root < 0 || size_t(root) >= n) throw Error("grammar: no root rule");
@@ -215,6 +234,14 @@ private:
             if (pos_ >= s_.size()) fail("unterminated character class");
             ++pos_;
             out.push_back(Grammar::ref(char_class(std::move(ranges), negated)));
+        } else if (c == '<' && s_.compare(pos_, 2, "<|") == 0) {
+            // a special token, <|name|>: its bytes wrapped in 0xFF, which no text contains (token_mask.h)
+            const size_t end = s_.find("|>", pos_ + 2);
+            if (end == std::string::npos) fail("unterminated special token '<|...|>'");
+            out.push_back(Grammar::byte_range(kSpecialByte, kSpecialByte));
+            g_.append_literal(out, s_.substr(pos_, end + 2 - pos_));
+            out.push_back(Grammar::byte_range(kSpecialByte, kSpecialByte));
+            pos_ = end + 2;
         } else if (c == '.') {
             ++pos_;
             out.push_back(Grammar::ref(char_class({}, true)));
@@ -366,6 +393,25 @@ private:
 }  // namespace
 
 Grammar parse_grammar(const std::string& text, size_t max_rules) { return Parser(text, max_rules).parse(); }
+
+std::string gbnf_literal(std::string_view bytes) {
+    std::string out = "\"";
+    for (const char ch : bytes) {
+        const auto c = static_cast<unsigned char>(ch);
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += ch;
+        } else if (c < 0x20 || c == 0x7F) {
+            static const char* hex = "0123456789ABCDEF";
+            out += "\\x";
+            out += hex[c >> 4];
+            out += hex[c & 15];
+        } else {
+            out += ch;
+        }
+    }
+    return out + "\"";
+}
 
 Grammar choice_grammar(const std::vector<std::string>& choices) {
     if (choices.empty()) throw Error("choice: give at least one string");

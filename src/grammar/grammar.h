@@ -9,15 +9,24 @@
 //   pair   ::= [a-z]+ ":" ws value                 "literal" (\" \\ \n \t \r \xHH \uHHHH escapes)
 //   value  ::= "true" | "false" | [0-9]{1,3}       [class] [^class] with ranges and escapes, . any
 //   ws     ::= [ \t\n]?                             ( group ), postfix * + ? {m} {m,} {m,n}; # comments
-// The start rule is `root`.
+// The start rule is `root`. A special token is written as its text, <|name|>: it matches that
+// token only (never the same text spelled by ordinary tokens), through special_token_bytes().
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "grammar/utf8_ranges.h"
 
 namespace kimi::grammar {
+
+// The bytes a grammar sees for a special token: its text between two 0xFF bytes (a byte no
+// UTF-8 text holds, so ordinary text can never spell it).
+constexpr uint8_t kSpecialByte = 0xFF;
+inline std::string special_token_bytes(std::string_view text) {
+    return std::string(1, char(kSpecialByte)) + std::string(text) + std::string(1, char(kSpecialByte));
+}
 
 struct Symbol {
     int32_t rule = -1;     // ≥ 0: a reference to rules[rule]; −1: the byte range below
@@ -41,6 +50,10 @@ struct Grammar {
     // A rule matching one code point of the sorted, merged ranges (negated: any other).
     int32_t add_char_class(const std::vector<std::pair<uint32_t, uint32_t>>& ranges, bool negated);
     void append_literal(Alternative& alt, const std::string& utf8) const;
+    // Appends a copy of other's rules (renumbered); returns the index of other's root here.
+    int32_t splice(const Grammar& other);
+    // A rule matching `item` zero or more times (right-recursive).
+    int32_t add_star(const Alternative& item, const std::string& name);
 
     // Throws kimi::Error if a rule is empty, a reference is out of range, or a rule can reach
     // itself without consuming a byte (left recursion: the matcher would not terminate).
@@ -53,5 +66,8 @@ Grammar choice_grammar(const std::vector<std::string>& choices);
 // Parses GBNF text. Throws kimi::Error with the line and column of the first problem.
 // max_rules bounds what repetition expands to (a user's {1,100000} is an error, not a hang).
 Grammar parse_grammar(const std::string& text, size_t max_rules = 100000);
+
+// A GBNF string literal ("...") matching exactly these bytes (valid UTF-8).
+std::string gbnf_literal(std::string_view bytes);
 
 }  // namespace kimi::grammar

@@ -3,69 +3,80 @@
 
 #include <algorithm>
 
-#include "core/error.h"
-
 namespace kimi::grammar {
 
-Matcher::Matcher(const Grammar& g) : g_(g) {
-    for (size_t a = 0; a < g.rules[size_t(g.root)].alts.size(); ++a) settle({{g.root, int32_t(a), 0}}, stacks_);
+void StackSet::add_unique(std::span<const Frame> s) {
+    for (size_t i = 0; i < size(); ++i) {
+        const std::span<const Frame> t = stack(i);
+        if (t.size() == s.size() && std::equal(t.begin(), t.end(), s.begin())) return;
+    }
+    starts.push_back(uint32_t(frames.size()));
+    frames.insert(frames.end(), s.begin(), s.end());
 }
 
-void Matcher::add_unique(std::vector<Stack>& v, Stack s) {
-    if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(std::move(s));
+Matcher::Matcher(const Grammar& g) : g_(&g) {
+    for (size_t a = 0; a < g.rules[size_t(g.root)].alts.size(); ++a) {
+        const Frame f{g.root, int32_t(a), 0};
+        settle(std::span<const Frame>(&f, 1), stacks_);
+    }
 }
 
-void Matcher::settle(Stack s, std::vector<Stack>& out) const {
-    std::vector<Stack> work{std::move(s)};
-    while (!work.empty()) {
-        Stack st = std::move(work.back());
-        work.pop_back();
+void Matcher::settle(std::span<const Frame> first, StackSet& out) const {
+    size_t n_work = 0;   // work_[0, n_work): pending stacks; buffers past it are kept for reuse
+    auto push = [&](std::span<const Frame> s) {
+        if (n_work == work_.size()) work_.emplace_back();
+        work_[n_work++].assign(s.begin(), s.end());
+    };
+    push(first);
+    while (n_work > 0) {
+        cur_.swap(work_[--n_work]);
+        std::vector<Frame>& st = cur_;
         // finished alternatives return to their callers (which were advanced when they called)
         while (!st.empty()) {
             const Frame& f = st.back();
-            if (size_t(f.idx) < g_.rules[size_t(f.rule)].alts[size_t(f.alt)].size()) break;
+            if (size_t(f.idx) < g_->rules[size_t(f.rule)].alts[size_t(f.alt)].size()) break;
             st.pop_back();
         }
-        if (st.empty()) {                                  // the input may end here
-            add_unique(out, std::move(st));
+        if (st.empty() || top(st).rule < 0) {   // the input may end here / a byte range on top
+            out.add_unique(st);
             continue;
         }
         const Frame f = st.back();
-        const Symbol& sym = g_.rules[size_t(f.rule)].alts[size_t(f.alt)][size_t(f.idx)];
-        if (sym.rule < 0) {                                // a byte range on top: settled
-            add_unique(out, std::move(st));
-            continue;
-        }
+        const int32_t callee = top(st).rule;
         // call the rule: the caller moves past it first (and leaves if that was its last symbol)
         st.back().idx++;
-        if (size_t(st.back().idx) == g_.rules[size_t(f.rule)].alts[size_t(f.alt)].size()) st.pop_back();
-        const Rule& callee = g_.rules[size_t(sym.rule)];
-        for (size_t a = 0; a < callee.alts.size(); ++a) {
-            Stack next = st;
-            next.push_back({sym.rule, int32_t(a), 0});
-            work.push_back(std::move(next));
+        if (size_t(st.back().idx) == g_->rules[size_t(f.rule)].alts[size_t(f.alt)].size()) st.pop_back();
+        const Rule& r = g_->rules[size_t(callee)];
+        for (size_t a = r.alts.size(); a-- > 0;) {
+            st.push_back({callee, int32_t(a), 0});
+            push(st);
+            st.pop_back();
         }
     }
 }
 
-bool Matcher::accept_byte(uint8_t b) {
-    next_.clear();
-    for (const Stack& s : stacks_) {
+bool Matcher::advance(const StackSet& from, uint8_t b, StackSet& to) const {
+    to.clear();
+    for (size_t i = 0; i < from.size(); ++i) {
+        const std::span<const Frame> s = from.stack(i);
         if (s.empty()) continue;
-        const Frame& f = s.back();
-        const ByteRange r = g_.rules[size_t(f.rule)].alts[size_t(f.alt)][size_t(f.idx)].bytes;
+        const ByteRange r = top(s).bytes;
         if (b < r.lo || b > r.hi) continue;
-        Stack t = s;
-        t.back().idx++;
-        settle(std::move(t), next_);
+        seed_.assign(s.begin(), s.end());
+        seed_.back().idx++;
+        settle(seed_, to);
     }
-    if (next_.empty()) return false;
-    stacks_.swap(next_);
+    return !to.empty();
+}
+
+bool Matcher::accept_byte(uint8_t b) {
+    if (!advance(stacks_, b, next_)) return false;
+    std::swap(stacks_, next_);
     return true;
 }
 
 bool Matcher::accept(std::string_view bytes) {
-    const std::vector<Stack> saved = stacks_;
+    const StackSet saved = stacks_;
     for (char c : bytes)
         if (!accept_byte(static_cast<uint8_t>(c))) {
             stacks_ = saved;
@@ -76,12 +87,24 @@ bool Matcher::accept(std::string_view bytes) {
 
 size_t Matcher::depth() const {
     size_t d = 0;
-    for (const Stack& s : stacks_) d = std::max(d, s.size());
+    for (size_t i = 0; i < stacks_.size(); ++i) d = std::max(d, stacks_.stack(i).size());
     return d;
 }
 
-bool Matcher::can_end() const {
-    return std::any_of(stacks_.begin(), stacks_.end(), [](const Stack& s) { return s.empty(); });
+bool Matcher::can_end(const StackSet& s) {
+    for (size_t i = 0; i < s.size(); ++i)
+        if (s.stack(i).empty()) return true;
+    return false;
+}
+
+void Matcher::state_key(std::string& out) const {
+    out.clear();
+    for (size_t i = 0; i < stacks_.size(); ++i) {
+        const std::span<const Frame> s = stacks_.stack(i);
+        const uint32_t n = uint32_t(s.size());
+        out.append(reinterpret_cast<const char*>(&n), sizeof n);
+        out.append(reinterpret_cast<const char*>(s.data()), s.size() * sizeof(Frame));
+    }
 }
 
 }  // namespace kimi::grammar

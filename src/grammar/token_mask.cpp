@@ -42,19 +42,21 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes) : n_tokens_(in
     }
 }
 
-void TokenTrie::walk(int32_t node, Matcher m, std::vector<uint8_t>& allowed) const {
+void TokenTrie::walk(int32_t node, size_t depth, const Matcher& m, std::vector<uint8_t>& allowed) const {
+    if (levels_.size() < depth + 2) levels_.resize(depth + 2);
     for (int32_t c = nodes_[size_t(node)].first_child; c >= 0; c = nodes_[size_t(c)].next_sibling) {
-        Matcher next = m;
-        if (!next.accept_byte(nodes_[size_t(c)].byte)) continue;   // prunes every token below c
         const Node& n = nodes_[size_t(c)];
+        if (!m.advance(levels_[depth], n.byte, levels_[depth + 1])) continue;   // prunes every token below c
         for (int32_t i = 0; i < n.n_tokens; ++i) allowed[size_t(tokens_[size_t(n.first_token + i)])] = 1;
-        if (n.first_child >= 0) walk(c, std::move(next), allowed);
+        if (n.first_child >= 0) walk(c, depth + 1, m, allowed);
     }
 }
 
 void TokenTrie::allowed(const Matcher& m, std::vector<uint8_t>& allowed) const {
     allowed.assign(size_t(n_tokens_), 0);
-    walk(0, m, allowed);
+    if (levels_.empty()) levels_.resize(2);
+    levels_[0] = m.stacks();
+    walk(0, 0, m, allowed);
 }
 
 }  // namespace kimi::grammar

@@ -3,6 +3,7 @@
 // refuses prunes every token below it at once (most of a 163,840-token vocabulary is cut at its
 // first byte). Tokens with no bytes (special tokens) are never allowed by a grammar; the caller
 // decides about end-of-sequence (allowed where Matcher::can_end()).
+// Not thread-safe (scratch per trie depth is kept between calls).
 // ref: the vocabulary tries of llama.cpp's grammar sampler and of xgrammar's mask computation.
 #pragma once
 #include <cstdint>
@@ -29,11 +30,12 @@ private:
         int32_t first_token = -1;   // tokens ending here: tokens_[first_token..] while end_of_[...] == this node
         int32_t n_tokens = 0;
     };
-    void walk(int32_t node, Matcher m, std::vector<uint8_t>& allowed) const;
+    void walk(int32_t node, size_t depth, const Matcher& m, std::vector<uint8_t>& allowed) const;
 
     std::vector<Node> nodes_;        // nodes_[0]: the root (no byte)
     std::vector<int32_t> tokens_;    // token ids grouped by the node they end at
     int32_t n_tokens_ = 0;
+    mutable std::vector<StackSet> levels_;   // the matcher's stacks at each trie depth (reused)
 };
 
 }  // namespace kimi::grammar

@@ -271,7 +271,15 @@ std::shared_ptr<RequestStream> Engine::submit(std::vector<int32_t> prompt, const
     if (!params.stop.empty() && !tok_) throw Error("stop strings need a tokenizer");
     for (const auto& s : params.stop)
         if (s.empty()) throw Error("stop strings must not be empty");
+    if (params.structured && !tok_) throw Error("structured output needs a tokenizer");
     auto live = std::make_unique<Live>();
+    if (params.structured) {
+        {
+            std::lock_guard<std::mutex> lk(vocab_mu_);
+            if (!grammar_vocab_) grammar_vocab_ = std::make_unique<GrammarVocab>(*tok_, model_.config().vocab_size);
+        }
+        live->grammar = std::make_unique<GrammarState>(params.structured, *grammar_vocab_);
+    }
     live->stream = std::make_shared<RequestStream>();
     live->stream->notifier_ = std::move(notifier);
     live->req.params = params;
@@ -381,8 +389,28 @@ bool Engine::step() {
             tok.top = std::move(l.top_pool.back());
             l.top_pool.pop_back();
         }
-        sampler_.sample(std::span<const float>(logits.f32() + int64_t(i) * vocab, size_t(vocab)), r.params, r.prompt, r.output,
-                        r.seed, r.output.size(), tok);
+        const std::span<const float> row(logits.f32() + int64_t(i) * vocab, size_t(vocab));
+        if (!l.grammar) {
+            sampler_.sample(row, r.params, r.prompt, r.output, r.seed, r.output.size(), tok);
+        } else {   // structured output: the unmasked draw when it is allowed and that is exact, else the masked one
+            end_ids_.assign(r.params.stop_token_ids.begin(), r.params.stop_token_ids.end());
+            end_ids_.push_back(eos);
+            bool done = false;
+            if (Sampler::mask_can_wait(r.params)) {
+                sampler_.sample(row, r.params, r.prompt, r.output, r.seed, r.output.size(), tok);
+                done = l.grammar->try_accept(tok.token, end_ids_);
+            }
+            if (!done) {
+                if (!l.grammar->mask(end_ids_, mask_)) {   // nothing can follow (no token can go on with the grammar)
+                    sched_.finish(&r, FinishReason::kStop);
+                    publish_finish(l, FinishReason::kStop);
+                    live_.erase(r.id);
+                    continue;
+                }
+                sampler_.sample(row, r.params, r.prompt, r.output, r.seed, r.output.size(), tok, mask_, 1);
+                l.grammar->accept(tok.token);
+            }
+        }
         r.output.push_back(tok.token);
         e.token = tok.token;
         e.logprob = tok.logprob;
@@ -395,7 +423,8 @@ bool Engine::step() {
         const bool stop_id = std::find(r.params.stop_token_ids.begin(), r.params.stop_token_ids.end(), tok.token) !=
                              r.params.stop_token_ids.end();
         if (why == FinishReason::kNone) {
-            if ((!r.params.ignore_eos && tok.token == eos) || stop_id) why = FinishReason::kStop;
+            // a grammar's end: its end-of-sequence finishes the request even with ignore_eos
+            if (((!r.params.ignore_eos || l.grammar) && tok.token == eos) || stop_id) why = FinishReason::kStop;
             else if (int32_t(r.output.size()) >= r.params.max_tokens || r.num_tokens() >= sizing_.max_model_len)
                 why = FinishReason::kLength;
             if (why != FinishReason::kNone && l.text) l.text->finish(e.text);

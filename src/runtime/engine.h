@@ -19,6 +19,7 @@
 #include "runtime/model_runner.h"
 #include "runtime/sampler.h"
 #include "runtime/scheduler.h"
+#include "runtime/structured_output.h"
 #include "runtime/text_stream.h"
 #include "tokenizer/tokenizer.h"
 
@@ -178,6 +179,7 @@ private:
         std::shared_ptr<RequestStream> stream;
         std::unique_ptr<TextStream> text;
         std::vector<std::vector<std::pair<int32_t, float>>> top_pool;   // reserved at submit: no allocation per token
+        std::unique_ptr<GrammarState> grammar;   // structured output (params.structured)
         double t0_ms = 0.0;
     };
     void admit_pending();
@@ -206,6 +208,10 @@ private:
     std::vector<Request*> sample_reqs_;
     std::vector<ops::StateCapture> captures_;
     std::vector<uint64_t> capture_hashes_;   // captures_[i] is named capture_hashes_[i]
+    std::mutex vocab_mu_;
+    std::unique_ptr<GrammarVocab> grammar_vocab_;   // built at the first structured request
+    std::vector<uint64_t> mask_;                   // the token mask of the request being sampled
+    std::vector<int32_t> end_ids_;
     EngineStepStats last_;
     int64_t total_preemptions_ = 0;
     int64_t prefix_hit_tokens_ = 0;    // tokens admitted from the prefix cache, all requests

@@ -218,9 +218,18 @@ Sampler::Sampler(int64_t vocab_size)
       in_prompt_(size_t(vocab_size), 0) {}
 
 void Sampler::sample(std::span<const float> logits, const SamplingParams& params, std::span<const int32_t> prompt,
-                     std::span<const int32_t> output, uint64_t seed, uint64_t step, SampledToken& out) {
+                     std::span<const int32_t> output, uint64_t seed, uint64_t step, SampledToken& out,
+                     std::span<const uint64_t> mask, uint32_t attempt) {
     const int64_t vocab = std::min<int64_t>(vocab_, int64_t(logits.size()));
-    const std::span<const float> raw = logits.first(size_t(vocab));
+    std::span<const float> raw = logits.first(size_t(vocab));
+    if (!mask.empty()) {   // structured output: refused tokens are gone from here on
+        masked_.resize(size_t(vocab_));
+        for (int64_t i = 0; i < vocab; ++i) {
+            const bool ok = size_t(i >> 6) < mask.size() && (mask[size_t(i >> 6)] >> (i & 63) & 1);
+            masked_[size_t(i)] = ok ? raw[size_t(i)] : kNegInf;
+        }
+        raw = std::span<const float>(masked_.data(), size_t(vocab));
+    }
     const std::span<float> work(work_.data(), size_t(vocab));
     const std::span<int32_t> order(order_.data(), size_t(vocab));
     const auto in_vocab = [vocab](int32_t t) { return t >= 0 && t < vocab; };
@@ -271,7 +280,7 @@ void Sampler::sample(std::span<const float> logits, const SamplingParams& params
         const bool top_k_on = params.top_k > 0 && params.top_k < vocab;
         const bool top_p_on = params.top_p < 1.0f;
         const bool min_p_on = params.min_p > 0.0f;
-        Rng rng(seed * 0x9E3779B97F4A7C15ull ^ (step + 1) * 0xBF58476D1CE4E5B9ull);
+        Rng rng(seed * 0x9E3779B97F4A7C15ull ^ (step + 1) * 0xBF58476D1CE4E5B9ull ^ uint64_t(attempt) * 0x94D049BB133111EBull);
         const double u = rng.uniform();
 
         // Probabilities (unnormalised, max-subtracted: the best token has p = 1) go in work[id].

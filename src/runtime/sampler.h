@@ -15,7 +15,7 @@ namespace kimi {
 
 struct SampledToken {
     int32_t token = -1;
-    float logprob = 0.0f;                            // log-softmax of the raw logits (before any processing)
+    float logprob = 0.0f;                            // log-softmax of the raw logits (before any processing, after the mask)
     std::vector<std::pair<int32_t, float>> top;      // top-N (token, raw logprob), best first; N = params.logprobs
 };
 
@@ -26,12 +26,23 @@ public:
     // logits: the raw row [vocab] (left unmodified). prompt/output: the request's tokens so far
     // (for the penalties). seed: the request's seed; step: index of the token being drawn.
     // `out.top` is resized to params.logprobs (reserve it at admission to stay allocation-free).
+    // mask (structured output; empty: none): bit t of word t/64 set = token t allowed; the
+    // others get −inf before anything else, so logprobs are those of the masked distribution.
+    // attempt: a second draw for the same step (an independent uniform; 0 is the usual one).
     void sample(std::span<const float> logits, const SamplingParams& params, std::span<const int32_t> prompt,
-                std::span<const int32_t> output, uint64_t seed, uint64_t step, SampledToken& out);
+                std::span<const int32_t> output, uint64_t seed, uint64_t step, SampledToken& out,
+                std::span<const uint64_t> mask = {}, uint32_t attempt = 0);
+    // Whether a draw without the mask, kept when the mask allows it (else redrawn with the mask
+    // and attempt 1), has the masked distribution: greedy, or temperature alone (rejection
+    // sampling), with no logprobs to report.
+    static bool mask_can_wait(const SamplingParams& p) {
+        return p.logprobs < 0 && (p.greedy() || (p.top_k <= 0 && p.top_p >= 1.0f && p.min_p <= 0.0f));
+    }
 
 private:
     int64_t vocab_;
     std::vector<float> work_;       // processed logits / probabilities
+    std::vector<float> masked_;     // the logits after the structured-output mask (sized on first use)
     std::vector<int32_t> order_;    // candidate ids (sorted when top-k/top-p/min-p need it)
     std::vector<int32_t> counts_;   // per-token occurrences in the output (penalties)
     std::vector<uint8_t> in_prompt_;

@@ -2,12 +2,15 @@
 // semantics). Validated by the server before a request is admitted.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace kimi {
+
+class StructuredOutput;   // structured_output.h
 
 struct SamplingParams {
     float temperature = 1.0f;           // 0 → greedy (argmax, ties to the lowest id)
@@ -27,6 +30,9 @@ struct SamplingParams {
     std::vector<int32_t> keep_special_ids;   // ...except these (a chat format's markers, for its parser)
     bool include_stop_str_in_output = false;   // vLLM: keep the matched stop string at the end of the text
     int32_t logprobs = -1;              // -1: none; N ≥ 0: the sampled token's logprob + top-N alternatives
+    // A grammar the output must follow (JSON Schema, regex, choice, GBNF): tokens it refuses are
+    // masked before anything else; end-of-sequence only where it may end. null: free text.
+    std::shared_ptr<const StructuredOutput> structured;
 
     bool greedy() const { return temperature <= 0.0f; }
 };

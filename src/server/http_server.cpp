@@ -213,6 +213,7 @@ void HttpServer::routes() {
             const ParseContext pc{tok_, cfg_.served_model_name, engine_->max_model_len(), int32_t(model_->vocab_size), format_.get()};
             auto job = std::make_shared<GenerationJob>(ep == Endpoint::kChat ? parse_chat_request(b, pc)
                                                                               : parse_completion_request(b, pc));
+            if (job->params.structured) metrics_.on_grammar_compiled(job->grammar_compile_s);
             GenerateContext gc{*engine_, *tok_, metrics_, std::string("fp_kimi_cpp_") + kVersion + "_" + cfg_.precision, &abort_all_};
             if (!job->stream) {
                 send_json(res, 200, run_job(*job, gc));

@@ -52,7 +52,13 @@ void Histogram::render(std::string& out, const std::string& name, const std::str
 ServerMetrics::ServerMetrics()
     : ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}),
       itl_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0}),
-      e2e_({0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0}) {}
+      e2e_({0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0}),
+      grammar_compile_({0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0}) {}
+
+void ServerMetrics::on_grammar_compiled(double seconds) {
+    std::lock_guard<std::mutex> lk(mu_);
+    grammar_compile_.observe(seconds);
+}
 
 void ServerMetrics::on_finished(FinishReason why, int64_t prompt_tokens, int64_t generation_tokens, double e2e_s) {
     std::lock_guard<std::mutex> lk(mu_);
@@ -95,6 +101,7 @@ std::string ServerMetrics::render(const EngineSnapshot* e, bool ready) const {
     ttft_.render(out, "kimi:time_to_first_token_seconds", "Time from request arrival to the first token");
     itl_.render(out, "kimi:inter_token_latency_seconds", "Time between consecutive tokens of a request");
     e2e_.render(out, "kimi:e2e_request_latency_seconds", "Time from request arrival to its last token");
+    grammar_compile_.render(out, "kimi:grammar_compile_seconds", "Compile time of each structured-output request's grammar");
     if (e) {
         gauge(out, "kimi:num_requests_running", "Requests in the running batch", e->n_running);
         gauge(out, "kimi:num_requests_waiting", "Requests waiting to be scheduled", e->n_waiting);

@@ -3,11 +3,14 @@
 
 #include "chat/kimi_linear.h"
 
+#include <chrono>
 #include <cmath>
 #include <limits>
 
 #include "core/error.h"
+#include "runtime/structured_output.h"
 #include "server/api_error.h"
+#include "server/structured_request.h"
 
 namespace kimi::server {
 namespace {
@@ -139,13 +142,9 @@ void parse_common(const J& b, const ParseContext& c, GenerationJob& job) {
         job.include_usage = boolean(*so, "include_usage", false);
         job.continuous_usage = boolean(*so, "continuous_usage_stats", false);
     }
-    if (const J* rf = field(b, "response_format")) {
-        if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
-            throw bad_param("response_format", "response_format must be an object with a type");
-        if ((*rf)["type"] != "text") reject_if_set(b, "response_format", "only {\"type\": \"text\"} (no structured output)");
-    }
-    for (const char* k : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"})
-        reject_if_set(b, k, "structured output (constrained decoding) is not supported by this server");
+    const auto t0 = std::chrono::steady_clock::now();
+    job.constraint = parse_output_constraint(b);
+    job.grammar_compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     reject_if_set(b, "prompt_logprobs", "prompt logprobs are not supported by this server");
     const J* mt = field(b, "max_completion_tokens");
     if (!mt) mt = field(b, "max_tokens");
@@ -258,6 +257,7 @@ GenerationJob parse_completion_request(const J& b, const ParseContext& c) {
         job.params.logprobs = int32_t(integer(b, "logprobs", 0, 0, 20));
     }
     if (job.echo && job.logprobs) reject_if_set(b, "logprobs", "logprobs together with echo needs prompt logprobs, which this server does not compute");
+    if (job.constraint) job.params.structured = std::make_shared<StructuredOutput>(std::move(*job.constraint));
     fit_context(job, c, 16);
     return job;
 }
@@ -293,11 +293,11 @@ GenerationJob parse_chat_request(const J& b, const ParseContext& c) {
         }
         if (!t->empty()) tools = *t;
     }
-    bool tool_choice_none = false;
-    if (const J* tc = field(b, "tool_choice")) {
-        if (tc->is_string() && (*tc == "none" || *tc == "auto")) tool_choice_none = *tc == "none";
-        else reject_if_set(b, "tool_choice", "only \"auto\" and \"none\" (forcing a call needs constrained decoding)");
-    }
+    const J* tc = field(b, "tool_choice");
+    const bool tool_choice_none = tc && tc->is_string() && *tc == "none";
+    const std::optional<ForcedTools> forced = parse_forced_tools(b, tools);
+    if (forced && job.constraint)
+        throw bad_param("tool_choice", "a forced tool call (tool_choice) cannot be combined with response_format or structured_outputs");
     for (const char* k : {"functions", "function_call"}) reject_if_set(b, k, "deprecated; use tools");
     reject_if_set(b, "chat_template", "the model's own chat format is always used");
     if (boolean(b, "continue_final_message", false)) reject_if_set(b, "continue_final_message", "continuing a final assistant message is not supported");
@@ -345,6 +345,16 @@ GenerationJob parse_chat_request(const J& b, const ParseContext& c) {
     p.ids = std::move(rendered.ids);
     p.text = std::move(rendered.text);
     job.prompts.push_back(std::move(p));
+    if (job.constraint || forced) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const ChatFrame frame = k3 ? ChatFrame::kK3 : ChatFrame::kKimiLinear;
+        try {
+            job.params.structured = std::make_shared<StructuredOutput>(frame_grammar(frame, job.thinking, std::move(job.constraint), forced));
+        } catch (const Error& e) {
+            throw bad_param(forced ? "tool_choice" : "response_format", e.what());
+        }
+        job.grammar_compile_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
     // A reply ends at the end-of-turn tokens unless ignore_eos.
     if (!job.params.ignore_eos)
         for (int32_t id : c.tok->stop_ids())

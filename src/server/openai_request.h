@@ -6,12 +6,14 @@
 // include_stop_str_in_output). ref: vLLM entrypoints/openai/protocol.py.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "chat/chat_format.h"
+#include "grammar/grammar.h"
 #include "runtime/sampling_params.h"
 #include "tokenizer/tokenizer.h"
 
@@ -40,6 +42,10 @@ struct GenerationJob {
     const chat::ChatFormat* output_format = nullptr;
     bool thinking = true;
     bool max_tokens_given = false;
+    // response_format / structured_outputs / guided_*: the reply's text must follow it (chat:
+    // framed by the format into params.structured; completions: params.structured as is).
+    std::optional<grammar::Grammar> constraint;
+    double grammar_compile_s = 0.0;          // compiling the constraint (and the chat frame)
 };
 
 struct ParseContext {

@@ -456,11 +456,38 @@ async function main() {
             const s = reassembleChat(await collectStream(await client.chat.completions.create({ model: MODEL_NAME, messages: toolConversation, tools, temperature: 0, max_tokens: 16, stream: true }))).by.get(0);
             eq(s.finish, r.choices[0].finish_reason, 'tools stream: finish_reason');
             if (!m.tool_calls) eq(s.content, m.content, 'tools stream: content');
-            // tool_choice "none" is accepted; forcing a call is not (400).
+            // tool_choice "none" is accepted; a forced call is a well-formed call with schema-valid arguments.
             const none = await client.chat.completions.create({ model: MODEL_NAME, messages: toolConversation, tools, tool_choice: 'none', temperature: 0, max_tokens: 4 });
             eq(none.choices[0].message.role, 'assistant', 'tool_choice none: role');
-            await expectApiError(() => client.chat.completions.create({ model: MODEL_NAME, messages: toolConversation, tools, tool_choice: { type: 'function', function: { name: 'get_weather' } }, max_tokens: 4 }),
-                                 BadRequestError, 400, 'forced tool_choice');
+            const forcedParams = { model: MODEL_NAME, messages: toolConversation, tools, tool_choice: { type: 'function', function: { name: 'get_weather' } },
+                                   parallel_tool_calls: false, seed: 7, max_tokens: 1500 };
+            const forced = await client.chat.completions.create(forcedParams);
+            eq(forced.choices[0].finish_reason, 'tool_calls', 'forced tool_choice: finish_reason');
+            const calls = forced.choices[0].message.tool_calls;
+            assert(Array.isArray(calls) && calls.length === 1, `forced tool_choice: one call, got ${fmt(forced.choices[0].message)}`);
+            eq(calls[0].function.name, 'get_weather', 'forced tool_choice: name');
+            const args = JSON.parse(calls[0].function.arguments);
+            assert(typeof args.city === 'string' && Object.keys(args).every((k) => k === 'city'), `forced tool_choice: arguments ${fmt(args)}`);
+            const forcedStream = reassembleChat(await collectStream(await client.chat.completions.create({ ...forcedParams, stream: true }))).by.get(0);
+            eq(forcedStream.finish, 'tool_calls', 'forced tool_choice stream: finish_reason');
+            eq(forcedStream.toolCalls.length, 1, 'forced tool_choice stream: one call');
+            eq(forcedStream.toolCalls[0].function.name, calls[0].function.name, 'forced tool_choice stream: name');
+            eq(forcedStream.toolCalls[0].function.arguments, calls[0].function.arguments, 'forced tool_choice stream: arguments');
+        });
+        await check('structured output: response_format json_schema through the stock client', async () => {
+            const schema = { type: 'object', properties: { name: { type: 'string', maxLength: 12 }, n: { type: 'integer', minimum: 0, maximum: 9 } },
+                             required: ['name', 'n'], additionalProperties: false };
+            const r = await client.chat.completions.create({ model: MODEL_NAME, messages: [{ role: 'user', content: 'Give JSON' }], seed: 3, max_tokens: 400,
+                                                             response_format: { type: 'json_schema', json_schema: { name: 'thing', schema, strict: true } } });
+            eq(r.choices[0].finish_reason, 'stop', 'json_schema: finish_reason');
+            const v = JSON.parse(r.choices[0].message.content);
+            assert(typeof v.name === 'string' && [...v.name].length <= 12 && Number.isInteger(v.n) && v.n >= 0 && v.n <= 9 &&
+                   Object.keys(v).length === 2, `json_schema: ${fmt(v)}`);
+            const c = await client.completions.create({ model: MODEL_NAME, prompt: 'Answer:', max_tokens: 20, guided_choice: ['yes', 'no'] });
+            assert(['yes', 'no'].includes(c.choices[0].text), `guided_choice: ${fmt(c.choices[0].text)}`);
+            await expectApiError(() => client.chat.completions.create({ model: MODEL_NAME, messages: [{ role: 'user', content: 'x' }], max_tokens: 4,
+                                                                       response_format: { type: 'json_schema', json_schema: { name: 'bad', schema: { type: 'object', not: {} } } } }),
+                                 BadRequestError, 400, 'json_schema with an unsupported keyword');
         });
         await check('tools: /tokenize renders the declared tools and the tool-call turns', async () => {
             const userOnly = [{ role: 'user', content: 'What is the weather in Paris?' }];

@@ -1,0 +1,135 @@
+// JSON Schema → grammar: for each schema, JSON texts the grammar must accept (valid and
+// compact) and texts it must refuse (invalid under the schema, or outside the compact form);
+// number ranges checked against the bounds on every integer near them; unsupported and
+// malformed keywords are errors naming the keyword.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "grammar/json_number_range.h"
+#include "grammar/json_schema.h"
+#include "grammar/matcher.h"
+
+namespace kimi::grammar {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+bool matches(const Grammar& g, const std::string& text) {
+    Matcher m(g);
+    return m.accept(text) && m.can_end();
+}
+
+struct Case {
+    const char* schema;
+    std::vector<std::string> accept, refuse;
+};
+
+TEST(JsonSchema, AcceptsAndRefuses) {
+    const std::vector<Case> cases = {
+        {R"({"type":"string"})", {R"("")", R"("abc")", R"("a\"b\\c\n")", R"("\u00e9")", "\"日本\""},
+         {R"(abc)", R"("a)", "\"a\nb\"", R"("\ud800")", R"(1)"}},
+        {R"({"type":"integer"})", {"0", "-7", "123456"}, {"01", "1.5", "\"1\"", "+1", "-"}},
+        {R"({"type":"number"})", {"0", "-0.5", "3.25", "1e5", "2E-3"}, {".5", "1.", "01", "1e"}},
+        {R"({"type":"boolean"})", {"true", "false"}, {"True", "1"}},
+        {R"({"type":"null"})", {"null"}, {"nil", ""}},
+        {R"({"type":["string","null"]})", {"null", R"("x")"}, {"1"}},
+        {R"({"enum":["a",1,null,{"k":[1]}]})", {R"("a")", "1", "null", R"({"k":[1]})"}, {R"("b")", "2"}},
+        {R"({"const":"fixed"})", {R"("fixed")"}, {R"("fixe")"}},
+        {R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}},"required":["a"]})",
+         {R"({"a":1})", R"({"a":1,"b":"x"})", R"({"a": 1, "b": "x"})"}, {R"({})", R"({"b":"x"})", R"({"b":"x","a":1})", R"({"a":1,"c":2})", R"({"a":1,  "b":"x"})"}},
+        {R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}}})",
+         {"{}", R"({"a":1})", R"({"b":2})", R"({"a":1,"b":2})"}, {R"({,"b":2})", R"({"a":1,})"}},
+        {R"({"type":"object","properties":{"a":{"type":"integer"}},"additionalProperties":{"type":"boolean"}})",
+         {R"({"a":1,"xy":true})", R"({"xyz":false})", "{}"}, {R"({"a":1,"x":true})", R"({"xy":1})"}},
+        {R"({"type":"object"})", {"{}", R"({"x":[1,{"y":null}]})"}, {"[]"}},
+        {R"({"type":"array","items":{"type":"integer"},"minItems":1,"maxItems":3})", {"[1]", "[1,2,3]", "[1, 2]"}, {"[]", "[1,2,3,4]", "[1,]"}},
+        {R"({"type":"array","prefixItems":[{"type":"string"},{"type":"integer"}],"items":false})",
+         {"[]", R"(["a"])", R"(["a",1])"}, {R"(["a",1,2])", "[1]"}},
+        {R"({"type":"array","prefixItems":[{"type":"string"}],"items":{"type":"integer"},"minItems":2})",
+         {R"(["a",1])", R"(["a",1,2])"}, {R"(["a"])", "[]"}},
+        {R"({"anyOf":[{"type":"integer"},{"type":"string","maxLength":2}]})", {"5", R"("ab")"}, {R"("abc")", "true"}},
+        {R"({"oneOf":[{"const":1},{"const":2}]})", {"1", "2"}, {"3"}},
+        {R"({"allOf":[{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]},{"properties":{"b":{"type":"string"}},"required":["b"]}]})",
+         {R"({"a":1,"b":"x"})"}, {R"({"a":1})", R"({"b":"x"})"}},
+        {R"({"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},"next":{"$ref":"#/$defs/node"}},"required":["v"]}},"$ref":"#/$defs/node"})",
+         {R"({"v":1})", R"({"v":1,"next":{"v":2,"next":{"v":3}}})"}, {R"({"v":1,"next":{}})"}},
+        {R"({"type":"object","properties":{"kids":{"type":"array","items":{"$ref":"#"},"maxItems":2}}})",
+         {"{}", R"({"kids":[{},{"kids":[]}]})"}, {R"({"kids":[1]})"}},
+        {R"({"definitions":{"n":{"type":"integer","nullable":true}},"$ref":"#/definitions/n"})", {"3", "null"}, {R"("3")"}},
+        {R"({"type":"string","minLength":2,"maxLength":3})", {R"("ab")", R"("a\"c")", "\"日本語\""}, {R"("a")", R"("abcd")"}},
+        {R"({"type":"string","pattern":"^[a-z]{2}\\d$"})", {R"("ab1")"}, {R"("ab")", R"("AB1")", R"("ab12")"}},
+        {R"({"type":"string","format":"date"})", {R"("2024-02-28")", R"("1999-12-31")"}, {R"("2024-13-01")", R"("2024-02-30")", R"("24-01-01")"}},
+        {R"({"type":"string","format":"date-time"})", {R"("2024-01-02T03:04:05Z")", R"("2024-01-02T03:04:05.123+01:00")"}, {R"("2024-01-02 03:04:05Z")"}},
+        {R"({"type":"string","format":"uuid"})", {R"("123e4567-e89b-12d3-a456-426614174000")"}, {R"("123e4567e89b12d3a456426614174000")"}},
+        {R"({"type":"string","format":"email"})", {R"("a.b@example.com")"}, {R"("a@b")", R"("@x.com")"}},
+        {R"({"type":"integer","minimum":-5,"maximum":12})", {"-5", "0", "12", "9"}, {"-6", "13", "-0", "100"}},
+        {R"({"type":"integer","exclusiveMinimum":0})", {"1", "99999"}, {"0", "-1"}},
+        {R"({"type":"number","minimum":0,"maximum":1})", {"0", "1", "0.5"}, {"1.5", "-0.1", "2"}},
+        {R"({"title":"T","description":"d","$schema":"https://json-schema.org/draft/2020-12/schema","type":"boolean"})", {"true"}, {}},
+        {R"({"type":"object","properties":{"a\"b":{"const":1},"é":{"const":2}},"required":["a\"b","é"]})", {R"({"a\"b":1,"é":2})"}, {}},
+        {"true", {"1", R"({"a":[]})"}, {}},
+    };
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.schema);
+        const Grammar g = json_schema_grammar(json::parse(c.schema));
+        for (const std::string& t : c.accept) EXPECT_TRUE(matches(g, t)) << "should accept " << t;
+        for (const std::string& t : c.refuse) EXPECT_FALSE(matches(g, t)) << "should refuse " << t;
+    }
+}
+
+TEST(JsonSchema, ErrorsNameTheKeyword) {
+    const std::vector<std::pair<const char*, const char*>> cases = {
+        {R"({"type":"object","patternProperties":{"a":{}}})", "patternProperties"},
+        {R"({"type":"array","uniqueItems":true})", "uniqueItems"},
+        {R"({"not":{"type":"string"}})", "not"},
+        {R"({"if":{},"then":{}})", "if"},
+        {R"({"type":"number","multipleOf":2})", "multipleOf"},
+        {R"({"type":"strin"})", "type"},
+        {R"({"type":"object","properties":{"a":{}},"required":"a"})", "required"},
+        {R"({"type":"string","minLength":5,"maxLength":2})", "minLength"},
+        {R"({"$ref":"#/$defs/missing"})", "$ref"},
+        {R"({"enum":[]})", "enum"},
+        {R"({"type":"string","pattern":"(a"})", "pattern"},
+        {R"({"type":"string","format":"phone"})", "format"},
+        {R"({"$ref":"#"})", "$ref"},
+        {R"({"type":"integer","minimum":5,"maximum":4})", "minimum"},
+        {"false", "false"},
+    };
+    for (const auto& [schema, keyword] : cases) {
+        SCOPED_TRACE(schema);
+        try {
+            json_schema_grammar(json::parse(schema));
+            ADD_FAILURE() << "no error";
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find(keyword), std::string::npos) << e.what();
+        }
+    }
+}
+
+TEST(JsonSchema, IntegerRangesExact) {
+    const std::vector<std::pair<int64_t, int64_t>> ranges = {{0, 0}, {-5, 12}, {7, 130}, {-1234, -17}, {99, 1001}, {-9, 9}, {10, 99}};
+    for (const auto& [lo, hi] : ranges) {
+        NumberBounds b;
+        b.lo = double(lo), b.hi = double(hi);
+        const Grammar g = parse_grammar("root ::= " + number_range_gbnf(b, true));
+        for (int64_t v = lo - 30; v <= hi + 30; ++v) EXPECT_EQ(matches(g, std::to_string(v)), v >= lo && v <= hi) << lo << ".." << hi << ": " << v;
+    }
+    NumberBounds open;
+    open.lo = 3.5;
+    const Grammar g = parse_grammar("root ::= " + number_range_gbnf(open, true));
+    for (int64_t v = -20; v <= 2000; ++v) EXPECT_EQ(matches(g, std::to_string(v)), v >= 4) << v;
+}
+
+TEST(JsonSchema, NumberRangesStayInside) {
+    NumberBounds b;
+    b.lo = -2.5, b.hi = 3.0, b.hi_exclusive = true;
+    const Grammar g = parse_grammar("root ::= " + number_range_gbnf(b, false));
+    for (const char* t : {"-2", "-1.75", "0", "2", "2.999", "-0.5", "-1.5"}) EXPECT_TRUE(matches(g, t)) << t;
+    for (const char* t : {"3", "3.0", "-3", "-2.75", "4"}) EXPECT_FALSE(matches(g, t)) << t;
+}
+
+}  // namespace
+}  // namespace kimi::grammar

@@ -5,10 +5,14 @@
 // tokenizer — and a JSONL file of {"prompt", "output_len"?}. Arrivals: all at once
 // (--request-rate inf) or gamma-distributed (Poisson at --burstiness 1); --max-concurrency
 // caps requests in flight. Tokens are counted with our tokenizer when the server sends no
-// usage. ref: vllm/benchmarks/serve.py, datasets/random.py.
+// usage. --response-format-schema FILE sends every request with that JSON Schema as its
+// response_format and reports how many replies parse as JSON and the server's mean grammar
+// compile time (from /metrics, when the server is ours).
+// ref: vllm/benchmarks/serve.py, datasets/random.py.
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <mutex>
@@ -87,6 +91,7 @@ int cmd_bench_serve(int argc, char** argv) {
     const auto temperature = args.opt("--temperature");
     const std::string json_path = args.str("--json", ""), plot_path = args.str("--plot", "");
     const bool quiet = args.flag("--quiet");
+    const std::string schema_path = args.str("--response-format-schema", "");
     bench::Endpoint ep = bench::parse_base_url(base_url);
     ep.api_key = args.str("--api-key", "");
     args.done();
@@ -97,6 +102,13 @@ int cmd_bench_serve(int argc, char** argv) {
     if (!(range >= 0 && range < 1)) throw Error("--random-range-ratio must be in [0, 1)");
     if (dataset == "jsonl" && dataset_path.empty()) throw Error("--dataset jsonl needs --dataset-path FILE");
 
+    J schema;
+    if (!schema_path.empty()) {
+        std::ifstream f(schema_path);
+        if (!f) throw Error(schema_path + ": cannot open");
+        schema = J::parse(f, nullptr, false);
+        if (schema.is_discarded()) throw Error("--response-format-schema: " + schema_path + " is not valid JSON");
+    }
     const tok::Tokenizer tok = tok::Tokenizer::load(tok_dir);
     if (model.empty()) model = bench::get_json(ep, "/v1/models")["data"][0]["id"].get<std::string>();
 
@@ -168,10 +180,26 @@ int cmd_bench_serve(int argc, char** argv) {
         }
         if (ignore_eos) b["ignore_eos"] = true;
         if (temperature) b["temperature"] = parse_real("--temperature", *temperature);
+        if (!schema.is_null())
+            b["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "bench"}, {"schema", schema}, {"strict", true}}}};
         return b;
     };
     auto count = [&](const std::string& s) { return int64_t(tok.encode(s, false).size()); };
 
+    // the server's grammar compile histogram (kimi-cpp serve) before the run
+    const auto compile_stats = [&]() -> std::pair<double, double> {   // (sum s, count)
+        try {
+            const std::string m = bench::get_text(ep, "/metrics");
+            const auto value = [&](const std::string& name) {
+                const size_t at = m.find("\n" + name + " ");
+                return at == std::string::npos ? 0.0 : std::atof(m.c_str() + at + name.size() + 2);
+            };
+            return {value("kimi:grammar_compile_seconds_sum"), value("kimi:grammar_compile_seconds_count")};
+        } catch (const Error&) {
+            return {0.0, 0.0};   // another engine: no such metric
+        }
+    };
+    const std::pair<double, double> compile_before = schema.is_null() ? std::pair<double, double>{} : compile_stats();
     std::vector<bench::RequestResult> results(prompts.size());
     std::vector<std::string> texts(prompts.size());
     std::atomic<size_t> next{0};
@@ -238,6 +266,20 @@ int cmd_bench_serve(int argc, char** argv) {
         out["median_" + name + "_ms"] = s.median;
         out["std_" + name + "_ms"] = s.std;
         out["p99_" + name + "_ms"] = s.percentiles[0].second;
+    }
+    if (!schema.is_null()) {
+        int64_t valid = 0;
+        for (size_t i = 0; i < texts.size(); ++i)
+            if (results[i].success && !J::parse(texts[i], nullptr, false).is_discarded()) ++valid;
+        const std::pair<double, double> after = compile_stats();
+        const double n_compiled = after.second - compile_before.second;
+        const J compile_ms = n_compiled > 0 ? J(1e3 * (after.first - compile_before.first) / n_compiled) : J(nullptr);
+        out["response_format_schema"] = schema_path;
+        out["json_valid"] = valid;
+        out["mean_grammar_compile_ms"] = compile_ms;
+        table += "-------------------Structured output--------------\n";
+        table += fmt_line("Replies that parse as JSON:", double(valid));
+        if (n_compiled > 0) table += fmt_line("Mean grammar compile (ms):", compile_ms.get<double>());
     }
     table += "==================================================\n";
     std::printf("%s", table.c_str());

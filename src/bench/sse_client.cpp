@@ -33,7 +33,7 @@ Endpoint parse_base_url(const std::string& url) {
     return ep;
 }
 
-nlohmann::ordered_json get_json(const Endpoint& ep, const std::string& path) {
+std::string get_text(const Endpoint& ep, const std::string& path) {
     httplib::Client cli(ep.host, ep.port);
     cli.set_read_timeout(60, 0);
     httplib::Headers h;
@@ -41,8 +41,13 @@ nlohmann::ordered_json get_json(const Endpoint& ep, const std::string& path) {
     auto res = cli.Get(path.c_str(), h);
     if (!res) throw Error("GET " + path + ": " + httplib::to_string(res.error()));
     if (res->status != 200) throw Error("GET " + path + ": HTTP " + std::to_string(res->status) + " " + res->body);
+    return res->body;
+}
+
+nlohmann::ordered_json get_json(const Endpoint& ep, const std::string& path) {
+    const std::string body = get_text(ep, path);
     try {
-        return nlohmann::ordered_json::parse(res->body);
+        return nlohmann::ordered_json::parse(body);
     } catch (const std::exception& e) {
         throw Error("GET " + path + ": not JSON: " + e.what());
     }

@@ -28,8 +28,9 @@ Endpoint parse_base_url(const std::string& url);
 RequestResult stream_request(const Endpoint& ep, const std::string& path, const nlohmann::ordered_json& body, bool chat,
                              const std::function<int64_t(const std::string&)>& count_tokens, std::string& text);
 
-// GET path → parsed JSON (throws kimi::Error on failure).
+// GET path → parsed JSON / the body as text (throw kimi::Error on failure).
 nlohmann::ordered_json get_json(const Endpoint& ep, const std::string& path);
+std::string get_text(const Endpoint& ep, const std::string& path);
 
 }  // namespace kimi::bench
 

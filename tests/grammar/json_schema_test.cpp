@@ -4,6 +4,7 @@
 // malformed keywords are errors naming the keyword.
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "grammar/json_number_range.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
+#include "grammar/token_mask.h"
 
 namespace kimi::grammar {
 namespace {
@@ -129,6 +131,85 @@ TEST(JsonSchema, NumberRangesStayInside) {
     const Grammar g = parse_grammar("root ::= " + number_range_gbnf(b, false));
     for (const char* t : {"-2", "-1.75", "0", "2", "2.999", "-0.5", "-1.5"}) EXPECT_TRUE(matches(g, t)) << t;
     for (const char* t : {"3", "3.0", "-3", "-2.75", "4"}) EXPECT_FALSE(matches(g, t)) << t;
+}
+
+// Random schemas — valid, malformed and unsupported keywords mixed, nested, with $refs that
+// may dangle or recurse — compile or fail with kimi::Error; a compiled one runs in the matcher
+// and the token trie on random input (never another exception, never a crash: also under
+// ASan + UBSan).
+json random_schema(std::mt19937& rng, int depth) {
+    const auto pick = [&](int n) { return int(rng() % uint32_t(n)); };
+    static const char* types[] = {"string", "integer", "number", "boolean", "null", "object", "array", "strin"};
+    static const char* keys[] = {"type", "properties", "required", "additionalProperties", "enum", "const", "items",
+                                 "prefixItems", "minItems", "maxItems", "anyOf", "oneOf", "allOf", "$ref", "nullable",
+                                 "minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
+                                 "exclusiveMaximum", "title", "not", "uniqueItems", "$defs"};
+    static const char* patterns[] = {"^[a-z]+$", "a|b", "(x", "\\d{2,3}", "[^\"]*", "(a)\\1"};
+    static const char* formats[] = {"date", "uuid", "email", "ipv4", "phone"};
+    static const char* refs[] = {"#", "#/$defs/a", "#/$defs/missing", "#/properties/p0", "http://x"};
+    if (depth > 3 || pick(5) == 0) return pick(6) == 0 ? json(bool(pick(2))) : json{{"type", types[pick(7)]}};
+    json s = json::object();
+    const int n = 1 + pick(4);
+    for (int i = 0; i < n; ++i) {
+        const std::string k = keys[pick(int(std::size(keys)))];
+        if (k == "type") s[k] = pick(4) == 0 ? json::array({types[pick(8)], "null"}) : json(types[pick(8)]);
+        else if (k == "properties") {
+            json p = json::object();
+            for (int j = pick(4); j-- > 0;) p["p" + std::to_string(j)] = random_schema(rng, depth + 1);
+            s[k] = p;
+        } else if (k == "required") s[k] = pick(5) == 0 ? json("p0") : json::array({"p0"});
+        else if (k == "additionalProperties" || k == "items") s[k] = pick(3) == 0 ? json(bool(pick(2))) : random_schema(rng, depth + 1);
+        else if (k == "enum") s[k] = pick(6) == 0 ? json::array() : json::array({"a", 1, nullptr, json::array({2})});
+        else if (k == "const") s[k] = json{{"k", pick(100)}};
+        else if (k == "prefixItems" || k == "anyOf" || k == "oneOf" || k == "allOf") {
+            json a = json::array();
+            for (int j = pick(3); j-- > 0;) a.push_back(random_schema(rng, depth + 1));
+            s[k] = a;
+        } else if (k == "$ref") s[k] = refs[pick(5)];
+        else if (k == "$defs") s[k] = json{{"a", random_schema(rng, depth + 1)}};
+        else if (k == "pattern") s[k] = patterns[pick(6)];
+        else if (k == "format") s[k] = formats[pick(5)];
+        else if (k == "nullable" || k == "uniqueItems") s[k] = bool(pick(2));
+        else if (k == "title") s[k] = "t";
+        else if (k == "not") s[k] = json::object();
+        else s[k] = pick(8) == 0 ? json(-1.5) : json(pick(20) - 5);
+    }
+    return s;
+}
+
+TEST(JsonSchema, FuzzedSchemasNeverCrash) {
+    std::mt19937 rng(1234);
+    std::vector<std::string> vocab;
+    for (int i = 0; i < 200; ++i) {
+        std::string t;
+        for (int j = 1 + int(rng() % 4); j-- > 0;) t += "{}[]\":,0123456789-.aetrunlsfx \\\xc3\xa9"[rng() % 34];
+        vocab.push_back(t);
+    }
+    const TokenTrie trie(vocab);
+    int compiled = 0, refused = 0;
+    std::vector<uint8_t> allowed;
+    for (int i = 0; i < 600; ++i) {
+        const json schema = random_schema(rng, 0);
+        Grammar g;
+        try {
+            g = json_schema_grammar(schema, 20000);
+        } catch (const Error&) {
+            ++refused;
+            continue;
+        }
+        ++compiled;
+        Matcher m(g);
+        for (int step = 0; step < 40 && !m.dead(); ++step) {
+            trie.allowed(m, allowed);
+            std::vector<int32_t> ok;
+            for (size_t t = 0; t < allowed.size(); ++t)
+                if (allowed[t]) ok.push_back(int32_t(t));
+            if (ok.empty()) break;
+            ASSERT_TRUE(m.accept(vocab[size_t(ok[rng() % ok.size()])])) << schema.dump();
+        }
+    }
+    EXPECT_GT(compiled, 100);
+    EXPECT_GT(refused, 50);
 }
 
 }  // namespace

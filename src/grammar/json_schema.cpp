@@ -3,6 +3,7 @@
 // ref: the schema converters of llama.cpp (json-schema-to-grammar) and xgrammar, by behaviour.
 #include "grammar/json_schema.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -107,6 +108,25 @@ const std::map<std::string, std::string>& formats() {
     return all;
 }
 
+bool types_meet(const std::string& a, const std::string& b) {
+    return a == b || (a == "number" && b == "integer") || (a == "integer" && b == "number");
+}
+
+// v is of JSON Schema type t (a name or a list of names)
+bool has_type(const json& v, const json& t) {
+    if (t.is_array()) return std::any_of(t.begin(), t.end(), [&](const json& one) { return has_type(v, one); });
+    if (!t.is_string()) return true;   // a malformed type is reported where it is compiled
+    const std::string n = t.get<std::string>();
+    if (n == "integer") return v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
+    if (n == "number") return v.is_number();
+    if (n == "string") return v.is_string();
+    if (n == "boolean") return v.is_boolean();
+    if (n == "null") return v.is_null();
+    if (n == "object") return v.is_object();
+    if (n == "array") return v.is_array();
+    return true;
+}
+
 class Compiler {
 public:
     explicit Compiler(const json& root) : root_(root) {}
@@ -175,16 +195,24 @@ private:
             std::vector<std::string> alts;
             for (size_t i = 0; i < branches.size(); ++i) {
                 const std::string p = path + "/" + kw + "/" + std::to_string(i);
-                alts.push_back(visit(rest.size() > 0 ? merge_all({rest, branches[i]}, p) : branches[i], p, depth + 1));
+                const json& b = branches[i];
+                // a branch whose type the surrounding schema excludes can never match: left out
+                if (rest.contains("type") && rest["type"].is_string() && b.is_object() && b.contains("type") &&
+                    b["type"].is_string() && !types_meet(rest["type"].get<std::string>(), b["type"].get<std::string>()))
+                    continue;
+                alts.push_back(visit(rest.size() > 0 ? merge_all({rest, b}, p) : b, p, depth + 1));
             }
+            if (alts.empty()) fail("no branch of '" + std::string(kw) + "' fits the schema's 'type'", path);
             return alt(alts);
         }
         if (s.contains("const")) return lit(compact(s["const"]));
         if (s.contains("enum")) {
             const json& e = s["enum"];
             if (!e.is_array() || e.empty()) fail("'enum' must be a non-empty array", path);
-            std::vector<std::string> alts;
-            for (const json& v : e) alts.push_back(lit(compact(v)));
+            std::vector<std::string> alts;   // the values of the schema's type, if it has one
+            for (const json& v : e)
+                if (!s.contains("type") || has_type(v, s["type"])) alts.push_back(lit(compact(v)));
+            if (alts.empty()) fail("no value of 'enum' has the schema's 'type'", path);
             return alt(alts);
         }
         if (s.contains("type")) {

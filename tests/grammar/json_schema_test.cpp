@@ -73,6 +73,8 @@ TEST(JsonSchema, AcceptsAndRefuses) {
         {R"({"title":"T","description":"d","$schema":"https://json-schema.org/draft/2020-12/schema","type":"boolean"})", {"true"}, {}},
         {R"({"type":"object","properties":{"a\"b":{"const":1},"é":{"const":2}},"required":["a\"b","é"]})", {R"({"a\"b":1,"é":2})"}, {}},
         {"true", {"1", R"({"a":[]})"}, {}},
+        {R"({"type":"string","enum":["a",1,"b"]})", {R"("a")", R"("b")"}, {"1"}},
+        {R"({"type":"object","anyOf":[{"type":"string"},{"properties":{"k":{"const":1}},"required":["k"]}]})", {R"({"k":1})"}, {R"("s")"}},
     };
     for (const Case& c : cases) {
         SCOPED_TRACE(c.schema);

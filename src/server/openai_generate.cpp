@@ -167,13 +167,16 @@ public:
         return b;
     }
 
+    // A logprob as JSON: −inf (a token a structured-output mask refused) is −9999, as vLLM writes it.
+    static double lp_json(float lp) { return std::max(double(lp), -9999.0); }
+
     // Chat: {"content": [{token, logprob, bytes, top_logprobs}]} for these events.
     J chat_logprobs(const std::vector<const TokenEvent*>& evs) const {
         J content = J::array();
         for (const TokenEvent* e : evs) {
             J top = J::array();
-            for (const auto& [id, lp] : e->top) top.push_back({{"token", token_str(id)}, {"logprob", lp}, {"bytes", token_bytes(id)}});
-            content.push_back({{"token", token_str(e->token)}, {"logprob", e->logprob}, {"bytes", token_bytes(e->token)},
+            for (const auto& [id, lp] : e->top) top.push_back({{"token", token_str(id)}, {"logprob", lp_json(lp)}, {"bytes", token_bytes(id)}});
+            content.push_back({{"token", token_str(e->token)}, {"logprob", lp_json(e->logprob)}, {"bytes", token_bytes(e->token)},
                                {"top_logprobs", std::move(top)}});
         }
         return {{"content", std::move(content)}};
@@ -184,9 +187,9 @@ public:
         J tokens = J::array(), lps = J::array(), tops = J::array(), offs = J::array();
         for (size_t i = 0; i < evs.size(); ++i) {
             tokens.push_back(token_str(evs[i]->token));
-            lps.push_back(evs[i]->logprob);
+            lps.push_back(lp_json(evs[i]->logprob));
             J top = J::object();
-            for (const auto& [id, lp] : evs[i]->top) top[token_str(id)] = lp;
+            for (const auto& [id, lp] : evs[i]->top) top[token_str(id)] = lp_json(lp);
             tops.push_back(std::move(top));
             offs.push_back(offsets[i]);
         }

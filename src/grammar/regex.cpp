@@ -518,7 +518,7 @@ public:
     void expr(const Node& n, std::string& out) {
         switch (n.kind) {
             case Node::kEmpty: out += "\"\""; break;
-            case Node::kNever: throw Error("regex: internal: an unmatchable part survived");
+            case Node::kNever: KIMI_CHECK(false, "regex: an unmatchable part survived simplification"); break;
             case Node::kChar:
                 out += '"';
                 literal(n.cp, out);

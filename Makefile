@@ -44,7 +44,7 @@ $(BUILD_ASAN)/build.ninja:
 	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKIMI_SANITIZE=ON
 
 build-asan: deps $(BUILD_ASAN)/build.ninja
-	cmake --build $(BUILD_ASAN) -j $(JOBS) --target loader_tests grammar_tests
+	cmake --build $(BUILD_ASAN) -j $(JOBS) --target loader_tests grammar_tests regex_tests
 
 test: build build-asan
 	ctest --test-dir $(BUILD_ASAN) -L sanitize --output-on-failure

@@ -42,21 +42,56 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes) : n_tokens_(in
     }
 }
 
-void TokenTrie::walk(int32_t node, size_t depth, const Matcher& m, std::vector<uint8_t>& allowed) const {
+int32_t TokenTrie::intern(const StackSet& s) const {
+    key_.assign(reinterpret_cast<const char*>(s.starts.data()), s.starts.size() * sizeof(uint32_t));
+    key_.append(reinterpret_cast<const char*>(s.frames.data()), s.frames.size() * sizeof(Frame));
+    if (const auto it = state_ids_.find(key_); it != state_ids_.end()) return it->second;
+    if (states_.size() >= kMaxStates) return -1;
+    const int32_t id = int32_t(states_.size());
+    state_ids_.emplace(key_, id);
+    states_.push_back(s);
+    next_.resize(states_.size() * 256, kUnknown);
+    return id;
+}
+
+void TokenTrie::walk(int32_t node, int32_t state, const Matcher& m, std::vector<uint8_t>& allowed) const {
+    for (int32_t c = nodes_[size_t(node)].first_child; c >= 0; c = nodes_[size_t(c)].next_sibling) {
+        const Node& n = nodes_[size_t(c)];
+        int32_t to = next_[size_t(state) * 256 + n.byte];
+        if (to == kUnknown) {
+            if (!m.advance(states_[size_t(state)], n.byte, scratch_)) {
+                to = kRefused;
+            } else if ((to = intern(scratch_)) < 0) {   // past the budget: this subtree without interning
+                for (int32_t i = 0; i < n.n_tokens; ++i) allowed[size_t(tokens_[size_t(n.first_token + i)])] = 1;
+                if (levels_.size() < 2) levels_.resize(2);
+                levels_[1] = scratch_;
+                if (n.first_child >= 0) walk_plain(c, 1, m, allowed);
+                continue;
+            }
+            next_[size_t(state) * 256 + n.byte] = to;
+        }
+        if (to == kRefused) continue;   // prunes every token below c
+        for (int32_t i = 0; i < n.n_tokens; ++i) allowed[size_t(tokens_[size_t(n.first_token + i)])] = 1;
+        if (n.first_child >= 0) walk(c, to, m, allowed);
+    }
+}
+
+void TokenTrie::walk_plain(int32_t node, size_t depth, const Matcher& m, std::vector<uint8_t>& allowed) const {
     if (levels_.size() < depth + 2) levels_.resize(depth + 2);
     for (int32_t c = nodes_[size_t(node)].first_child; c >= 0; c = nodes_[size_t(c)].next_sibling) {
         const Node& n = nodes_[size_t(c)];
         if (!m.advance(levels_[depth], n.byte, levels_[depth + 1])) continue;   // prunes every token below c
         for (int32_t i = 0; i < n.n_tokens; ++i) allowed[size_t(tokens_[size_t(n.first_token + i)])] = 1;
-        if (n.first_child >= 0) walk(c, depth + 1, m, allowed);
+        if (n.first_child >= 0) walk_plain(c, depth + 1, m, allowed);
     }
 }
 
 void TokenTrie::allowed(const Matcher& m, std::vector<uint8_t>& allowed) const {
     allowed.assign(size_t(n_tokens_), 0);
-    if (levels_.empty()) levels_.resize(2);
-    levels_[0] = m.stacks();
-    walk(0, 0, m, allowed);
+    states_.clear();
+    state_ids_.clear();
+    next_.clear();
+    walk(0, intern(m.stacks()), m, allowed);
 }
 
 }  // namespace kimi::grammar

@@ -24,8 +24,8 @@ const std::map<std::string, std::string>& base_rules() {
     static const std::map<std::string, std::string> r = {
         {"sp", "\" \"?"},
         {"hex", "[0-9a-fA-F]"},
-        // one code point of a JSON string body: plain, or an escape (\uXXXX: no surrogate halves,
-        // so a character counts once toward minLength / maxLength)
+        // one code point of a JSON string body: plain, or an escape (a \u escape is never half of a
+        // surrogate pair, so each character counts once toward minLength / maxLength)
         {"char", "[^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" ([0-9a-cA-CeEfF] hex hex hex | [dD] [0-7] hex hex))"},
         {"string", "\"\\\"\" char* \"\\\"\""},
         {"integer", "\"-\"? (\"0\" | [1-9] [0-9]{0,15})"},

@@ -79,9 +79,16 @@ Grammar kind_grammar(const std::string& kind, const J& v, const std::string& par
     throw bad_param(param, "unknown structured output kind '" + kind + "' (json, regex, choice, grammar, json_object)");
 }
 
-// The tool-call frame's text pieces: literal text and special tokens.
+// The frames' pieces: literal text, special tokens, and K3's <|open|>TAG<|sep|> / <|close|>TAG<|sep|>.
 void text(Grammar& g, Alternative& a, const std::string& s) { g.append_literal(a, s); }
 void special(Grammar& g, Alternative& a, const std::string& name) { g.append_literal(a, grammar::special_token_bytes(name)); }
+void k3_tag(Grammar& g, Alternative& a, const char* marker, const std::string& tag) {
+    special(g, a, marker);
+    text(g, a, tag);
+    special(g, a, "<|sep|>");
+}
+void k3_open(Grammar& g, Alternative& a, const std::string& tag) { k3_tag(g, a, "<|open|>", tag); }
+void k3_close(Grammar& g, Alternative& a, const std::string& tag) { k3_tag(g, a, "<|close|>", tag); }
 
 // Free text: any characters (K3's think channel).
 int32_t free_text(Grammar& g) {
@@ -114,19 +121,11 @@ int32_t tool_calls(Grammar& g, ChatFrame frame, const ForcedTools& ft) {
             Alternative a;
             const std::string& name = ft.tools[t].first;
             if (frame == ChatFrame::kK3) {
-                special(g, a, "<|open|>");
-                text(g, a, "call tool=\"" + xml_attr(name) + "\" index=\"" + std::to_string(k + 1) + "\"");
-                special(g, a, "<|sep|>");
-                special(g, a, "<|open|>");
-                text(g, a, "json type=\"object\"");
-                special(g, a, "<|sep|>");
+                k3_open(g, a, "call tool=\"" + xml_attr(name) + "\" index=\"" + std::to_string(k + 1) + "\"");
+                k3_open(g, a, "json type=\"object\"");
                 a.push_back(Grammar::ref(args[t]));
-                special(g, a, "<|close|>");
-                text(g, a, "json");
-                special(g, a, "<|sep|>");
-                special(g, a, "<|close|>");
-                text(g, a, "call");
-                special(g, a, "<|sep|>");
+                k3_close(g, a, "json");
+                k3_close(g, a, "call");
             } else {
                 special(g, a, "<|tool_call_begin|>");
                 text(g, a, "functions." + name + ":" + std::to_string(k));
@@ -223,29 +222,17 @@ Grammar frame_grammar(ChatFrame frame, bool thinking, std::optional<Grammar> bod
     if (frame == ChatFrame::kK3) {
         if (thinking) {   // the prompt opened the think channel: free text until it closes
             a.push_back(Grammar::ref(free_text(g)));
-            special(g, a, "<|close|>");
-            text(g, a, "think");
-            special(g, a, "<|sep|>");
-            special(g, a, "<|open|>");
-            text(g, a, "response");
-            special(g, a, "<|sep|>");
+            k3_close(g, a, "think");
+            k3_open(g, a, "response");
         }
         if (body) a.push_back(Grammar::ref(g.splice(*body)));
-        special(g, a, "<|close|>");
-        text(g, a, "response");
-        special(g, a, "<|sep|>");
+        k3_close(g, a, "response");
         if (tools) {
-            special(g, a, "<|open|>");
-            text(g, a, "tools");
-            special(g, a, "<|sep|>");
+            k3_open(g, a, "tools");
             a.push_back(Grammar::ref(tool_calls(g, frame, *tools)));
-            special(g, a, "<|close|>");
-            text(g, a, "tools");
-            special(g, a, "<|sep|>");
+            k3_close(g, a, "tools");
         }
-        special(g, a, "<|close|>");
-        text(g, a, "message");
-        special(g, a, "<|sep|>");
+        k3_close(g, a, "message");
     } else if (tools) {   // Kimi Linear: the calls section only
         special(g, a, "<|tool_calls_section_begin|>");
         a.push_back(Grammar::ref(tool_calls(g, frame, *tools)));

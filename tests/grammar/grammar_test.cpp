@@ -13,6 +13,7 @@
 #include "grammar/grammar.h"
 #include "grammar/matcher.h"
 #include "grammar/token_mask.h"
+#include "grammar_test_util.h"
 
 namespace kimi::grammar {
 namespace {
@@ -51,19 +52,6 @@ TEST(Utf8Ranges, SequencesMatchExactlyTheRange) {
             EXPECT_EQ(matches_any(seqs, utf8(cp)), cp >= lo && cp <= hi) << std::hex << lo << "-" << hi << " cp " << cp;
         }
     }
-}
-
-// Every string over `alphabet` of length ≤ n.
-std::vector<std::string> all_strings(const std::string& alphabet, int n) {
-    std::vector<std::string> out{""}, layer{""};
-    for (int len = 1; len <= n; ++len) {
-        std::vector<std::string> next;
-        for (const auto& s : layer)
-            for (char c : alphabet) next.push_back(s + c);
-        out.insert(out.end(), next.begin(), next.end());
-        layer = std::move(next);
-    }
-    return out;
 }
 
 void expect_like_regex(const std::string& gbnf, const std::string& re, const std::string& alphabet, int n) {

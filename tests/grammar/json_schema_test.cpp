@@ -13,16 +13,12 @@
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
 #include "grammar/token_mask.h"
+#include "grammar_test_util.h"
 
 namespace kimi::grammar {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-bool matches(const Grammar& g, const std::string& text) {
-    Matcher m(g);
-    return m.accept(text) && m.can_end();
-}
 
 struct Case {
     const char* schema;
@@ -79,8 +75,8 @@ TEST(JsonSchema, AcceptsAndRefuses) {
     for (const Case& c : cases) {
         SCOPED_TRACE(c.schema);
         const Grammar g = json_schema_grammar(json::parse(c.schema));
-        for (const std::string& t : c.accept) EXPECT_TRUE(matches(g, t)) << "should accept " << t;
-        for (const std::string& t : c.refuse) EXPECT_FALSE(matches(g, t)) << "should refuse " << t;
+        for (const std::string& t : c.accept) EXPECT_TRUE(full_match(g, t)) << "should accept " << t;
+        for (const std::string& t : c.refuse) EXPECT_FALSE(full_match(g, t)) << "should refuse " << t;
     }
 }
 
@@ -119,20 +115,20 @@ TEST(JsonSchema, IntegerRangesExact) {
         NumberBounds b;
         b.lo = double(lo), b.hi = double(hi);
         const Grammar g = parse_grammar("root ::= " + number_range_gbnf(b, true));
-        for (int64_t v = lo - 30; v <= hi + 30; ++v) EXPECT_EQ(matches(g, std::to_string(v)), v >= lo && v <= hi) << lo << ".." << hi << ": " << v;
+        for (int64_t v = lo - 30; v <= hi + 30; ++v) EXPECT_EQ(full_match(g, std::to_string(v)), v >= lo && v <= hi) << lo << ".." << hi << ": " << v;
     }
     NumberBounds open;
     open.lo = 3.5;
     const Grammar g = parse_grammar("root ::= " + number_range_gbnf(open, true));
-    for (int64_t v = -20; v <= 2000; ++v) EXPECT_EQ(matches(g, std::to_string(v)), v >= 4) << v;
+    for (int64_t v = -20; v <= 2000; ++v) EXPECT_EQ(full_match(g, std::to_string(v)), v >= 4) << v;
 }
 
 TEST(JsonSchema, NumberRangesStayInside) {
     NumberBounds b;
     b.lo = -2.5, b.hi = 3.0, b.hi_exclusive = true;
     const Grammar g = parse_grammar("root ::= " + number_range_gbnf(b, false));
-    for (const char* t : {"-2", "-1.75", "0", "2", "2.999", "-0.5", "-1.5"}) EXPECT_TRUE(matches(g, t)) << t;
-    for (const char* t : {"3", "3.0", "-3", "-2.75", "4"}) EXPECT_FALSE(matches(g, t)) << t;
+    for (const char* t : {"-2", "-1.75", "0", "2", "2.999", "-0.5", "-1.5"}) EXPECT_TRUE(full_match(g, t)) << t;
+    for (const char* t : {"3", "3.0", "-3", "-2.75", "4"}) EXPECT_FALSE(full_match(g, t)) << t;
 }
 
 // Random schemas — valid, malformed and unsupported keywords mixed, nested, with $refs that

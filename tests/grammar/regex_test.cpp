@@ -14,27 +14,10 @@
 #include "grammar/grammar.h"
 #include "grammar/matcher.h"
 #include "grammar/regex.h"
+#include "grammar_test_util.h"
 
 namespace kimi::grammar {
 namespace {
-
-bool full_match(const Grammar& g, std::string_view s) {
-    Matcher m(g);
-    return m.accept(s) && m.can_end();
-}
-
-// Every string over `alphabet` of length ≤ n.
-std::vector<std::string> all_strings(const std::string& alphabet, int n) {
-    std::vector<std::string> out{""}, layer{""};
-    for (int len = 1; len <= n; ++len) {
-        std::vector<std::string> next;
-        for (const auto& s : layer)
-            for (char c : alphabet) next.push_back(s + c);
-        out.insert(out.end(), next.begin(), next.end());
-        layer = std::move(next);
-    }
-    return out;
-}
 
 struct Case {
     Case(std::string p, std::string a = "ab01\n \"", int n = 4, std::string e = "")

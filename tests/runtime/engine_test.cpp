@@ -190,21 +190,8 @@ TEST_F(EngineInvariance, CacheSizedFromMemoryBudget) {
 }
 
 // Text events and stop strings through the engine, with the model's tokenizer.
-class EngineText : public ::testing::Test {
+class EngineText : public test::TinyWithTokenizer {
 protected:
-    static void SetUpTestSuite() {
-        const std::string dir = test::make_model("tiny", {}, 21);
-        tok::write_synthetic_tokenizer(dir, 1024, 21);
-        model_ = KimiModel::load(dir).release();
-        tok_ = new tok::Tokenizer(tok::Tokenizer::load(dir));
-    }
-    static void TearDownTestSuite() {
-        delete model_;
-        delete tok_;
-    }
-    static KimiModel* model_;
-    static tok::Tokenizer* tok_;
-
     Out run(const SamplingParams& p, int n_others = 0) {
         EngineConfig c;
         c.threads = 2;
@@ -217,8 +204,6 @@ protected:
         return drain(*s);
     }
 };
-KimiModel* EngineText::model_ = nullptr;
-tok::Tokenizer* EngineText::tok_ = nullptr;
 
 TEST_F(EngineText, TextPiecesEqualTheDecodeAndStopStringsCutIt) {
     SamplingParams p;

@@ -8,6 +8,9 @@
 #include <vector>
 
 #include "runtime/engine.h"
+#include "test_models.h"
+#include "tokenizer/synthetic.h"
+#include "tokenizer/tokenizer.h"
 
 namespace kimi::test {
 
@@ -18,6 +21,25 @@ struct Out {
     FinishReason finish = FinishReason::kNone;
     int32_t stop_index = -1;
     int64_t cached_tokens = 0;
+};
+
+// Suites that run the tiny model with its synthetic tokenizer (text, stop strings, grammars).
+class TinyWithTokenizer : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        const std::string dir = make_model("tiny", {}, 21);
+        tok::write_synthetic_tokenizer(dir, 1024, 21);
+        model_ = KimiModel::load(dir).release();
+        tok_ = new tok::Tokenizer(tok::Tokenizer::load(dir));
+    }
+    static void TearDownTestSuite() {
+        delete model_;
+        delete tok_;
+        model_ = nullptr;
+        tok_ = nullptr;
+    }
+    static inline KimiModel* model_ = nullptr;
+    static inline tok::Tokenizer* tok_ = nullptr;
 };
 
 inline Out drain(RequestStream& s) {

@@ -19,8 +19,6 @@
 #include "runtime/engine.h"
 #include "runtime/sampler.h"
 #include "runtime/structured_output.h"
-#include "test_models.h"
-#include "tokenizer/synthetic.h"
 
 namespace kimi {
 namespace {
@@ -124,21 +122,8 @@ TEST(SamplerMask, UnmaskedFirstHasTheMaskedDistribution) {
     EXPECT_FALSE(Sampler::mask_can_wait(q));
 }
 
-class EngineStructured : public ::testing::Test {
+class EngineStructured : public test::TinyWithTokenizer {
 protected:
-    static void SetUpTestSuite() {
-        const std::string dir = test::make_model("tiny", {}, 21);
-        tok::write_synthetic_tokenizer(dir, 1024, 21);
-        model_ = KimiModel::load(dir).release();
-        tok_ = new tok::Tokenizer(tok::Tokenizer::load(dir));
-    }
-    static void TearDownTestSuite() {
-        delete model_;
-        delete tok_;
-    }
-    static KimiModel* model_;
-    static tok::Tokenizer* tok_;
-
     static std::shared_ptr<const StructuredOutput> schema(const char* text) {
         return std::make_shared<StructuredOutput>(grammar::json_schema_grammar(nlohmann::ordered_json::parse(text)));
     }
@@ -158,8 +143,6 @@ protected:
         return m.accept(text) && m.can_end();
     }
 };
-KimiModel* EngineStructured::model_ = nullptr;
-tok::Tokenizer* EngineStructured::tok_ = nullptr;
 
 constexpr const char* kSchema = R"({"type":"object","properties":{
     "name":{"type":"string","maxLength":6},

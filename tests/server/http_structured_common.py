@@ -9,6 +9,7 @@ import json
 import math
 import os
 import re
+import sys
 import threading
 import time
 import unittest
@@ -190,6 +191,7 @@ class Tally:
         valid = (self.complete - self.invalid) / self.complete if self.complete else 0.0
         summary = "%s: %d replies, %d complete (%.0f%%), %.1f%% of the complete ones valid, %d failures" % (
             self.what, self.total, self.complete, 100 * rate, 100 * valid, len(self.failures))
+        sys.stderr.write("  [structured] %s\n" % summary)
         msg = summary
         if self.failures:
             msg += "\n  " + "\n  ".join(self.failures)

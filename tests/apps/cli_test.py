@@ -204,6 +204,38 @@ class Generate(unittest.TestCase):
             self.assertTrue(last.startswith("kimi-cpp generate: error: "), err)
             self.assertIn(needle, last, args)
 
+    def test_structured_output_flags(self):
+        schema = os.path.join(WORK, "schema.json")
+        with open(schema, "w") as f:
+            json.dump({"type": "object", "properties": {"name": {"type": "string", "maxLength": 5},
+                                                        "n": {"type": "integer", "minimum": 0, "maximum": 99}},
+                       "required": ["name", "n"], "additionalProperties": False}, f)
+        gbnf = os.path.join(WORK, "list.gbnf")
+        with open(gbnf, "w") as f:
+            f.write('root ::= "[" item ("," item){0,3} "]"\nitem ::= [a-z]{1,3} | [0-9]\n')
+        for seed in range(3):
+            j = gen_json("--prompt", PROMPT, "-n", "300", "--seed", str(seed), "--json-schema", schema)
+            self.assertEqual(j["finish_reason"], "stop", j)
+            v = json.loads(j["text"])
+            self.assertEqual(sorted(v), ["n", "name"])
+            self.assertTrue(isinstance(v["name"], str) and len(v["name"]) <= 5 and 0 <= v["n"] <= 99, v)
+            self.assertGreater(j["grammar_compile_ms"], 0)
+            j = gen_json("--prompt", PROMPT, "-n", "60", "--seed", str(seed), "--regex", r"\d{3}-[a-z]{2}")
+            self.assertRegex(j["text"], r"^\d{3}-[a-z]{2}$")
+            j = gen_json("--prompt", PROMPT, "-n", "60", "--seed", str(seed), "--choice", "red,green,a\\,b")
+            self.assertIn(j["text"], ["red", "green", "a,b"])
+            j = gen_json("--prompt", PROMPT, "-n", "60", "--seed", str(seed), "--grammar", gbnf)
+            self.assertRegex(j["text"], r"^\[([a-z]{1,3}|[0-9])(,([a-z]{1,3}|[0-9])){0,3}\]$")
+        bad = os.path.join(WORK, "bad.json")
+        with open(bad, "w") as f:
+            json.dump({"type": "object", "patternProperties": {}}, f)
+        for args, needle in [(["--json-schema", bad], "patternProperties"), (["--regex", "(a"], "regex"),
+                             (["--grammar", schema], "--grammar"), (["--choice", "a", "--regex", "b"], "at most one"),
+                             (["--json-schema", os.path.join(WORK, "missing.json")], "missing.json")]:
+            rc, out, err = run("generate", "--model", MODEL, "--prompt", PROMPT, *args)
+            self.assertEqual(rc, 1, (args, err))
+            self.assertIn(needle, err.strip().splitlines()[-1], args)
+
     def test_ctrl_c_stops_generation(self):
         p = subprocess.Popen([KIMI, "generate", "--model", MODEL, "--prompt", PROMPT, "-n", "30000",
                               "--max-model-len", "32768", "--ignore-eos"],

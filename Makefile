@@ -79,6 +79,8 @@ bench: build $(BENCH_MODEL)/config.json $(BENCH_K3_MODEL)/config.json
 	python3 bench/cpu_table.py --kimi $(KIMI) --model $(BENCH_MODEL) --json bench/results/cpu-table.json | tee bench/results/cpu-table.md
 	python3 bench/prefix_cache.py --kimi $(KIMI) --model $(BENCH_MODEL) --json bench/results/prefix-cache.json \
 	  --plot bench/results/prefix-cache.svg | tee bench/results/prefix-cache.md
+	python3 bench/structured_output.py --kimi $(KIMI) --model $(BENCH_MODEL) --json bench/results/structured-output.json \
+	  | tee bench/results/structured-output.md
 	test -f $(BENCH_MODEL)-mxfp4/config.json || $(KIMI) quantize --model $(BENCH_MODEL) --out $(BENCH_MODEL)-mxfp4 --format mxfp4
 	$(KIMI) bench model --model $(BENCH_MODEL)-mxfp4 --prompt-lens 512 --batches 1,16 --contexts 0 \
 	  --json bench/results/model-mxfp4.json --plot bench/results/model-mxfp4.png

@@ -26,22 +26,23 @@ numbers + config + machine with --json FILE. Never fails on speed; servers are s
 on models/bench with 2 busy cores).
 """
 import argparse
-import collections
 import http.client
 import json
 import os
 import random
-import re
-import shlex
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
-LISTEN_RE = re.compile(r"serve: listening on http://127\.0\.0\.1:(\d+)")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_util import (Server, check_inputs, exit_on_signals, fmt, machine_info, machine_line,  # noqa: E402
+                        model_line, order_for, quote, request, serve_cmd, server_version, sse_events, stop_all,
+                        wait_idle)
+import serve_util  # noqa: E402
+
+PROG = "prefix_cache"
 MODES = ("on", "off")
 
 # Seeded user messages are drawn from these (any deterministic text would do; /tokenize counts it).
@@ -61,122 +62,20 @@ being study second eyes soon times story boys since white days paper hard near s
 during today others however sure means knew it's try told young miles sun ways thing whole hear example heard
 several change answer room sea against top turned learn point city play toward five using himself usually""".split()
 
-_SERVERS = []
 
 
 def log(msg):
-    print(f"prefix_cache: {msg}", file=sys.stderr, flush=True)
+    serve_util.log(PROG, msg)
 
 
 # ------------------------------------------------------------------------------------------------
 # Servers and HTTP
 # ------------------------------------------------------------------------------------------------
 
-class Server:
-    """One `kimi-cpp serve` on --port 0 (the port is read from its stderr), ready once /health is 200."""
-
-    def __init__(self, args, mode):
-        self.mode = mode
-        self.cmd = [args.kimi, "serve", "--model", args.model, "--port", "0", "--served-model-name", args.served_name]
-        self.cmd += ["--enable-prefix-caching"] if mode == "on" else ["--no-enable-prefix-caching"]
-        if args.threads:
-            self.cmd += ["--threads", str(args.threads)]
-        self.cmd += shlex.split(args.serve_args)
-        self.lines = collections.deque(maxlen=200)
-        self.cond = threading.Condition()
-        self.port = None
-        self.eof = 0
-        self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        _SERVERS.append(self)
-        self.readers = [threading.Thread(target=self._pump, args=(f,), daemon=True) for f in (self.proc.stdout, self.proc.stderr)]
-        for t in self.readers:
-            t.start()
-        self._wait_ready(args.startup_timeout)
-
-    def _pump(self, f):
-        for raw in iter(f.readline, b""):
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            with self.cond:
-                self.lines.append(line)
-                m = LISTEN_RE.search(line)
-                if m and self.port is None:
-                    self.port = int(m.group(1))
-                self.cond.notify_all()
-        with self.cond:
-            self.eof += 1
-            self.cond.notify_all()
-
-    def log_tail(self):
-        with self.cond:
-            return "\n".join(self.lines)
-
-    def _fail(self, why):
-        self.stop()
-        raise SystemExit(f"prefix_cache: server ({' '.join(self.cmd)}) {why}\n--- server output (tail) ---\n{self.log_tail()}")
-
-    def _wait_ready(self, timeout):
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while self.port is None:
-                if self.eof == 2 or self.proc.poll() is not None:
-                    break
-                if time.monotonic() > deadline:
-                    break
-                self.cond.wait(0.2)
-        if self.port is None:
-            self._fail(f"exited with code {self.proc.poll()} before listening" if self.proc.poll() is not None
-                       else f"did not listen within {timeout:.0f} s")
-        while True:
-            if self.proc.poll() is not None:
-                self._fail(f"exited with code {self.proc.returncode} while loading")
-            try:
-                status, _ = request(self.port, "GET", "/health", timeout=10)
-                if status == 200:
-                    return
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                self._fail(f"/health not 200 within {timeout:.0f} s (--startup-timeout)")
-            time.sleep(0.2)
-
-    def stop(self, timeout=60.0):
-        """SIGTERM, then SIGKILL if it has not exited after timeout seconds."""
-        if self.proc.poll() is None:
-            try:
-                self.proc.send_signal(signal.SIGTERM)
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-            except OSError:
-                pass
-        for t in self.readers:
-            t.join(2)
-        if self in _SERVERS:
-            _SERVERS.remove(self)
-        return self.proc.returncode
-
-
-def stop_all():
-    for s in list(_SERVERS):
-        try:
-            s.stop(timeout=15)
-        except BaseException:
-            try:
-                s.proc.kill()
-            except OSError:
-                pass
-
-
-def request(port, method, path, body=None, timeout=3600.0):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        data = json.dumps(body).encode() if body is not None else None
-        conn.request(method, path, body=data, headers={"Content-Type": "application/json"} if data else {})
-        r = conn.getresponse()
-        return r.status, r.read()
-    finally:
-        conn.close()
+def start_server(args, mode):
+    """A fresh server with prefix caching on or off (the mode)."""
+    flag = "--enable-prefix-caching" if mode == "on" else "--no-enable-prefix-caching"
+    return Server(serve_cmd(args, [flag]), PROG, args.startup_timeout)
 
 
 def post_json(port, path, body):
@@ -184,46 +83,6 @@ def post_json(port, path, body):
     if status != 200:
         raise SystemExit(f"prefix_cache: POST {path} -> HTTP {status}: {data[:500]!r}")
     return json.loads(data)
-
-
-def metrics(port):
-    """{'name': value} of the unlabelled samples of /metrics (Prometheus text)."""
-    status, data = request(port, "GET", "/metrics", timeout=60)
-    if status != 200:
-        raise SystemExit(f"prefix_cache: GET /metrics -> HTTP {status}")
-    out = {}
-    for ln in data.decode("utf-8", "replace").split("\n"):
-        if not ln or ln.startswith("#") or "{" in ln:
-            continue
-        parts = ln.split()
-        if len(parts) == 2:
-            try:
-                out[parts[0]] = float(parts[1])
-            except ValueError:
-                pass
-    return out
-
-
-def wait_idle(port, timeout=60.0):
-    """The metrics once no request runs or waits (a stream's last bytes can precede the engine's bookkeeping)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        m = metrics(port)
-        if (m.get("kimi:num_requests_running", 0) == 0 and m.get("kimi:num_requests_waiting", 0) == 0) \
-                or time.monotonic() > deadline:
-            return m
-        time.sleep(0.05)
-
-
-def sse_events(resp):
-    """The payloads of the `data: ...` events of a streamed response (comments skipped)."""
-    while True:
-        line = resp.readline()
-        if not line:
-            return
-        text = line.decode("utf-8", "replace").rstrip("\r\n")
-        if text.startswith("data:"):
-            yield text[5:].strip()
 
 
 def stream_chat(port, body):
@@ -263,17 +122,13 @@ def stream_chat(port, body):
 def warm_up(srv):
     """One short request (first-touch of the weights, thread start-up) outside the measured counters."""
     post_json(srv.port, "/v1/completions", {"prompt": "warm up", "max_tokens": 2, "temperature": 0, "ignore_eos": True})
-    return wait_idle(srv.port)
+    return wait_idle(srv.port, PROG)
 
 
 def delta(after, before, name):
     if name not in after:
         return None
     return after[name] - before.get(name, 0.0)
-
-
-def order_for(repeat):
-    return MODES if repeat % 2 == 0 else MODES[::-1]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -296,9 +151,9 @@ SERVE_FIELDS = ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
 
 def run_serve(args, mode, repeat, tmp):
     log(f"[1/2 bench serve] repeat {repeat + 1}/{args.repeats}, prefix caching {mode}: starting server")
-    srv = Server(args, mode)
+    srv = start_server(args, mode)
     try:
-        version = json.loads(request(srv.port, "GET", "/version", timeout=30)[1]).get("version")
+        version = server_version(srv.port)
         before = warm_up(srv)
         out_json = os.path.join(tmp, f"serve-{mode}-{repeat}.json")
         cmd = bench_serve_cmd(args, srv.port, out_json)
@@ -312,7 +167,7 @@ def run_serve(args, mode, repeat, tmp):
                              f"{res.stdout[-3000:]}{res.stderr[-3000:]}\n--- server output (tail) ---\n{srv.log_tail()}")
         with open(out_json) as f:
             raw = json.load(f)
-        after = wait_idle(srv.port)
+        after = wait_idle(srv.port, PROG)
         queries = delta(after, before, "kimi:prefix_cache_queries_total")
         hits = delta(after, before, "kimi:prefix_cache_hits_total")
         row = {k: raw.get(k) for k in SERVE_FIELDS}
@@ -369,7 +224,7 @@ def user_messages(port, args):
 
 def run_chat(args, mode, repeat, msgs_box):
     log(f"[2/2 chat replay] repeat {repeat + 1}/{args.repeats}, prefix caching {mode}: starting server")
-    srv = Server(args, mode)
+    srv = start_server(args, mode)
     try:
         if msgs_box[0] is None:
             msgs_box[0] = user_messages(srv.port, args)
@@ -389,10 +244,10 @@ def run_chat(args, mode, repeat, msgs_box):
                     "ttft_ms": r["ttft_s"] * 1e3 if r["ttft_s"] is not None else None, "e2e_ms": r["e2e_s"] * 1e3}
             turns.append(turn)
             log(f"[2/2 chat replay] prefix caching {mode}: turn {t + 1}/{args.turns}: {turn['prompt_tokens']} prompt tokens, "
-                f"{cached} cached, TTFT {fmt_ms(turn['ttft_ms'])} ms")
+                f"{cached} cached, TTFT {fmt(turn['ttft_ms'])} ms")
             messages.append({"role": "assistant", "content": r["text"]})
-        after = wait_idle(srv.port)
-        version = json.loads(request(srv.port, "GET", "/version", timeout=30)[1]).get("version")
+        after = wait_idle(srv.port, PROG)
+        version = server_version(srv.port)
         return {"mode": mode, "repeat": repeat, "server_version": version, "server_cmd": srv.cmd, "turns": turns,
                 "prefix_cache_queries": delta(after, before, "kimi:prefix_cache_queries_total"),
                 "prefix_cache_hits": delta(after, before, "kimi:prefix_cache_hits_total"),
@@ -404,39 +259,8 @@ def run_chat(args, mode, repeat, msgs_box):
 
 
 # ------------------------------------------------------------------------------------------------
-# Machine, report
+# Report
 # ------------------------------------------------------------------------------------------------
-
-def machine_info(args, tmp):
-    info = {"cpu": None, "nproc": os.cpu_count()}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for ln in f:
-                if ln.startswith("model name"):
-                    info["cpu"] = ln.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    path = os.path.join(tmp, "machine.json")
-    cmd = [args.kimi, "bench", "machine", "--size-mb", "256", "--reps", "3", "--quiet", "--json", path]
-    log("machine: " + " ".join(cmd))
-    res = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    if res.returncode == 0 and os.path.exists(path):
-        with open(path) as f:
-            info["bench_machine"] = json.load(f)
-        info["cpu"] = info["bench_machine"].get("cpu") or info["cpu"]
-    else:
-        log(f"bench machine failed ({res.returncode}); using /proc/cpuinfo only: {res.stderr.strip()[-300:]}")
-    try:
-        info["loadavg"] = open("/proc/loadavg").read().split()[:3]
-    except OSError:
-        pass
-    return info
-
-
-def fmt_ms(v):
-    return "–" if v is None else f"{v:.1f}"
-
 
 def fmt_pct(v):
     return "–" if v is None else f"{100 * v:.1f} %"
@@ -456,10 +280,6 @@ def cell(a, fmt="{:.2f}", n=1):
     med, lo, hi = a
     s = fmt.format(med)
     return s + (f" [{fmt.format(lo)}, {fmt.format(hi)}]" if n > 1 and lo != hi else "")
-
-
-def quote(cmd):
-    return " ".join(shlex.quote(str(c)) for c in cmd)
 
 
 def report_serve(args, rows):
@@ -644,32 +464,25 @@ def main():
             ap.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.prefix_len < 0 or args.max_concurrency < 0:
         ap.error("--prefix-len and --max-concurrency must be >= 0")
-    if not (os.path.isfile(args.kimi) and os.access(args.kimi, os.X_OK)):
-        raise SystemExit(f"prefix_cache: {args.kimi}: no kimi-cpp binary there (build it: make build; or pass --kimi)")
-    if not os.path.isfile(os.path.join(args.model, "config.json")):
-        raise SystemExit(f"prefix_cache: {args.model}: no model there (no config.json); make one with\n"
-                         f"  {args.kimi} make-model --out {args.model} --preset bench --seed 0")
+    check_inputs(args.kimi, args.model, PROG)
     args.served_name = args.served_name or os.path.basename(os.path.normpath(args.model)) or "model"
 
     # SIGTERM / SIGHUP end like Ctrl-C: the finally below stops every server.
-    def on_signal(sig, _frame):
-        raise SystemExit(f"prefix_cache: signal {sig}, stopping")
-    for s in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(s, on_signal)
+    exit_on_signals(PROG)
 
     t_start = time.time()
     serve_rows, chat_runs = [], []
     try:
         with tempfile.TemporaryDirectory(prefix="kimi-prefix-cache-") as tmp:
-            machine = machine_info(args, tmp)
+            machine = machine_info(args.kimi, tmp, PROG)
             if "serve" in phases:
                 for rep in range(args.repeats):
-                    for mode in order_for(rep):
+                    for mode in order_for(MODES, rep):
                         serve_rows.append(run_serve(args, mode, rep, tmp))
             if "chat" in phases:
                 msgs_box = [None]
                 for rep in range(args.repeats):
-                    for mode in order_for(rep):
+                    for mode in order_for(MODES, rep):
                         chat_runs.append(run_chat(args, mode, rep, msgs_box))
     except KeyboardInterrupt:
         stop_all()
@@ -678,14 +491,9 @@ def main():
         stop_all()
     wall = time.time() - t_start
 
-    bm = machine.get("bench_machine") or {}
-    out = ["# Prefix caching on vs off (kimi.cpp serve)", ""]
-    out.append(f"machine: {machine.get('cpu') or '?'}; {machine.get('nproc')} CPUs"
-               + (f", {bm.get('threads')} threads, {bm.get('cpu_flags', '')}" if bm else "")
-               + (f"; load average at start {' '.join(machine['loadavg'])}" if machine.get("loadavg") else ""))
+    out = ["# Prefix caching on vs off (kimi.cpp serve)", "", machine_line(machine)]
     version = next((r.get("server_version") for r in serve_rows + chat_runs if r.get("server_version")), None)
-    out.append(f"model: {args.model}; kimi.cpp {version or ''}; {time.strftime('%Y-%m-%d %H:%M', time.localtime(t_start))}; "
-               f"script wall time {wall:.0f} s")
+    out.append(model_line(args.model, version, t_start, wall))
     out += ["", "```", quote([sys.executable.split("/")[-1]] + sys.argv), "```", ""]
     summary = {}
     if serve_rows:

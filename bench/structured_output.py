@@ -35,175 +35,33 @@ import collections
 import http.client
 import json
 import os
-import re
-import shlex
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 
-LISTEN_RE = re.compile(r"serve: listening on http://127\.0\.0\.1:(\d+)")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_util import (Server, check_inputs, exit_on_signals, fmt, machine_info, machine_line,  # noqa: E402
+                        model_line, order_for, quote, serve_cmd, server_version, sse_events, stop_all, wait_idle)
+import serve_util  # noqa: E402
+
+PROG = "structured_output"
 MODES = ("free", "schema", "schema-top-p", "schema-logprobs")
 COMPILE_SUM, COMPILE_COUNT = "kimi:grammar_compile_seconds_sum", "kimi:grammar_compile_seconds_count"
 
-_SERVERS = []
 
 
 def log(msg):
-    print(f"structured_output: {msg}", file=sys.stderr, flush=True)
+    serve_util.log(PROG, msg)
 
 
 # ------------------------------------------------------------------------------------------------
 # Server and HTTP
 # ------------------------------------------------------------------------------------------------
 
-class Server:
-    """One `kimi-cpp serve` on --port 0 (the port is read from its stderr), ready once /health is 200."""
-
-    def __init__(self, args):
-        self.cmd = [args.kimi, "serve", "--model", args.model, "--port", "0", "--served-model-name", args.served_name,
-                    "--max-num-seqs", "1"]
-        if args.threads:
-            self.cmd += ["--threads", str(args.threads)]
-        self.cmd += shlex.split(args.serve_args)
-        self.lines = collections.deque(maxlen=200)
-        self.cond = threading.Condition()
-        self.port = None
-        self.eof = 0
-        self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        _SERVERS.append(self)
-        self.readers = [threading.Thread(target=self._pump, args=(f,), daemon=True) for f in (self.proc.stdout, self.proc.stderr)]
-        for t in self.readers:
-            t.start()
-        self._wait_ready(args.startup_timeout)
-
-    def _pump(self, f):
-        for raw in iter(f.readline, b""):
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            with self.cond:
-                self.lines.append(line)
-                m = LISTEN_RE.search(line)
-                if m and self.port is None:
-                    self.port = int(m.group(1))
-                self.cond.notify_all()
-        with self.cond:
-            self.eof += 1
-            self.cond.notify_all()
-
-    def log_tail(self):
-        with self.cond:
-            return "\n".join(self.lines)
-
-    def _fail(self, why):
-        self.stop()
-        raise SystemExit(f"structured_output: server ({' '.join(self.cmd)}) {why}\n--- server output (tail) ---\n{self.log_tail()}")
-
-    def _wait_ready(self, timeout):
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while self.port is None:
-                if self.eof == 2 or self.proc.poll() is not None:
-                    break
-                if time.monotonic() > deadline:
-                    break
-                self.cond.wait(0.2)
-        if self.port is None:
-            self._fail(f"exited with code {self.proc.poll()} before listening" if self.proc.poll() is not None
-                       else f"did not listen within {timeout:.0f} s")
-        while True:
-            if self.proc.poll() is not None:
-                self._fail(f"exited with code {self.proc.returncode} while loading")
-            try:
-                status, _ = request(self.port, "GET", "/health", timeout=10)
-                if status == 200:
-                    return
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                self._fail(f"/health not 200 within {timeout:.0f} s (--startup-timeout)")
-            time.sleep(0.2)
-
-    def stop(self, timeout=60.0):
-        """SIGTERM, then SIGKILL if it has not exited after timeout seconds."""
-        if self.proc.poll() is None:
-            try:
-                self.proc.send_signal(signal.SIGTERM)
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-            except OSError:
-                pass
-        for t in self.readers:
-            t.join(2)
-        if self in _SERVERS:
-            _SERVERS.remove(self)
-        return self.proc.returncode
-
-
-def stop_all():
-    for s in list(_SERVERS):
-        try:
-            s.stop(timeout=15)
-        except BaseException:
-            try:
-                s.proc.kill()
-            except OSError:
-                pass
-
-
-def request(port, method, path, body=None, timeout=3600.0):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        data = json.dumps(body).encode() if body is not None else None
-        conn.request(method, path, body=data, headers={"Content-Type": "application/json"} if data else {})
-        r = conn.getresponse()
-        return r.status, r.read()
-    finally:
-        conn.close()
-
-
-def metrics(port):
-    """{'name': value} of the unlabelled samples of /metrics (Prometheus text)."""
-    status, data = request(port, "GET", "/metrics", timeout=60)
-    if status != 200:
-        raise SystemExit(f"structured_output: GET /metrics -> HTTP {status}")
-    out = {}
-    for ln in data.decode("utf-8", "replace").split("\n"):
-        if not ln or ln.startswith("#") or "{" in ln:
-            continue
-        parts = ln.split()
-        if len(parts) == 2:
-            try:
-                out[parts[0]] = float(parts[1])
-            except ValueError:
-                pass
-    return out
-
-
-def wait_idle(port, timeout=60.0):
-    """The metrics once no request runs or waits (a stream's last bytes can precede the engine's bookkeeping)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        m = metrics(port)
-        if (m.get("kimi:num_requests_running", 0) == 0 and m.get("kimi:num_requests_waiting", 0) == 0) \
-                or time.monotonic() > deadline:
-            return m
-        time.sleep(0.05)
-
-
-def sse_events(resp):
-    """The payloads of the `data: ...` events of a streamed response (comments skipped)."""
-    while True:
-        line = resp.readline()
-        if not line:
-            return
-        text = line.decode("utf-8", "replace").rstrip("\r\n")
-        if text.startswith("data:"):
-            yield text[5:].strip()
+def start_server(args):
+    """The fresh server of the run, batch 1 (--max-num-seqs 1)."""
+    return Server(serve_cmd(args, ["--max-num-seqs", "1"]), PROG, args.startup_timeout)
 
 
 def stream_completion(port, body):
@@ -290,49 +148,9 @@ def run_one(srv, args, mode, schema, seed, max_tokens, repeat, tag):
     return row
 
 
-def order_for(repeat):
-    k = repeat % len(MODES)
-    return MODES[k:] + MODES[:k]
-
-
 # ------------------------------------------------------------------------------------------------
-# Machine, report
+# Report
 # ------------------------------------------------------------------------------------------------
-
-def machine_info(args, tmp):
-    info = {"cpu": None, "nproc": os.cpu_count()}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for ln in f:
-                if ln.startswith("model name"):
-                    info["cpu"] = ln.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    path = os.path.join(tmp, "machine.json")
-    cmd = [args.kimi, "bench", "machine", "--size-mb", "256", "--reps", "3", "--quiet", "--json", path]
-    log("machine: " + " ".join(cmd))
-    res = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    if res.returncode == 0 and os.path.exists(path):
-        with open(path) as f:
-            info["bench_machine"] = json.load(f)
-        info["cpu"] = info["bench_machine"].get("cpu") or info["cpu"]
-    else:
-        log(f"bench machine failed ({res.returncode}); using /proc/cpuinfo only: {res.stderr.strip()[-300:]}")
-    try:
-        info["loadavg"] = open("/proc/loadavg").read().split()[:3]
-    except OSError:
-        pass
-    return info
-
-
-def fmt(v, f="{:.1f}"):
-    return "–" if v is None else f.format(v)
-
-
-def quote(cmd):
-    return " ".join(shlex.quote(str(c)) for c in cmd)
-
 
 def compile_ms(after, before):
     """Mean grammar compile time (ms) and the count, as a difference of the /metrics histogram."""
@@ -450,11 +268,7 @@ def main():
     for name in ("repeats", "max_tokens", "warmup_tokens"):
         if getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be >= 1")
-    if not (os.path.isfile(args.kimi) and os.access(args.kimi, os.X_OK)):
-        raise SystemExit(f"structured_output: {args.kimi}: no kimi-cpp binary there (build it: make build; or pass --kimi)")
-    if not os.path.isfile(os.path.join(args.model, "config.json")):
-        raise SystemExit(f"structured_output: {args.model}: no model there (no config.json); make one with\n"
-                         f"  {args.kimi} make-model --out {args.model} --preset bench --seed 0")
+    check_inputs(args.kimi, args.model, PROG)
     try:
         with open(args.schema) as f:
             schema = json.load(f)
@@ -470,31 +284,28 @@ def main():
         return 0
 
     # SIGTERM / SIGHUP end like Ctrl-C: the finally below stops the server.
-    def on_signal(sig, _frame):
-        raise SystemExit(f"structured_output: signal {sig}, stopping")
-    for s in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(s, on_signal)
+    exit_on_signals(PROG)
 
     t_start = time.time()
     rows, warm = [], []
     version, server_cmd = None, None
     try:
         with tempfile.TemporaryDirectory(prefix="kimi-structured-output-") as tmp:
-            machine = machine_info(args, tmp)
+            machine = machine_info(args.kimi, tmp, PROG)
         log("starting server")
-        srv = Server(args)
+        srv = start_server(args)
         server_cmd = srv.cmd
-        version = json.loads(request(srv.port, "GET", "/version", timeout=30)[1]).get("version")
-        m0 = wait_idle(srv.port)
+        version = server_version(srv.port)
+        m0 = wait_idle(srv.port, PROG)
         for mode in MODES:
             warm.append(run_one(srv, args, mode, schema, args.seed, args.warmup_tokens, None, "warm-up"))
-        m1 = wait_idle(srv.port)
+        m1 = wait_idle(srv.port, PROG)
         for rep in range(args.repeats):
-            for mode in order_for(rep):
+            for mode in order_for(MODES, rep):
                 rows.append(run_one(srv, args, mode, schema, args.seed + rep, args.max_tokens, rep,
                                     f"round {rep + 1}/{args.repeats}"))
-                wait_idle(srv.port)
-        m2 = wait_idle(srv.port)
+                wait_idle(srv.port, PROG)
+        m2 = wait_idle(srv.port, PROG)
         srv.stop()
     except KeyboardInterrupt:
         stop_all()
@@ -509,14 +320,8 @@ def main():
 
     summary = summarize(rows)
     compile_timed, compile_warm = compile_ms(m2, m1), compile_ms(m1, m0)
-    bm = machine.get("bench_machine") or {}
-    out = ["# Structured output vs free decoding, batch 1 (kimi.cpp serve)", ""]
-    out.append(f"machine: {machine.get('cpu') or '?'}; {machine.get('nproc')} CPUs"
-               + (f", {bm.get('threads')} threads, {bm.get('cpu_flags', '')}" if bm else "")
-               + (f"; load average at start {' '.join(machine['loadavg'])}" if machine.get("loadavg") else "")
-               + (f", at end {' '.join(machine['loadavg_end'])}" if machine.get("loadavg_end") else ""))
-    out.append(f"model: {args.model}; kimi.cpp {version or ''}; {time.strftime('%Y-%m-%d %H:%M', time.localtime(t_start))}; "
-               f"script wall time {wall:.0f} s")
+    out = ["# Structured output vs free decoding, batch 1 (kimi.cpp serve)", "", machine_line(machine),
+           model_line(args.model, version, t_start, wall)]
     out += ["", "```", quote([sys.executable.split("/")[-1]] + sys.argv), quote(server_cmd), "```", ""]
     out += report(args, summary, warm, compile_timed, compile_warm, count_props(schema))
     warnings = checks(rows, warm)

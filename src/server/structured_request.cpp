@@ -1,6 +1,8 @@
 // Structured output fields → grammar (see structured_request.h).
 #include "server/structured_request.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "grammar/json_schema.h"
 #include "grammar/regex.h"
@@ -68,13 +70,7 @@ Grammar kind_grammar(const std::string& kind, const J& v, const std::string& par
     }
     if (kind == "grammar") {
         if (!v.is_string()) throw bad_param(param, param + " (grammar) must be GBNF text");
-        return compile(param, [&] {
-            try {
-                return grammar::parse_grammar(v.get<std::string>(), kMaxRules);
-            } catch (const Error& e) {
-                throw Error(std::string("grammar: ") + e.what());
-            }
-        });
+        return compile(param, [&] { return grammar::parse_grammar(v.get<std::string>(), kMaxRules); });   // "grammar: …"
     }
     throw bad_param(param, "unknown structured output kind '" + kind + "' (json, regex, choice, grammar, json_object)");
 }

@@ -6,6 +6,7 @@
 namespace kimi::grammar {
 
 void StackSet::add_unique(std::span<const Frame> s) {
+    if (size() >= kMaxStacks || frames.size() + s.size() > kMaxFrames) return;
     for (size_t i = 0; i < size(); ++i) {
         const std::span<const Frame> t = stack(i);
         if (t.size() == s.size() && std::equal(t.begin(), t.end(), s.begin())) return;

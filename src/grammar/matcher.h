@@ -35,7 +35,11 @@ struct StackSet {
         return {frames.data() + starts[i], e - starts[i]};
     }
     void clear() { frames.clear(), starts.clear(); }
-    void add_unique(std::span<const Frame> s);
+    void add_unique(std::span<const Frame> s);   // no-op past kMaxStacks (see Matcher)
+    // An ambiguous grammar could keep more parses alive with every byte; past this many stacks
+    // (or frames in all) the others are dropped. That only narrows what may follow (what is
+    // accepted is still a sentence), so output stays valid and a step stays bounded.
+    static constexpr size_t kMaxStacks = 1024, kMaxFrames = size_t(1) << 16;
 };
 
 class Matcher {

@@ -122,6 +122,30 @@ TEST(GrammarMatcher, RepetitionDoesNotGrowTheStacks) {
     EXPECT_LE(deepest, 4u);
 }
 
+// Ambiguous grammars keep many parses alive: the stack set is capped (in stacks and in frames),
+// so steps stay cheap, and what is accepted is still a sentence.
+TEST(GrammarMatcher, AmbiguousGrammarStaysBounded) {
+    std::string wide = "root ::= ";
+    for (int i = 0; i < 2000; ++i) wide += (i ? " | \"a\" \"x" : "\"a\" \"x") + std::to_string(i) + "\"";
+    const Grammar w = parse_grammar(wide);
+    Matcher m(w);
+    ASSERT_TRUE(m.accept("a"));
+    EXPECT_EQ(m.n_stacks(), StackSet::kMaxStacks);
+    EXPECT_TRUE(m.accept("x5") && m.can_end());
+
+    const Grammar g = parse_grammar(R"(root ::= "a" root | "a" root "b" | "c")");   // a^n c b^k, k <= n
+    Matcher d(g);
+    for (int i = 0; i < 400; ++i) ASSERT_TRUE(d.accept("a"));
+    EXPECT_LE(d.stacks().frames.size(), StackSet::kMaxFrames);
+    EXPECT_TRUE(d.accept("cbb") && d.can_end());
+    for (const std::string& s : all_strings("abc", 6)) {
+        const size_t n = s.find_first_not_of('a'), c = s.find('c');
+        const bool want = n != std::string::npos && c == n && s.find_first_not_of('b', c + 1) == std::string::npos &&
+                          s.size() - c - 1 <= n;
+        EXPECT_EQ(full_match(g, s), want) << s;
+    }
+}
+
 // The trie walk gives the mask brute force gives (every token tried on a copy of the matcher),
 // from states along a sentence, for random vocabularies with shared prefixes and multi-byte
 // pieces (tokens that end inside a character included).

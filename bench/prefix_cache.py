@@ -433,12 +433,7 @@ def checks(args, serve_rows, chat_runs):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("--kimi", default="build/bin/kimi-cpp", help="the kimi-cpp binary")
-    ap.add_argument("--model", default="models/bench", help="model directory (make it with kimi-cpp make-model --preset bench)")
-    ap.add_argument("--served-model-name", dest="served_name", default="", help="default: the model directory's name (used by both phases)")
-    ap.add_argument("--threads", type=int, default=0, help="server compute threads (0: its default)")
-    ap.add_argument("--serve-args", default="", help="more `kimi-cpp serve` flags for both modes, one shell-quoted string")
-    ap.add_argument("--startup-timeout", type=float, default=900.0, help="seconds for a server to load and report /health 200")
+    serve_util.add_server_args(ap, threads_default=0, scope=" (both modes and phases)")
     ap.add_argument("--repeats", type=int, default=1, help="runs per mode and phase (order alternates on/off, off/on)")
     ap.add_argument("--phases", default="serve,chat", help="which of serve,chat to run")
     ap.add_argument("--seed", type=int, default=0, help="seed of the prompts and the chat messages")

@@ -33,6 +33,17 @@ def log(prog, msg):
 # Servers
 # ------------------------------------------------------------------------------------------------
 
+def add_server_args(ap, threads_default, scope=""):
+    """The flags that say which server to start (--kimi, --model, --served-model-name, --threads,
+    --serve-args, --startup-timeout); scope is appended to the help of the shared ones."""
+    ap.add_argument("--kimi", default="build/bin/kimi-cpp", help="the kimi-cpp binary")
+    ap.add_argument("--model", default="models/bench", help="model directory (make it with kimi-cpp make-model --preset bench)")
+    ap.add_argument("--served-model-name", dest="served_name", default="", help="default: the model directory's name" + scope)
+    ap.add_argument("--threads", type=int, default=threads_default, help="server compute threads (0: its default)")
+    ap.add_argument("--serve-args", default="", help="more `kimi-cpp serve` flags, one shell-quoted string" + scope)
+    ap.add_argument("--startup-timeout", type=float, default=900.0, help="seconds for a server to load and report /health 200")
+
+
 def serve_cmd(args, extra=()):
     """`kimi-cpp serve` of args.model on --port 0 as args.served_name, then extra, --threads (if set), --serve-args."""
     cmd = [args.kimi, "serve", "--model", args.model, "--port", "0", "--served-model-name", args.served_name]

@@ -250,12 +250,7 @@ def checks(rows, warm):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("--kimi", default="build/bin/kimi-cpp", help="the kimi-cpp binary")
-    ap.add_argument("--model", default="models/bench", help="model directory (make it with kimi-cpp make-model --preset bench)")
-    ap.add_argument("--served-model-name", dest="served_name", default="", help="default: the model directory's name")
-    ap.add_argument("--threads", type=int, default=2, help="server compute threads (0: its default)")
-    ap.add_argument("--serve-args", default="", help="more `kimi-cpp serve` flags, one shell-quoted string")
-    ap.add_argument("--startup-timeout", type=float, default=900.0, help="seconds for the server to load and report /health 200")
+    serve_util.add_server_args(ap, threads_default=2)
     ap.add_argument("--schema", default="bench/schemas/order20.json", help="the JSON schema of the schema modes")
     ap.add_argument("--prompt", default="Order record:", help="the prompt of every request")
     ap.add_argument("--max-tokens", type=int, default=320, help="max_tokens of each timed request")

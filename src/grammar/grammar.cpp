@@ -173,8 +173,11 @@ private:
         by_name_[name] = r;
         return r;
     }
-    int32_t fresh(const std::string& name) {
+    void check_room() const {
         if (g_.rules.size() >= max_rules_) fail("the grammar expands to more than " + std::to_string(max_rules_) + " rules");
+    }
+    int32_t fresh(const std::string& name) {
+        check_room();
         return g_.add_rule(name);
     }
 
@@ -270,7 +273,7 @@ private:
         }
         const auto key = std::make_pair(merged, negated);
         if (auto it = classes_.find(key); it != classes_.end()) return it->second;
-        if (g_.rules.size() >= max_rules_) fail("the grammar expands to more than " + std::to_string(max_rules_) + " rules");
+        check_room();
         const int32_t r = g_.add_char_class(merged, negated);
         if (g_.rules[size_t(r)].alts.empty()) fail("a character class that matches no character");
         classes_[key] = r;
@@ -318,11 +321,8 @@ private:
         Alternative out;
         for (int64_t i = 0; i < lo; ++i) out.insert(out.end(), item.begin(), item.end());
         if (hi < 0) {   // R ::= item R | ε   (right recursion: the matcher tail-calls it)
-            const int32_t r = fresh("star" + std::to_string(g_.rules.size()));
-            Alternative more = item;
-            more.push_back(Grammar::ref(r));
-            g_.rules[size_t(r)].alts = {std::move(more), {}};
-            out.push_back(Grammar::ref(r));
+            check_room();
+            out.push_back(Grammar::ref(g_.add_star(item, "star" + std::to_string(g_.rules.size()))));
         } else {        // up to hi − lo more: R_k ::= item R_{k−1} | ε
             int32_t prev = -1;
             for (int64_t k = 0; k < hi - lo; ++k) {

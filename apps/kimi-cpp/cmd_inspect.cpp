@@ -114,6 +114,17 @@ int cmd_inspect(int argc, char** argv) {
     std::string by;
     for (const auto& [dt, b] : bytes_by_dtype) by += (by.empty() ? "" : ", ") + dt + " " + fmt_mib(b);
     std::printf("by dtype:     %s%s\n", by.c_str(), bytes_by_dtype.count("MXFP4") ? " (MXFP4: packed values + E8M0 scales)" : "");
+    const auto counts = [](const std::map<std::string, int64_t>& by_kind) {
+        std::string out;
+        for (const auto& [kind, n] : by_kind) out += (out.empty() ? "" : ", ") + std::to_string(n) + " " + kind;
+        return out;
+    };
+    if (c.quant.mxfp4 || !model->store().mxfp4_linears().empty()) {
+        std::printf("quantization: %s; stored MXFP4: %s\n", c.quant.mxfp4 ? (c.quant.where + ", mxfp4-pack-quantized").c_str() : "none",
+                    model->store().mxfp4_linears().empty() ? "none" : counts(model->store().mxfp4_linears()).c_str());
+        if (!model->store().dense_but_targeted().empty())
+            std::printf("              targeted by the config, stored dense: %s\n", counts(model->store().dense_but_targeted()).c_str());
+    }
     if (model->store().n_skipped() > 0)
         std::printf("skipped:      %zu tensors, %.1f MiB (vision tower / projector: not part of the text model)\n",
                     model->store().n_skipped(), mib(double(model->store().skipped_bytes())));

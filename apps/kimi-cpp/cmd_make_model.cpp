@@ -1,5 +1,6 @@
 // `kimi-cpp make-model`: a random checkpoint in the HF layout from a preset (+ --set
-// overrides), with a synthetic tokenizer directory in the Kimi layout next to it.
+// overrides), with a synthetic tokenizer directory in the Kimi layout next to it;
+// --mxfp4-experts writes the routed experts in the published MXFP4 form.
 #include <cstdio>
 
 #include "args.h"
@@ -19,6 +20,7 @@ int cmd_make_model(int argc, char** argv) {
     const std::vector<std::string> sets = args.list("--set");
     const int64_t shard_mib = args.integer("--max-shard-size", int64_t(preset_shard_bytes(preset) >> 20));
     const bool quiet = args.flag("--quiet");
+    const bool mxfp4_experts = args.flag("--mxfp4-experts");
     args.done();
 
     if (shard_mib < 0) throw Error("make-model: --max-shard-size must be >= 0 (MiB; 0 = one file)");
@@ -27,7 +29,7 @@ int cmd_make_model(int argc, char** argv) {
     Progress bar("make-model", quiet);
     write_random_checkpoint(out, config, uint64_t(seed), [&](uint64_t done, uint64_t total) {
         bar.update(double(done), double(total), "bytes");
-    }, uint64_t(shard_mib) << 20);
+    }, uint64_t(shard_mib) << 20, mxfp4_experts);
     bar.finish();
     const auto& text = config.contains("text_config") ? config["text_config"] : config;
     const int64_t vocab = text["vocab_size"].get<int64_t>();

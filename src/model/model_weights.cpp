@@ -117,7 +117,7 @@ MlaWeights bind_mla(const ModelConfig& c, WeightStore& s, const std::string& p, 
 MoeWeights bind_moe(const ModelConfig& c, WeightStore& s, const std::string& p, const Shard& sh) {
     const int64_t d = c.hidden_size, e = c.n_experts, f = c.moe_intermediate_size, lat = c.moe_expert_in_dim();
     MoeWeights m;
-    m.router = s.linear_dense(p + "gate", e, d, /*is_linear=*/false);   // KimiMoEGate, not a Linear
+    m.router = s.linear_dense(p + "gate", e, d);
     m.score_bias = s.to_f32(s.get(p + "gate.e_score_correction_bias", {e}), {e});
     if (c.moe_latent_dim > 0) {
         m.latent_down = s.linear(p + "routed_expert_down_proj", lat, d);

@@ -12,6 +12,7 @@ namespace {
 using json = nlohmann::json;
 
 // Class names a linear layer of these models answers to (torch.nn.Linear and its module path).
+// Every module the engine reads as a linear counts (the router too): the file decides its form.
 bool is_linear_class(const std::string& t) { return t == "Linear" || t == "torch.nn.Linear" || t == "nn.Linear"; }
 
 ModuleMatcher make_matcher(const json& v, const std::string& where) {
@@ -46,19 +47,32 @@ void need(bool ok, const std::string& what) {
 }
 }  // namespace
 
-bool ModuleMatcher::matches(const std::string& module, bool is_linear) const {
+bool ModuleMatcher::matches(const std::string& module) const {
     if (re) return std::regex_search(module, *re, std::regex_constants::match_continuous);
-    return (is_class && is_linear) || module == text;
+    return is_class || module == text;
 }
 
-bool QuantConfig::quantizes(const std::string& module, bool is_linear) const {
-    if (!mxfp4) return false;
+bool QuantConfig::quantizes(const std::string& module) const { return why_not(module).empty(); }
+
+std::string QuantConfig::why_not(const std::string& module) const {
+    if (!mxfp4) return "it has no quantization_config";
     bool hit = false;
-    for (const auto& t : targets) hit = hit || t.matches(module, is_linear);
-    if (!hit) return false;
+    for (const auto& t : targets) hit = hit || t.matches(module);
+    if (!hit) return "none of the targets of " + where + " matches it";
     for (const auto& i : ignore)
-        if (i.matches(module, is_linear)) return false;
-    return true;
+        if (i.matches(module)) return where + " ignores it (entry '" + i.text + "')";
+    return "";
+}
+
+nlohmann::ordered_json published_k3_quant_config() {
+    // the published block, key order as published
+    return nlohmann::ordered_json::parse(R"({"quant_method": "compressed-tensors", "format": "mxfp4-pack-quantized",
+  "quantization_status": "compressed",
+  "config_groups": {"group_0": {"format": "mxfp4-pack-quantized", "targets": ["Linear"], "input_activations": null,
+    "output_activations": null, "weights": {"num_bits": 4, "type": "float", "strategy": "group", "group_size": 32,
+    "symmetric": true, "dynamic": false, "scale_dtype": "torch.uint8"}}},
+  "ignore": ["re:.*self_attn.*", "re:.*shared_experts.*", "re:.*mlp\\.(gate|up|gate_up|down)_proj.*", "re:.*lm_head.*",
+    "re:.*vision_tower.*", "re:.*mm_projector.*"]})");
 }
 
 QuantConfig parse_quant_config(const json& q, const std::string& where) {
@@ -74,6 +88,7 @@ QuantConfig parse_quant_config(const json& q, const std::string& where) {
     need(groups != q.end() && groups->is_object() && !groups->empty(), at + ".config_groups: missing (expected at least one group)");
     QuantConfig c;
     c.mxfp4 = true;
+    c.where = at;
     for (auto g = groups->begin(); g != groups->end(); ++g) {
         const std::string gw = at + ".config_groups." + g.key();
         need(g->is_object(), gw + ": must be an object");

@@ -6,6 +6,10 @@
 // of the name, not at its end), or by class name ("Linear": every linear layer).
 // Anything else (nvfp4, int4/int8 pack-quantized, fp8, other bit widths or group sizes,
 // activation or KV-cache quantization) is a one-line error naming it.
+// The config is only a cross-check: the checkpoint's files decide how each weight is stored
+// (WeightStore::linear), since published checkpoints store modules the config would target
+// (the router, K3's latent projections and AttnRes vectors: not nn.Linear in the source model)
+// as plain BF16.
 #pragma once
 #include <memory>
 #include <regex>
@@ -19,21 +23,29 @@ namespace kimi {
 struct ModuleMatcher {
     std::string text;                       // as written in the config
     std::shared_ptr<const std::regex> re;   // `re:` entries
-    bool is_class = false;                  // "Linear"
-    bool matches(const std::string& module, bool is_linear) const;
+    bool is_class = false;                  // "Linear": any weight-holding module read as a linear
+    bool matches(const std::string& module) const;
 };
 
 struct QuantConfig {
     bool mxfp4 = false;                     // false: nothing is quantized
+    std::string where;                      // names the block in messages ("config.json: text_config.quantization_config")
     std::vector<ModuleMatcher> targets, ignore;
-    // Whether `module` (full HF module name, e.g.
-    // "language_model.model.layers.0.block_sparse_moe.experts.3.w1") is stored as MXFP4.
-    // is_linear: the module is a torch.nn.Linear (the MoE router, KimiMoEGate, is not), so
-    // class targets such as "Linear" apply to it.
-    bool quantizes(const std::string& module, bool is_linear = true) const;
+    // Whether the config quantizes `module` (full HF module name, e.g.
+    // "language_model.model.layers.0.block_sparse_moe.experts.3.w1"): a target matches, no ignore entry does.
+    bool quantizes(const std::string& module) const;
+    // Why it does not ("" when it does), for messages: "it has no quantization_config",
+    // "none of the targets of WHERE matches it", "WHERE ignores it (entry 're:.*self_attn.*')".
+    std::string why_not(const std::string& module) const;
 };
 
 // `q` is the quantization_config object; `where` names it in errors ("config.json: text_config.").
 QuantConfig parse_quant_config(const nlohmann::json& q, const std::string& where);
+
+// The quantization_config block of the published Kimi-K3 MXFP4 checkpoint (less its observer
+// fields): one mxfp4-pack-quantized group targeting "Linear", ignoring attention, shared
+// experts, dense MLPs, lm_head, the vision tower and the projector. Written by
+// `make-model --mxfp4-experts` and by `quantize --targets experts` on a K3 checkpoint.
+nlohmann::ordered_json published_k3_quant_config();
 
 }  // namespace kimi

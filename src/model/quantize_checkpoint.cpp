@@ -23,26 +23,32 @@ namespace {
 namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
 
+bool is_router(const std::string& module) {
+    static const std::regex router(R"(.*block_sparse_moe\.gate$)");
+    return std::regex_match(module, router);
+}
+
 // What --targets selects, among the text model's linear layers (module = name without ".weight").
 bool targeted(const std::string& module, const std::string& targets) {
     static const std::regex expert(R"(.*block_sparse_moe\.experts\.\d+\.w[123]$)");
     static const std::regex shared(R"(.*block_sparse_moe\.shared_experts\.(gate|up|down)_proj$)");
     if (std::regex_match(module, expert)) return true;
     if (targets == "experts+shared" && std::regex_match(module, shared)) return true;
-    return targets == "all-linear";
+    return targets == "all-linear" && !is_router(module);
 }
 
-// A torch.nn.Linear of the text model: a 2-D `.weight` that is not the embedding table and not
-// the MoE router (KimiMoEGate, not a Linear); vision tower and projector are not served.
+// A linear of the text model (as the loader reads it, the router included): a 2-D `.weight`
+// that is not the embedding table; the vision tower and projector are not served.
 bool is_text_linear(const std::string& name, const Tensor& t) {
     if (t.rank != 2 || name.size() < 7 || name.compare(name.size() - 7, 7, ".weight") != 0) return false;
     if (name.rfind("vision_tower.", 0) == 0 || name.rfind("mm_projector.", 0) == 0) return false;
-    if (name.find("embed_tokens.weight") != std::string::npos) return false;
-    static const std::regex router(R"(.*block_sparse_moe\.gate\.weight$)");
-    return !std::regex_match(name, router);
+    return name.find("embed_tokens.weight") == std::string::npos;
 }
 
-ojson quantization_config(const QuantizeReport& plan, bool k3) {
+// The quantization_config of the output: K3's routed experts get the published block verbatim;
+// anything else one group targeting "Linear" with every linear left as stored in `ignore`.
+ojson quantization_config(const QuantizeReport& plan, bool k3, const std::string& targets) {
+    if (k3 && targets == "experts") return published_k3_quant_config();
     ojson ignore = ojson::array();
     for (const auto& m : plan.ignored) ignore.push_back(m);
     if (k3) {   // the vision tower's and projector's linears stay as they are
@@ -157,8 +163,8 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
     };
     SafetensorsWriter::write_checkpoint(out_dir, entries, fill, opts.max_shard_bytes);
 
-    // config.json with the quantization_config (top level, as multimodal checkpoints carry it).
-    config["quantization_config"] = quantization_config(plan, mc.is_k3_layout());
+    // config.json with the quantization_config (K3: inside text_config, as published).
+    (mc.is_k3_layout() ? config["text_config"] : config)["quantization_config"] = quantization_config(plan, mc.is_k3_layout(), targets);
     {
         std::ofstream f(out_dir + "/config.json");
         f << config.dump(2) << "\n";

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -16,6 +17,7 @@
 #include "core/rng.h"
 #include "core/thread_pool.h"
 #include "model/config.h"
+#include "model/mxfp4_quantize.h"
 #include "model/safetensors_writer.h"
 
 namespace kimi {
@@ -125,7 +127,41 @@ struct Spec {
     DType dtype;
     std::vector<int64_t> shape;
     enum Kind { kLinear, kOutLinear, kEmbed, kNorm, kConv, kALog, kDtBias, kScoreBias, kVision } kind;
+    // kPacked / kScale: the MXFP4 form of the BF16 weight `dense` (its values drawn as they
+    // would be for it, then quantized group by group).
+    enum Form { kDense, kPacked, kScale } form = kDense;
+    std::string dense = {};
+    int64_t dense_in = 0;   // the BF16 weight's input width (its fan-in)
 };
+
+// Replaces each routed expert's BF16 weight by its MXFP4 pair (weight_packed U8 [out, in/2],
+// weight_scale U8 [out, in/32]), as the published Kimi-K3 checkpoint stores them; a weight
+// whose input width is not a multiple of 32 stays BF16, with a notice.
+std::vector<Spec> pack_experts(const std::vector<Spec>& dense) {
+    std::vector<Spec> out;
+    size_t n_left = 0;
+    std::string left;
+    for (const Spec& sp : dense) {
+        const bool expert = sp.name.find(".experts.") != std::string::npos && sp.shape.size() == 2;
+        if (!expert) {
+            out.push_back(sp);
+            continue;
+        }
+        const int64_t rows = sp.shape[0], cols = sp.shape[1];
+        if (cols % kMxfp4Group != 0) {
+            if (n_left++ == 0) left = sp.name + " (input width " + std::to_string(cols) + ")";
+            out.push_back(sp);
+            continue;
+        }
+        const std::string module = sp.name.substr(0, sp.name.size() - 7);   // less ".weight"
+        out.push_back({module + ".weight_packed", DType::kU8, {rows, cols / 2}, sp.kind, Spec::kPacked, sp.name, cols});
+        out.push_back({module + ".weight_scale", DType::kU8, {rows, cols / kMxfp4Group}, sp.kind, Spec::kScale, sp.name, cols});
+    }
+    if (n_left > 0)
+        std::fprintf(stderr, "make-model: %zu expert weights stay BF16: input width not a multiple of 32, e.g. %s\n", n_left,
+                     left.c_str());
+    return out;
+}
 
 // Every tensor of the checkpoint, with the published dtypes of each model: Kimi Linear stores
 // A_log and dt_bias in F32, the rest (e_score_correction_bias included) in BF16; Kimi-K3
@@ -233,7 +269,7 @@ uint64_t name_hash(const std::string& s) {   // FNV-1a
 }
 
 double draw(const Spec& sp, Rng& r) {
-    const double fan_in = sp.shape.size() >= 2 ? double(sp.shape.back()) : 1.0;
+    const double fan_in = sp.dense_in > 0 ? double(sp.dense_in) : sp.shape.size() >= 2 ? double(sp.shape.back()) : 1.0;
     switch (sp.kind) {
         case Spec::kLinear: return r.normal() / std::sqrt(fan_in);
         case Spec::kOutLinear: return 0.5 * r.normal() / std::sqrt(fan_in);
@@ -358,8 +394,16 @@ void apply_config_override(ordered_json& config, const std::string& assignment) 
     }
 }
 
-void write_random_checkpoint(const std::string& dir, const ordered_json& config, uint64_t seed,
-                             const std::function<void(uint64_t, uint64_t)>& progress, uint64_t max_shard_bytes) {
+void write_random_checkpoint(const std::string& dir, const ordered_json& config_in, uint64_t seed,
+                             const std::function<void(uint64_t, uint64_t)>& progress, uint64_t max_shard_bytes,
+                             bool mxfp4_experts) {
+    ordered_json config = config_in;
+    if (mxfp4_experts) {
+        ordered_json& text = text_of(config);
+        if (text.contains("quantization_config") || config.contains("quantization_config"))
+            throw Error("--mxfp4-experts: the config already has a quantization_config");
+        text["quantization_config"] = published_k3_quant_config();
+    }
     const ModelConfig c = parse_model_config(nlohmann::json::parse(config.dump()), "generated config");
     make_dirs(dir);
     {
@@ -367,7 +411,7 @@ void write_random_checkpoint(const std::string& dir, const ordered_json& config,
         f << config.dump(2) << "\n";
         if (!f) throw Error(dir + "/config.json: write failed");
     }
-    const std::vector<Spec> specs = checkpoint_specs(c);
+    const std::vector<Spec> specs = mxfp4_experts ? pack_experts(checkpoint_specs(c)) : checkpoint_specs(c);
     std::vector<SafetensorsWriter::Entry> entries;
     uint64_t total = 0;
     for (const auto& s : specs) {
@@ -380,26 +424,44 @@ void write_random_checkpoint(const std::string& dir, const ordered_json& config,
     ThreadPool pool(ThreadPool::default_threads());
     constexpr uint64_t kStream = uint64_t(1) << 16;   // elements per random stream
     for (const char* stale : {"/model.safetensors", "/model.safetensors.index.json"}) std::remove((dir + stale).c_str());
-    SafetensorsWriter::write_checkpoint(dir, entries,
-                             [&](const SafetensorsWriter::Entry& e, uint64_t offset, uint64_t n, void* out) {
-                                 const Spec& sp = *by_name.at(e.name);
-                                 // one stream per (seed, tensor, 64K-element block): independent of
-                                 // the writer's chunking and of the thread count
-                                 KIMI_CHECK(offset % kStream == 0, "writer chunks must align to streams");
-                                 pool.parallel_for(int64_t((n + kStream - 1) / kStream), [&](int64_t blk) {
-                                     const uint64_t b0 = uint64_t(blk) * kStream, b1 = std::min(n, b0 + kStream);
-                                     Rng r(seed ^ name_hash(e.name) ^ ((offset + b0) / kStream * 0x9e3779b97f4a7c15ull));
-                                     for (uint64_t i = b0; i < b1; ++i) {
-                                         const float v = float(draw(sp, r));
-                                         if (e.dtype == DType::kF32)
-                                             static_cast<float*>(out)[i] = v;
-                                         else
-                                             static_cast<uint16_t*>(out)[i] = f32_to_bf16(v);
-                                     }
-                                 });
-                                 done += n * dtype_size(e.dtype);
-                                 if (progress) progress(done, total);
-                             },
+    // One stream per (seed, tensor, 64K-element block): independent of the writer's chunking
+    // and of the thread count. An MXFP4 pair draws its BF16 weight's stream (element e of the
+    // weight: byte e / 2 of weight_packed, byte e / 32 of weight_scale) and quantizes it as
+    // `kimi-cpp quantize` would.
+    const auto block_values = [&](const Spec& sp, uint64_t e0, uint64_t n, float* v) {
+        Rng r(seed ^ name_hash(sp.form == Spec::kDense ? sp.name : sp.dense) ^ (e0 / kStream * 0x9e3779b97f4a7c15ull));
+        for (uint64_t i = 0; i < n; ++i) v[i] = float(draw(sp, r));
+    };
+    const auto fill = [&](const SafetensorsWriter::Entry& e, uint64_t offset, uint64_t n, void* out) {
+        const Spec& sp = *by_name.at(e.name);
+        const uint64_t per_byte = sp.form == Spec::kPacked ? 2 : sp.form == Spec::kScale ? kMxfp4Group : 0;
+        const uint64_t e_begin = per_byte ? offset * per_byte : offset, e_end = per_byte ? (offset + n) * per_byte : offset + n;
+        KIMI_CHECK(e_begin % kStream == 0, "writer chunks must align to streams");
+        pool.parallel_for(int64_t((e_end - e_begin + kStream - 1) / kStream), [&](int64_t blk) {
+            const uint64_t b0 = e_begin + uint64_t(blk) * kStream, b1 = std::min(e_end, b0 + kStream);
+            std::vector<float> v(size_t(b1 - b0));
+            block_values(sp, b0, b1 - b0, v.data());
+            if (per_byte) {   // whole groups (a block holds 2048) of the BF16 weight's values
+                for (float& x : v) x = bf16_to_f32(f32_to_bf16(x));
+                auto* dst = static_cast<uint8_t*>(out) + (b0 - e_begin) / per_byte;
+                uint8_t q[16], sc = 0;
+                for (uint64_t g = 0; g < (b1 - b0) / kMxfp4Group; ++g) {
+                    mxfp4_quantize_group(v.data() + g * kMxfp4Group, q, &sc);
+                    if (sp.form == Spec::kPacked) std::memcpy(dst + g * 16, q, 16);
+                    else dst[g] = sc;
+                }
+            } else {
+                for (uint64_t i = b0; i < b1; ++i) {
+                    const float x = v[size_t(i - b0)];
+                    if (e.dtype == DType::kF32) static_cast<float*>(out)[i - offset] = x;
+                    else static_cast<uint16_t*>(out)[i - offset] = f32_to_bf16(x);
+                }
+            }
+        });
+        done += n * dtype_size(e.dtype);
+        if (progress) progress(done, total);
+    };
+    SafetensorsWriter::write_checkpoint(dir, entries, fill,
                              max_shard_bytes);
 }
 

@@ -27,7 +27,12 @@ void apply_config_override(nlohmann::ordered_json& config, const std::string& as
 // Writes config.json and the safetensors (shards of at most max_shard_bytes + index when
 // non-zero) into `dir` (created if missing). The config is validated first.
 // progress(bytes_done, bytes_total) is called as data is written.
+// mxfp4_experts: the published Kimi-K3 MXFP4 form — the published quantization_config block
+// (published_k3_quant_config) in text_config (or at the top level of a Kimi Linear config),
+// every routed expert weight as weight_packed + weight_scale (exactly what `kimi-cpp quantize
+// --targets experts` makes of the same checkpoint without the flag), the rest as without it.
 void write_random_checkpoint(const std::string& dir, const nlohmann::ordered_json& config, uint64_t seed,
-                             const std::function<void(uint64_t, uint64_t)>& progress, uint64_t max_shard_bytes = 0);
+                             const std::function<void(uint64_t, uint64_t)>& progress, uint64_t max_shard_bytes = 0,
+                             bool mxfp4_experts = false);
 
 }  // namespace kimi

@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -132,26 +133,53 @@ Tensor WeightStore::get_u8(const std::string& name, int64_t rows, int64_t cols) 
     return e.tensor;
 }
 
-Tensor WeightStore::linear(const std::string& module, int64_t out, int64_t in, bool is_linear) {
-    if (!quant_ || !quant_->quantizes(prefix_ + module, is_linear)) return get(module + ".weight", {out, in});
+Tensor WeightStore::linear(const std::string& module, int64_t out, int64_t in) {
+    const std::string full = prefix_ + module;
+    const bool packed = has(module + ".weight_packed"), dense = has(module + ".weight");
+    if (packed && dense)
+        throw Error("module '" + full + "' is stored twice: both '" + full + ".weight' (dense) and '" + full +
+                    ".weight_packed' (MXFP4) are present");
+    if (!packed) {
+        if (dense && quant_ && quant_->quantizes(full)) ++dense_but_targeted_[module_kind(module)];
+        return get(module + ".weight", {out, in});
+    }
+    if (!quant_ || !quant_->quantizes(full))
+        throw Error("tensor '" + full + ".weight_packed' is stored as MXFP4, but the config does not quantize module '" + full +
+                    "': " + (quant_ ? quant_->why_not(full) : QuantConfig{}.why_not(full)));
     if (in % kMxfp4Group != 0)
-        throw Error("linear '" + prefix_ + module + "' is MXFP4-quantized by the config, but its input width " + std::to_string(in) +
-                    " is not a multiple of 32");
-    const Tensor packed = get_u8(module + ".weight_packed", out, in / 2);
+        throw Error("linear '" + full + "' is stored as MXFP4, but its input width " + std::to_string(in) + " is not a multiple of 32");
+    const Tensor q = get_u8(module + ".weight_packed", out, in / 2);
     const Tensor scale = get_u8(module + ".weight_scale", out, in / kMxfp4Group);
-    Tensor t(packed.data, DType::kMXFP4, {out, in});
+    Tensor t(q.data, DType::kMXFP4, {out, in});
     t.scale = static_cast<const uint8_t*>(scale.data);
-    mxfp4_bytes_ += packed.nbytes() + scale.nbytes();
+    mxfp4_bytes_ += q.nbytes() + scale.nbytes();
+    ++mxfp4_linears_[module_kind(module)];
     return t;
 }
 
-Tensor WeightStore::linear_dense(const std::string& module, int64_t out, int64_t in, bool is_linear) {
-    const Tensor w = linear(module, out, in, is_linear);
+Tensor WeightStore::linear_dense(const std::string& module, int64_t out, int64_t in) {
+    const Tensor w = linear(module, out, in);
     if (w.dtype != DType::kMXFP4) return w;
     Tensor t = new_like(DType::kBF16, {out, in});
     auto* dst = static_cast<uint16_t*>(t.data);
     for (int64_t i = 0; i < out * in; ++i) dst[i] = f32_to_bf16(element_f32(w, i));   // exact: MXFP4 values fit bf16
     return t;
+}
+
+std::string module_kind(const std::string& module) {
+    const auto ends = [&](const char* suf) {
+        const size_t n = std::strlen(suf);
+        return module.size() >= n && module.compare(module.size() - n, n, suf) == 0;
+    };
+    const auto has = [&](const char* part) { return module.find(part) != std::string::npos; };
+    if (has(".experts.")) return "routed experts";
+    if (has("shared_experts.")) return "shared experts";
+    if (ends("block_sparse_moe.gate")) return "routers";
+    if (has("routed_expert_")) return "latent projections";
+    if (ends("_res_proj")) return "AttnRes vectors";
+    if (has("self_attn.")) return "attention projections";
+    if (has("lm_head")) return "lm_head";
+    return "dense MLP projections";
 }
 
 void WeightStore::finish() const {

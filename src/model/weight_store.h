@@ -28,6 +28,11 @@ enum class WeightMemory : uint8_t {
     kMmapLazy,   // mapped, pages read when first touched: one streaming pass over a checkpoint larger than RAM
 };
 
+// The kind of a linear module, by its name, for reports: "routed experts", "shared experts",
+// "routers", "latent projections", "AttnRes vectors", "attention projections",
+// "dense MLP projections", "lm_head".
+std::string module_kind(const std::string& module);
+
 class WeightStore {
 public:
     // throws kimi::Error; on_read(done, total) reports the bytes read so far (copy only).
@@ -40,17 +45,22 @@ public:
     Tensor get(const std::string& name, std::initializer_list<int64_t> shape);
     // The same checks but any shape (the caller checks it, e.g. a padded vector).
     Tensor get_any_shape(const std::string& name);
-    // The weight [out, in] of the linear layer `module` (name without ".weight"): `module.weight`
-    // as stored, or — when the quantization config (set_quant) quantizes the module — an
-    // kMXFP4 tensor over `module.weight_packed` (U8 [out, in/2]) and `module.weight_scale`
-    // (U8 [out, in/32]), both checked, read in place.
-    // is_linear: false for a weight-holding module that is not a torch.nn.Linear (the router).
-    Tensor linear(const std::string& module, int64_t out, int64_t in, bool is_linear = true);
+    // The weight [out, in] of the linear layer `module` (name without ".weight"), in the form
+    // the checkpoint stores it: `module.weight` (dense), or `module.weight_packed` (U8
+    // [out, in/2]) + `module.weight_scale` (U8 [out, in/32]) read in place as a kMXFP4 tensor.
+    // The quantization config (set_quant) cross-checks: a packed module it does not quantize,
+    // or both forms at once, is an error; a dense module it would quantize is accepted and
+    // counted (dense_but_targeted).
+    Tensor linear(const std::string& module, int64_t out, int64_t in);
     // As linear(), but a quantized weight is dequantized (exactly) into a store-owned BF16
     // copy: for the few linears read other than by a matrix product (split, transposed, fused).
-    Tensor linear_dense(const std::string& module, int64_t out, int64_t in, bool is_linear = true);
+    Tensor linear_dense(const std::string& module, int64_t out, int64_t in);
     void set_quant(const QuantConfig* q) { quant_ = q; }
     uint64_t mxfp4_bytes() const { return mxfp4_bytes_; }   // packed + scale bytes of MXFP4 linears
+    // Linears read so far, by kind (module_kind): stored MXFP4, and stored dense although the
+    // config would quantize them (e.g. {"routers", 92}, {"latent projections", 184}).
+    const std::map<std::string, int64_t>& mxfp4_linears() const { return mxfp4_linears_; }
+    const std::map<std::string, int64_t>& dense_but_targeted() const { return dense_but_targeted_; }
     // Every tensor of the checkpoint (full names, as stored), in name order — for tools that
     // rewrite a checkpoint (quantize).
     std::vector<std::pair<std::string, Tensor>> all_tensors() const;
@@ -79,8 +89,10 @@ private:
     FileMemory file_memory_ = FileMemory::kMap;
     const Entry& find(const std::string& name, const std::string& expected_shape, bool bytes = false);
     Tensor get_u8(const std::string& name, int64_t rows, int64_t cols);
+    bool has(const std::string& name) const { return tensors_.count(prefix_ + name) > 0; }
     const QuantConfig* quant_ = nullptr;
     uint64_t mxfp4_bytes_ = 0;
+    std::map<std::string, int64_t> mxfp4_linears_, dense_but_targeted_;
     std::map<std::string, Entry> tensors_;
     std::string prefix_;
     size_t n_skipped_ = 0;

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """End-to-end tests of `kimi-cpp generate` and `kimi-cpp chat` on a random tiny model, and of
-every local command (inspect, score, generate, chat, bench decode --ab) on a random Kimi-K3.
+every local command (inspect, score, generate, chat, bench decode --ab) on a random Kimi-K3, and
+quantize / the published MXFP4 form of K3 (make-model --mxfp4-experts).
 
 Run as: cli_test.py --kimi build/bin/kimi-cpp [unittest args, e.g. Generate]
 Standard library only. Chat is driven both through a pipe and through a pseudo-terminal
@@ -400,6 +401,65 @@ class Quantize(unittest.TestCase):
         rc, _, err = run("quantize", "--model", MODEL, "--out", os.path.join(WORK, "x"), "--format", "nvfp4")
         self.assertNotEqual(rc, 0)
         self.assertIn("--format", err)
+
+
+class K3Mxfp4(unittest.TestCase):
+    """Kimi-K3 in the published MXFP4 form (make-model --mxfp4-experts): inspect's report, score
+    equal to the quantize round trip of the same dense checkpoint, generate, bench model, and
+    quantize refusing an already quantized directory."""
+
+    SETS = ["--set", "text_config.routed_expert_hidden_size=64", "--set", "text_config.num_experts_per_token=3"]
+
+    @classmethod
+    def setUpClass(cls):
+        cls.pub = os.path.join(WORK, "k3-mxfp4")
+        cls.dense = os.path.join(WORK, "k3-dense")
+        for out, extra in ((cls.pub, ["--mxfp4-experts"]), (cls.dense, [])):
+            rc, _, err = run("make-model", "--preset", "k3-tiny", "--seed", "6", "--out", out, "--quiet", *cls.SETS, *extra)
+            assert rc == 0, err
+
+    def test_config_and_inspect(self):
+        with open(os.path.join(self.pub, "config.json")) as fh:
+            cfg = json.load(fh)
+        self.assertNotIn("quantization_config", cfg)
+        q = cfg["text_config"]["quantization_config"]
+        self.assertEqual(q["config_groups"]["group_0"]["targets"], ["Linear"])
+        self.assertEqual(q["ignore"][0], "re:.*self_attn.*")
+        rc, text, err = run("inspect", "--model", self.pub)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("stored MXFP4: 96 routed experts", text)   # 4 MoE layers x 8 experts x 3
+        line = next(l for l in text.splitlines() if "targeted by the config, stored dense" in l)
+        for want in ("4 routers", "8 latent projections", "11 AttnRes vectors"):
+            self.assertIn(want, line)
+
+    def test_score_equals_the_quantize_round_trip(self):
+        q = os.path.join(WORK, "k3-dense-q")
+        rc, _, err = run("quantize", "--model", self.dense, "--out", q, "--format", "mxfp4", "--quiet")
+        self.assertEqual(rc, 0, err)
+        with open(os.path.join(q, "config.json")) as a, open(os.path.join(self.pub, "config.json")) as b:
+            self.assertEqual(json.load(a), json.load(b))
+        logits = []
+        for d in (self.pub, q):
+            out = os.path.join(WORK, os.path.basename(d) + ".bin")
+            rc, _, err = run("score", "--model", d, "--tokens", "5,17,300,9,1000,2", "--out", out)
+            self.assertEqual(rc, 0, err)
+            with open(out, "rb") as fh:
+                logits.append(fh.read())
+        self.assertEqual(logits[0], logits[1])
+        rc, _, err = run("quantize", "--model", self.pub, "--out", os.path.join(WORK, "k3-again"), "--format", "mxfp4")
+        self.assertEqual(rc, 1, err)
+        self.assertIn("already quantized", err)
+
+    def test_generate_and_bench_model(self):
+        rc, text, err = run("generate", "--model", self.pub, "--prompt", "Hello", "-n", "6", "--ignore-eos", "--json")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(text)["completion_tokens"], 6)
+        out = os.path.join(WORK, "k3-bench.json")
+        rc, _, err = run("bench", "model", "--model", self.pub, "--prompt-lens", "16", "--batches", "1,2", "--contexts", "0",
+                         "--reps", "1", "--decode-steps", "2", "--quiet", "--json", out)
+        self.assertEqual(rc, 0, err)
+        with open(out) as fh:
+            self.assertTrue(json.load(fh))
 
 
 class K3(unittest.TestCase):

@@ -34,11 +34,11 @@ std::string temp_dir(const std::string& tag) {
     return templ;
 }
 
-std::string make_model(const std::string& preset, const std::vector<std::string>& sets, uint64_t seed) {
+std::string make_model(const std::string& preset, const std::vector<std::string>& sets, uint64_t seed, bool mxfp4_experts) {
     const std::string dir = temp_dir("model");
     nlohmann::ordered_json c = model_preset(preset);
     for (const auto& s : sets) apply_config_override(c, s);
-    write_random_checkpoint(dir, c, seed, nullptr);
+    write_random_checkpoint(dir, c, seed, nullptr, 0, mxfp4_experts);
     return dir;
 }
 

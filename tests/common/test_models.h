@@ -14,7 +14,8 @@ namespace kimi::test {
 std::string temp_dir(const std::string& tag);
 
 // Writes a random checkpoint from `preset` with `sets` overrides; returns its directory.
-std::string make_model(const std::string& preset, const std::vector<std::string>& sets, uint64_t seed);
+// mxfp4_experts: the routed experts in the published MXFP4 form (make-model --mxfp4-experts).
+std::string make_model(const std::string& preset, const std::vector<std::string>& sets, uint64_t seed, bool mxfp4_experts = false);
 
 struct Runner {
     explicit Runner(int threads, Precision p = Precision::kF32, AttnOutputMode m = AttnOutputMode::kDirect)

@@ -272,6 +272,21 @@ CONFIGS += [
         },
     },
     {
+        # K3 in the published MXFP4 form as make-model writes it (--mxfp4-experts): the
+        # published quantization_config inside text_config, only the routed experts packed, the
+        # router / latent projections / AttnRes vectors dense although the config targets them
+        "name": "k3_f_mxfp4_published",
+        "preset": "k3-tiny",
+        "seed": 305,
+        "tokens": 40,
+        "make_flags": ["--mxfp4-experts"],
+        "set": {
+            "text_config.routed_expert_hidden_size": 64,
+            "text_config.num_experts_per_token": 3,
+            "text_config.moe_intermediate_size": 64,
+        },
+    },
+    {
         # a Kimi Linear checkpoint with every linear in MXFP4 (kimi-cpp quantize --targets all-linear)
         "name": "f_mxfp4_all_linear",
         "seed": 404,
@@ -624,7 +639,7 @@ def bisect_layers(kimi, mdir, toks, work):
 def run_config(kimi, c, work, log):
     mdir = os.path.join(work, "m")
     preset = c.get("preset", "tiny")
-    cmd = [kimi, "make-model", "--out", mdir, "--preset", preset, "--seed", str(c["seed"])]
+    cmd = [kimi, "make-model", "--out", mdir, "--preset", preset, "--seed", str(c["seed"])] + c.get("make_flags", [])
     for k, v in c["set"].items():
         cmd += ["--set", f"{k}={json.dumps(v, separators=(',', ':'))}"]
     run(cmd, log)

@@ -185,18 +185,26 @@ _E2M1 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5
 
 
 def dequantize_mxfp4(cfg, weights):
-    """compressed-tensors mxfp4-pack-quantized (model-spec A.6), read exactly: every
-    X.weight_packed (uint8 [out, in/2], even column in the low nibble) with its X.weight_scale
-    (uint8 E8M0 [out, in/32], 2^(s-127)) becomes a float64 X.weight."""
+    """compressed-tensors mxfp4-pack-quantized (model-spec A.6), read exactly. The file decides
+    the form: every X.weight_packed (uint8 [out, in/2], even column in the low nibble) with its
+    X.weight_scale (uint8 E8M0 [out, in/32], 2^(s-127)) becomes a float64 X.weight, whatever
+    the config's targets/ignore say (the published K3 stores modules its config targets, such as
+    the router, as plain BF16). The config must declare the format; a module stored both ways is
+    an error."""
+    packed_names = [n for n in weights if n.endswith(".weight_packed")]
+    if not packed_names:
+        return
     q = cfg.get("quantization_config") or cfg.get("text_config", {}).get("quantization_config")
     if not q:
-        return
+        raise ValueError(f"{packed_names[0]}: MXFP4 tensors but no quantization_config")
     groups = q.get("config_groups", {})
     fmts = {g.get("format", q.get("format")) for g in groups.values()}
     if fmts != {"mxfp4-pack-quantized"}:
         raise ValueError(f"quantization format {sorted(map(str, fmts))} is not read by this reference")
-    for name in [n for n in weights if n.endswith(".weight_packed")]:
+    for name in packed_names:
         base = name[: -len(".weight_packed")]
+        if base + ".weight" in weights:
+            raise ValueError(f"{base}: stored both dense and packed")
         packed = weights.pop(name).astype(np.uint8)
         scale = weights.pop(base + ".weight_scale").astype(np.int64)
         out, half = packed.shape

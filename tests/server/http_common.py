@@ -140,11 +140,11 @@ def kill_all():
             pass
 
 
-def make_model(seed=1, preset="tiny"):
+def make_model(seed=1, preset="tiny", extra=()):
     d = tempfile.mkdtemp(prefix="kimi-http-test-")
     TMPDIRS.append(d)
     out = os.path.join(d, "model")
-    subprocess.run([KIMI, "make-model", "--preset", preset, "--seed", str(seed), "--out", out], check=True,
+    subprocess.run([KIMI, "make-model", "--preset", preset, "--seed", str(seed), "--out", out, *extra], check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)
     return out
 

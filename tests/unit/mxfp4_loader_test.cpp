@@ -17,6 +17,7 @@
 #include "model/safetensors_writer.h"
 #include "model/sequence_driver.h"
 #include "model/weight_store.h"
+#include "checkpoint_edit.h"
 #include "test_models.h"
 
 namespace kimi {
@@ -81,52 +82,10 @@ TEST(Mxfp4Rounding, GroupsRoundTripWithinTheBound) {
     }
 }
 
-// A quantized copy of a preset's checkpoint in a temp dir.
-std::string quantized(const std::string& src, const std::string& targets = "experts") {
-    const std::string out = test::temp_dir("mxfp4") + "/q";
-    QuantizeOptions o;
-    o.targets = targets;
-    o.threads = 2;
-    quantize_checkpoint(src, out, o);
-    return out;
-}
-
-void edit_config(const std::string& dir, const std::function<void(nlohmann::json&)>& edit) {
-    std::ifstream in(dir + "/config.json");
-    nlohmann::json j = nlohmann::json::parse(in);
-    edit(j);
-    std::ofstream(dir + "/config.json") << j.dump();
-}
-
-void expect_load_error(const std::string& dir, const std::string& needle) {
-    try {
-        KimiModel::load(dir);
-        ADD_FAILURE() << "loaded; expected an error mentioning '" << needle << "'";
-    } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-}
-
-// Rewrites a checkpoint's single file, with `edit` deciding each tensor's fate.
-void rewrite_tensors(const std::string& dir, const std::function<bool(SafetensorsWriter::Entry&)>& keep) {
-    std::vector<SafetensorsWriter::Entry> entries;
-    std::map<std::string, std::vector<uint8_t>> bytes;
-    {
-        WeightStore s(dir, WeightMemory::kMmap);
-        for (const auto& [name, t] : s.all_tensors()) {
-            SafetensorsWriter::Entry e{name, t.dtype, std::vector<int64_t>(t.shape.begin(), t.shape.begin() + t.rank)};
-            const auto* p = static_cast<const uint8_t*>(t.data);
-            bytes[name].assign(p, p + t.nbytes());
-            if (keep(e)) entries.push_back(e);
-        }
-    }
-    SafetensorsWriter::write(dir + "/model.safetensors", entries, [&](const SafetensorsWriter::Entry& e, uint64_t off, uint64_t n, void* out) {
-        const auto& b = bytes[e.name];
-        const size_t es = dtype_size(e.dtype), want = size_t(n) * es, have = b.size() > off * es ? b.size() - off * es : 0;
-        std::memset(out, 0, want);
-        std::memcpy(out, b.data() + off * es, std::min(want, have));
-    });
-}
+using test::edit_config;
+using test::expect_load_error;
+using test::quantized;
+using test::rewrite_tensors;
 
 TEST(Mxfp4Checkpoint, QuantizedK3LoadsWithMxfp4Experts) {
     const std::string src = test::make_model("k3-tiny", {"text_config.routed_expert_hidden_size=64"}, 7);
@@ -218,16 +177,18 @@ TEST(Mxfp4Checkpoint, LoaderErrors) {
         });
         expect_load_error(q, "expected U8 (MXFP4)");
     }
-    {   // a targeted linear whose input width is not a multiple of 32
-        const std::string odd = test::make_model("tiny", {"moe_intermediate_size=48"}, 11);
-        edit_config(odd, [](nlohmann::json& j) {
-            j["quantization_config"] = {{"quant_method", "compressed-tensors"},
-                                        {"config_groups",
-                                         {{"group_0",
-                                           {{"format", "mxfp4-pack-quantized"},
-                                            {"targets", {"re:.*experts.*w2$"}},
-                                            {"weights", {{"num_bits", 4}, {"type", "float"}, {"strategy", "group"}, {"group_size", 32}}}}}}}};
+    {   // a module stored as MXFP4 whose input width is not a multiple of 32
+        const std::string odd = quantized(test::make_model("tiny", {"moe_intermediate_size=48"}, 11));   // w2 stays BF16
+        const std::string w2 = "model.layers.1.block_sparse_moe.experts.0.w2";
+        int64_t rows = 0;
+        rewrite_tensors(odd, [&](SafetensorsWriter::Entry& e) {
+            if (e.name == w2 + ".weight") rows = e.shape[0];
+            return e.name != w2 + ".weight";
         });
+        rewrite_tensors(odd, [](SafetensorsWriter::Entry&) { return true; },
+                        {{{w2 + ".weight_packed", DType::kU8, {rows, 24}}, std::vector<uint8_t>(size_t(rows * 24))},
+                         {{w2 + ".weight_scale", DType::kU8, {rows, 1}}, std::vector<uint8_t>(size_t(rows), 127)}});
+        edit_config(odd, [&](nlohmann::json& j) { j["quantization_config"]["ignore"] = nlohmann::json::array(); });
         expect_load_error(odd, "input width 48 is not a multiple of 32");
     }
     // unsupported schemes, each named

@@ -1,13 +1,16 @@
 // MXFP4 weights in the matrix-product kernels: exact decode of every nibble and of the extreme
-// scale bytes, products against the float64 reference, and bit-for-bit agreement of the
-// kernel paths (1-row vs many-row products), for both activation precisions. Runs for every
-// ISA the machine has (the suite repeats it under KIMI_ISA=avx2 and scalar).
+// scale bytes, products against the float64 reference, bit-for-bit agreement of the kernel
+// paths (1-row vs many-row products, grouped vs separate), for both activation precisions,
+// and on AVX-512 BF16 the bit-for-bit equality of the MXFP4 kernel with the bf16-weight kernel
+// on span-permuted operands. Runs for every ISA the machine has (the suite repeats it under
+// KIMI_ISA=avx2 and scalar).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/matmul_kernel.h"
 #include "backend/ref/ref_ops.h"
 #include "core/rng.h"
 #include "ops/ops.h"
@@ -35,6 +38,40 @@ Mxfp4 random_mxfp4(Rng& rng, int64_t out, int64_t in) {
     for (auto& b : w.packed) b = uint8_t(rng.below(256));
     for (auto& s : w.scale) s = uint8_t(118 + rng.below(12));   // 2^-9 .. 2^2: typical weight scales
     return w;
+}
+
+// Rows o % 3 == 0 get extreme scale bytes (0, 1, 2, 252, 253, 254) in some groups. `bounded`:
+// magnitudes there kept ≤ 3 (253) or ≤ 1.5 (254), so no value overflows f32; else any nibble
+// (6 · 2^127 and up read as inf).
+void add_extreme_scales(Rng& rng, Mxfp4& w, int64_t out, int64_t in, bool bounded) {
+    const uint8_t extreme[6] = {0, 1, 2, 252, 253, 254};
+    const int64_t groups = in / kMxfp4Group;
+    for (int64_t o = 0; o < out; o += 3)
+        for (int64_t g = 0; g < groups; ++g) {
+            if ((o + g) % 2 != 0) continue;
+            const uint8_t s = extreme[(o / 3 + g) % 6];
+            w.scale[size_t(o * groups + g)] = s;
+            if (!bounded || s < 253) continue;
+            for (int64_t i = 0; i < kMxfp4Group; ++i) {
+                const int64_t e = o * in + g * kMxfp4Group + i;
+                uint8_t n = uint8_t(rng.below(16));
+                if (s == 253) n &= 0xd;   // magnitudes 4, 6 → 2, 3
+                if (s == 254) n &= 0xb;   // magnitudes ≤ 1.5
+                w.set(e, n);
+            }
+        }
+}
+
+// The span order of the AVX-512 BF16 MXFP4 kernel (matmul_kernel.h): position 32n + w of each
+// full span of 128 columns holds column 4w + n; a partial span keeps its order. col[i]: the
+// column at position i.
+std::vector<int64_t> span_order(int64_t in) {
+    std::vector<int64_t> col(static_cast<size_t>(in));
+    for (int64_t i = 0; i < in; ++i) col[size_t(i)] = i;
+    for (int64_t k = 0; k + 128 <= in; k += 128)
+        for (int64_t n = 0; n < 4; ++n)
+            for (int64_t w = 0; w < 32; ++w) col[size_t(k + 32 * n + w)] = k + 4 * w + n;
+    return col;
 }
 
 std::vector<float> dense(const Tensor& w) {
@@ -176,6 +213,112 @@ TEST_P(Mxfp4Ops, GroupedExpertsMatchSeparateProducts) {
             Tensor xg(x.data() + starts[size_t(g)] * in, DType::kF32, {n, in}), ygt(yg.data(), DType::kF32, {n, out});
             ops::matmul(r.ex, xg, experts[size_t(g)].t, p, ygt);
             EXPECT_EQ(0, std::memcmp(yg.data(), y.data() + starts[size_t(g)] * out, yg.size() * 4)) << "expert " << g;
+        }
+    }
+}
+
+// AVX-512 BF16: the bf16 MXFP4 product is, bit for bit, the bf16-weight product of the
+// permuted activations P·x and the permuted weights P·W dequantized to bf16, on the direct
+// (1-3 token rows) and the blocked path, with partial spans, and with extreme scale bytes
+// (exact decode, inf weights included) in some rows.
+TEST_P(Mxfp4Ops, Bf16KernelIsTheBf16KernelOnPermutedOperands) {
+    if (!cpu::kernel_takes_bf16_bits(DType::kMXFP4)) GTEST_SKIP() << "no AVX-512 BF16 kernel here";
+    Rng rng(34);
+    const int64_t out = 37;   // 2 threads: rows 0-23 and 24-36, so 8-, 4- and 1-row tiles
+    for (int64_t in : {32, 96, 128, 160, 1152, 2304})
+        for (bool extreme : {false, true}) {
+            Mxfp4 w = random_mxfp4(rng, out, in);
+            if (extreme) add_extreme_scales(rng, w, out, in, false);
+            const std::vector<int64_t> col = span_order(in);
+            std::vector<uint16_t> wp(size_t(out * in));
+            for (int64_t o = 0; o < out; ++o)
+                for (int64_t i = 0; i < in; ++i)
+                    wp[size_t(o * in + i)] = f32_to_bf16(mxfp4_element(w.packed.data(), w.scale.data(), o * in + col[size_t(i)]));
+            Tensor wpt(wp.data(), DType::kBF16, {out, in});
+            for (int64_t t : {1, 2, 3, 5, 16}) {
+                std::vector<float> x(size_t(t * in)), xp(size_t(t * in)), y(size_t(t * out)), yp(size_t(t * out));
+                for (auto& v : x) v = float(rng.normal());
+                for (int64_t r = 0; r < t; ++r)
+                    for (int64_t i = 0; i < in; ++i) xp[size_t(r * in + i)] = x[size_t(r * in + col[size_t(i)])];
+                Tensor xt(x.data(), DType::kF32, {t, in}), xpt(xp.data(), DType::kF32, {t, in});
+                Tensor yt(y.data(), DType::kF32, {t, out}), ypt(yp.data(), DType::kF32, {t, out});
+                ops::matmul(r.ex, xt, w.t, Precision::kBF16, yt);
+                ops::matmul(r.ex, xpt, wpt, Precision::kBF16, ypt);
+                ASSERT_EQ(0, std::memcmp(y.data(), yp.data(), y.size() * 4)) << "I=" << in << " T=" << t << (extreme ? " extreme" : "");
+            }
+        }
+}
+
+// Scale bytes 0, 1, 2, 252, 253, 254 mixed into some rows (the others take every byte in
+// [2, 252]): the product stays within f32 rounding of the float64 reference (bf16 activations
+// may flush subnormal weights to zero, which the bound absorbs), and the other rows do not
+// change when those rows are replaced (AVX-512 BF16: every tile then takes the exact decode
+// instead of the fast one, so the two agree on every such scale byte).
+TEST_P(Mxfp4Ops, ExtremeScalesAreExact) {
+    Rng rng(35);
+    const int64_t out = 37;
+    for (int64_t in : {160, 1152})
+        for (Precision p : {Precision::kF32, Precision::kBF16}) {
+            Mxfp4 w = random_mxfp4(rng, out, in);
+            for (size_t i = 0; i < w.scale.size(); ++i) w.scale[i] = uint8_t(2 + (i * 7) % 251);
+            Mxfp4 plain = w;
+            plain.t = Tensor(plain.packed.data(), DType::kMXFP4, {out, in});
+            plain.t.scale = plain.scale.data();
+            add_extreme_scales(rng, w, out, in, true);
+            for (int64_t t : {1, 2, 5}) {
+                std::vector<float> x(size_t(t * in)), y(size_t(t * out)), yr(size_t(t * out)), y_plain(size_t(t * out));
+                for (auto& v : x) v = std::ldexp(float(rng.normal()), -10);
+                Tensor xt(x.data(), DType::kF32, {t, in}), yt(y.data(), DType::kF32, {t, out}), yrt(yr.data(), DType::kF32, {t, out});
+                Tensor ypt(y_plain.data(), DType::kF32, {t, out});
+                ops::matmul(r.ex, xt, w.t, p, yt);
+                ref::matmul(xt, w.t, p, yrt);
+                ops::matmul(r.ex, xt, plain.t, p, ypt);
+                for (int64_t r0 = 0; r0 < t; ++r0)
+                    for (int64_t o = 0; o < out; ++o) {
+                        double bound = 0;
+                        for (int64_t i = 0; i < in; ++i) {
+                            const float xv = x[size_t(r0 * in + i)];
+                            bound += std::fabs(double(p == Precision::kBF16 ? round_to_bf16(xv) : xv) * element_f32(w.t, o * in + i));
+                        }
+                        const size_t at = size_t(r0 * out + o);
+                        ASSERT_TRUE(std::isfinite(y[at])) << "o=" << o;
+                        EXPECT_LE(std::fabs(double(y[at]) - double(yr[at])), 1e-5 * bound + 1e-30)
+                            << "I=" << in << " T=" << t << " o=" << o << (p == Precision::kBF16 ? " bf16" : " f32");
+                        if (o % 3 != 0) {
+                            ASSERT_EQ(y[at], y_plain[at]) << "row " << o << " changed with its neighbours' scales";
+                        }
+                    }
+            }
+        }
+}
+
+// Grouped experts of mixed dtypes (MXFP4 with a partial span, bf16, f32): each expert's rows
+// as its separate product, so every expert got the activation copy it needs.
+TEST_P(Mxfp4Ops, GroupedMixedDtypesMatchSeparateProducts) {
+    Rng rng(36);
+    const int64_t in = 160, out = 29;
+    Mxfp4 m0 = random_mxfp4(rng, out, in), m1 = random_mxfp4(rng, out, in);
+    std::vector<uint16_t> wb(size_t(out * in));
+    std::vector<float> wf(size_t(out * in));
+    for (auto& v : wb) v = f32_to_bf16(float(rng.normal()));
+    for (auto& v : wf) v = float(rng.normal());
+    Tensor bt(wb.data(), DType::kBF16, {out, in}), ft(wf.data(), DType::kF32, {out, in});
+    const Tensor* ws[4] = {&m0.t, &bt, &m1.t, &ft};
+    for (const std::vector<int32_t>& starts : {std::vector<int32_t>{0, 1, 4, 9, 10}, {0, 6, 6, 7, 10}, {0, 0, 10, 10, 10}}) {
+        std::vector<float> x(size_t(10 * in)), y(size_t(10 * out));
+        for (auto& v : x) v = float(rng.normal());
+        Tensor xt(x.data(), DType::kF32, {10, in}), yt(y.data(), DType::kF32, {10, out});
+        for (Precision p : {Precision::kF32, Precision::kBF16}) {
+            ops::matmul_grouped(r.ex, xt, ws, starts, p, yt);
+            for (int g = 0; g < 4; ++g) {
+                const int64_t n = starts[size_t(g) + 1] - starts[size_t(g)];
+                if (n == 0) continue;
+                std::vector<float> yg(size_t(n * out));
+                Tensor xg(x.data() + starts[size_t(g)] * in, DType::kF32, {n, in}), ygt(yg.data(), DType::kF32, {n, out});
+                ops::matmul(r.ex, xg, *ws[g], p, ygt);
+                EXPECT_EQ(0, std::memcmp(yg.data(), y.data() + starts[size_t(g)] * out, yg.size() * 4))
+                    << "expert " << g << (p == Precision::kBF16 ? " bf16" : " f32");
+            }
         }
     }
 }

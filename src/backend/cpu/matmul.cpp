@@ -1,5 +1,6 @@
 // matmul: splits the output columns into blocks over the thread pool and runs the kernel
-// chosen at start-up. bf16 mode rounds the activations once into an arena copy first.
+// chosen at start-up. bf16 mode rounds the activations once into an arena copy first (for
+// MXFP4 weights on AVX-512 BF16 in the kernel's span order, matmul_kernel.h).
 #include <algorithm>
 #include <cstdint>
 #include <span>
@@ -47,22 +48,27 @@ MatmulKernel matmul_kernel() {
 
 namespace {
 // bf16 activations: the rows rounded once into the arena, as bf16 bits for a kernel that
-// multiplies bf16 pairs natively (kernel_takes_bf16_bits), as f32 values for the others.
+// multiplies bf16 pairs natively (kernel_takes_bf16_bits): in natural order for bf16 weights
+// (xb), in the span order for MXFP4 weights (xp); as f32 values for the others (x).
 struct RoundedRows {
     const float* x = nullptr;
     const uint16_t* xb = nullptr;
+    const uint16_t* xp = nullptr;
 };
 
-RoundedRows round_rows(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, int64_t in, bool bits, bool values) {
-    float* xr = values ? static_cast<float*>(ex.arena->alloc_bytes(size_t(n_rows * in) * sizeof(float))) : nullptr;
-    uint16_t* xb = bits ? static_cast<uint16_t*>(ex.arena->alloc_bytes(size_t(n_rows * in) * sizeof(uint16_t))) : nullptr;
+RoundedRows round_rows(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, int64_t in, bool bits, bool spans, bool values) {
+    const auto alloc = [&](size_t elem, bool want) { return want ? ex.arena->alloc_bytes(size_t(n_rows * in) * elem) : nullptr; };
+    float* xr = static_cast<float*>(alloc(sizeof(float), values));
+    uint16_t* xb = static_cast<uint16_t*>(alloc(sizeof(uint16_t), bits));
+    uint16_t* xp = static_cast<uint16_t*>(alloc(sizeof(uint16_t), spans));   // only with AVX-512 BF16
     const int64_t per_task = std::max<int64_t>(1, 16384 / std::max<int64_t>(in, 1));   // rows per task
     const auto round = use_avx512() ? bf16_round_rows_avx512 : bf16_round_rows_portable;
     ex.pool->parallel_ranges((n_rows + per_task - 1) / per_task, [&](int64_t c0, int64_t c1, int) {
         const int64_t t0 = c0 * per_task, t1 = std::min(n_rows, c1 * per_task);
-        round(x + t0 * ldx, t1 - t0, ldx, in, xr ? xr + t0 * in : nullptr, xb ? xb + t0 * in : nullptr);
+        if (xr || xb) round(x + t0 * ldx, t1 - t0, ldx, in, xr ? xr + t0 * in : nullptr, xb ? xb + t0 * in : nullptr);
+        if (xp) bf16_round_rows_spans_avx512(x + t0 * ldx, t1 - t0, ldx, in, xp + t0 * in);
     });
-    return {xr, xb};
+    return {xr, xb, xp};
 }
 }  // namespace
 
@@ -70,17 +76,17 @@ void matmul_strided(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, const
                     int64_t ldy) {
     const int64_t out = w.dim(0), in = w.dim(1);
     if (n_rows == 0 || out == 0) return;
-    const uint16_t* xb = nullptr;
+    RoundedRows r;
     if (p == Precision::kBF16) {
-        const bool bits = kernel_takes_bf16_bits(w.dtype);
-        const RoundedRows r = round_rows(ex, x, n_rows, ldx, in, bits, !bits);
+        const bool bits = kernel_takes_bf16_bits(w.dtype), spans = bits && w.dtype == DType::kMXFP4;
+        r = round_rows(ex, x, n_rows, ldx, in, bits && !spans, spans, !bits);
         x = r.x;
-        xb = r.xb;
         ldx = in;
     }
     MatmulArgs a{x, n_rows, ldx, w.data, w.dtype, in, y, ldy};
     a.w_scale = w.scale;
-    a.xb = xb;
+    a.xb = r.xb;
+    a.xp = r.xp;
     const MatmulKernel kernel = matmul_kernel();
     // Blocks of output columns; each column is computed entirely by one task.
     constexpr int64_t kBlock = kMatmulColumnBlock;
@@ -96,14 +102,18 @@ void matmul_grouped(Exec& ex, const Tensor& x, std::span<const Tensor* const> ws
     const int64_t in = x.dim(1), out = y.dim(1), n_groups = int64_t(ws.size());
     if (out == 0 || x.dim(0) == 0) return;
     const float* xs = x.f32();
-    const uint16_t* xbs = nullptr;
+    RoundedRows r;
     if (p == Precision::kBF16) {   // rounded once, as matmul rounds each row
-        // bits for the bf16 experts (AVX-512 BF16), values for any other
-        bool any_bits = false, any_other = false;
-        for (const Tensor* w : ws) (kernel_takes_bf16_bits(w->dtype) ? any_bits : any_other) = true;
-        const RoundedRows r = round_rows(ex, xs, x.dim(0), in, in, any_bits, any_other);
+        // bits for the bf16 experts (AVX-512 BF16), span-ordered bits for the MXFP4 ones,
+        // values for any other; each only if some expert with tokens needs it
+        bool any_bits = false, any_spans = false, any_other = false;
+        for (size_t g = 0; g < ws.size(); ++g) {
+            if (starts[g] == starts[g + 1]) continue;
+            const DType dt = ws[g]->dtype;
+            (!kernel_takes_bf16_bits(dt) ? any_other : dt == DType::kMXFP4 ? any_spans : any_bits) = true;
+        }
+        r = round_rows(ex, xs, x.dim(0), in, in, any_bits, any_spans, any_other);
         xs = r.x;
-        xbs = r.xb;
     }
     constexpr int64_t kBlock = kMatmulColumnBlock;   // as matmul_strided: each column block entirely by one task
     const int64_t per_group = (out + kBlock - 1) / kBlock;
@@ -129,7 +139,8 @@ void matmul_grouped(Exec& ex, const Tensor& x, std::span<const Tensor* const> ws
             const Tensor& w = *ws[size_t(g)];
             MatmulArgs a{xs ? xs + r0 * in : nullptr, r1 - r0, in, w.data, w.dtype, in, ys + r0 * out, out};
             a.w_scale = w.scale;
-            if (xbs && kernel_takes_bf16_bits(w.dtype)) a.xb = xbs + r0 * in;
+            if (r.xb && w.dtype == DType::kBF16) a.xb = r.xb + r0 * in;   // these only with kernel_takes_bf16_bits
+            if (r.xp && w.dtype == DType::kMXFP4) a.xp = r.xp + r0 * in;
             kernel(a, b0 * kBlock, std::min(out, b1 * kBlock), scratch);
         }
     });

@@ -5,8 +5,17 @@
 // start-up (matmul_isa()) and the product's (activation, weight) types: the scalar and AVX2
 // kernels sum 8 lane partial sums over i ≡ lane (mod 8) for i < I - I % 8, reduce the lanes
 // pairwise in a fixed order, then add the tail i in order; the AVX-512 BF16 kernel (bf16
-// activations × bf16 weights) sums 16 lanes of bf16 pairs (kernels/matmul_avx512.cpp). So
-// within a process the result never depends on n_rows, the o range, the blocking or the thread.
+// activations × bf16 weights) sums 16 lanes of bf16 pairs (kernels/matmul_avx512.cpp), and
+// with MXFP4 weights does the same on the weights decoded exactly to bf16 (E2M1 × 2^125 from
+// a LUT, the scale 2^(s − 127) applied by a saturating subtract on the exponent field; scale
+// bytes outside [2, 252] by a slower exact decode) in the span order below, so it equals the
+// bf16 kernel on the permuted activations and weights bit for bit. So within a process the
+// result never depends on n_rows, the o range, the blocking or the thread.
+//
+// The span order (AVX-512 BF16 × MXFP4): each full span of 128 columns [128k, 128k + 128)
+// holds at position 32n + w the column 4w + n (n < 4, w < 32), i.e. x'[32n + w] = x[4w + n]:
+// 64 packed bytes read as 32 words give column 4w + n as nibble n of word w. A trailing
+// partial span (I % 128 = 32, 64 or 96) keeps the natural order.
 #pragma once
 #include <cstdint>
 
@@ -24,8 +33,11 @@ struct MatmulArgs {
     int64_t ldy;
     const uint8_t* w_scale = nullptr;   // kMXFP4: [O, I/32] E8M0 scales
     // x rounded to bf16, n_rows rows I apart: given (bf16 activations) only to a kernel that
-    // multiplies bf16 pairs natively (AVX-512 BF16), and used only with bf16 or MXFP4 weights.
+    // multiplies bf16 pairs natively (AVX-512 BF16), and used only with bf16 weights.
     const uint16_t* xb = nullptr;
+    // The same bits in the span order (above), n_rows rows I apart: given instead of xb with
+    // MXFP4 weights (bf16_round_rows_spans_avx512), used only with them.
+    const uint16_t* xp = nullptr;
 };
 
 // Byte offset of element e (flat, row-major) of a weight matrix of dtype dt.
@@ -34,7 +46,8 @@ constexpr int64_t weight_byte(DType dt, int64_t e) {
 }
 
 // Whether the kernel of this process multiplies bf16 activation bits with these weights
-// natively (AVX-512 BF16: bf16 weights as stored, MXFP4 decoded to bf16 in registers).
+// natively (AVX-512 BF16: bf16 weights as stored, MXFP4 decoded to bf16 in registers; these
+// take MatmulArgs::xb, or xp for MXFP4).
 bool kernel_takes_bf16_bits(DType w_dtype);
 
 // Widens weight row `row` (I elements) of any weight dtype to f32, exactly.
@@ -48,7 +61,8 @@ constexpr int64_t kMatmulColumnBlock = 24;
 constexpr int64_t kMaxRowBlock = 48;
 
 // Floats of per-thread scratch a kernel needs for products with I = in: partial sums of
-// 16 token rows × kMaxRowBlock rows × 16 lanes, then kMaxRowBlock widened rows.
+// 16 token rows × kMaxRowBlock rows × 16 lanes, then kMaxRowBlock widened rows (f32; the
+// MXFP4 rows decoded to bf16 for bf16 activations, with their scale words, take about half).
 constexpr int64_t matmul_scratch_floats(int64_t in) { return 16 * kMaxRowBlock * 16 + kMaxRowBlock * in; }
 
 // scratch: matmul_scratch_floats(I) floats, 64-byte aligned, private to the calling thread.
@@ -64,6 +78,8 @@ using MatmulKernel = void (*)(const MatmulArgs&, int64_t, int64_t, float*);
 // the same bits.
 void bf16_round_rows_portable(const float* x, int64_t n_rows, int64_t ldx, int64_t in, float* xr, uint16_t* xb);
 void bf16_round_rows_avx512(const float* x, int64_t n_rows, int64_t ldx, int64_t in, float* xr, uint16_t* xb);
+// The same bf16 bits, written I apart in the span order (for MatmulArgs::xp).
+void bf16_round_rows_spans_avx512(const float* x, int64_t n_rows, int64_t ldx, int64_t in, uint16_t* xp);
 
 // static: compiled into the portable and the AVX-512 TU, each keeps its own copy (no ODR merge).
 static inline void bf16_round_rows_body(const float* __restrict x, int64_t n_rows, int64_t ldx, int64_t in, float* __restrict xr,

@@ -31,7 +31,10 @@
 namespace kimi::cpu {
 namespace {
 
-constexpr int64_t kPrefetchRows = 16;   // how far ahead (in weight rows) the direct path prefetches
+// How far ahead (in weight rows) the direct path prefetches, into L2: into L1 the prefetches
+// compete with the demand loads (bf16 batch-1 decode of the bench preset 20-21 → 27-28 tok/s
+// with L2; 32 rows ahead instead of 16 changed nothing; docs/performance.md).
+constexpr int64_t kPrefetchRows = 16;
 constexpr int64_t kDirectMaxRows = 4;   // token rows up to which the direct path is used
 // Token rows per pass over a block of weight rows: one micro-tile, so its rows stay in L1
 // while the block's weight rows stream from L2 (24 rows here cost 10-20 %: the tile's token
@@ -264,7 +267,7 @@ inline void direct_tile(const MatmulArgs& a, const Operands<M>& op, int64_t t, i
             for (int j = 0; j < NT; ++j) acc[j][r] = M::madd(acc[j][r], xv[j], wv);
         }
         if (n_pf > 0 && weight_byte(M::kW, i) % 64 == 0)
-            for (int r = 0; r < n_pf; ++r) _mm_prefetch(ahead + weight_byte(M::kW, r * in + i), _MM_HINT_T0);
+            for (int r = 0; r < n_pf; ++r) _mm_prefetch(ahead + weight_byte(M::kW, r * in + i), _MM_HINT_T1);
     }
     finish<M, NR, NT>(a, op, acc, xr, w0, t, o);
 }

@@ -81,9 +81,10 @@ bench: build $(BENCH_MODEL)/config.json $(BENCH_K3_MODEL)/config.json
 	  --plot bench/results/prefix-cache.svg | tee bench/results/prefix-cache.md
 	python3 bench/structured_output.py --kimi $(KIMI) --model $(BENCH_MODEL) --json bench/results/structured-output.json \
 	  | tee bench/results/structured-output.md
-	test -f $(BENCH_MODEL)-mxfp4/config.json || $(KIMI) quantize --model $(BENCH_MODEL) --out $(BENCH_MODEL)-mxfp4 --format mxfp4
-	$(KIMI) bench model --model $(BENCH_MODEL)-mxfp4 --prompt-lens 512 --batches 1,16 --contexts 0 \
-	  --json bench/results/model-mxfp4.json --plot bench/results/model-mxfp4.png
+	test -f $(BENCH_MODEL)-mxfp4/config.json || $(KIMI) make-model --out $(BENCH_MODEL)-mxfp4 --preset bench --seed 0 --mxfp4-experts
+	test -f $(BENCH_K3_MODEL)-mxfp4/config.json || $(KIMI) make-model --out $(BENCH_K3_MODEL)-mxfp4 --preset k3-bench --seed 0 --mxfp4-experts
+	python3 bench/mxfp4_table.py --kimi $(KIMI) --pair bench=$(BENCH_MODEL),$(BENCH_MODEL)-mxfp4 \
+	  --pair k3-bench=$(BENCH_K3_MODEL),$(BENCH_K3_MODEL)-mxfp4 --json bench/results/mxfp4-table.json | tee bench/results/mxfp4-table.md
 	$(KIMI) bench model --model $(BENCH_K3_MODEL) --prompt-lens 512 --batches 1,16 --contexts 0 --activation-dtype bf16 \
 	  --compare-torch --json bench/results/k3-model.json --plot bench/results/k3-model.png
 	ctest --test-dir $(BUILD) -L slow --output-on-failure

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """BF16 against MXFP4 experts on the same checkpoint: prefill, batch-1 decode (% of the roofline),
-batch-16 decode and the bytes a batch-1 step reads, for pairs of model directories, in one
+batch-16 decode, the bytes a batch-1 step reads and the GB/s that makes, for pairs of model directories, in one
 interleaved run (bf16, MXFP4, bf16, MXFP4, ... per round) so the machine's drifting bandwidth
 hits both alike. Each run is `kimi-cpp bench model` with bf16 activations at context 0; the
 table shows each round's figure and the MXFP4 / bf16 ratio of the medians. Never fails on speed.
@@ -41,12 +41,14 @@ def bench_once(args, model, tmp, tag):
         if d["batch"] == 1:
             row["b1_pct_roofline"] = d["pct_of_roofline"]
             row["b1_mib_per_step"] = d["bytes_per_step"] / 2**20
+            row["b1_read_gbs"] = d["bytes_per_step"] * d["tokens_per_s"]["median"] / 1e9   # what the step reads per second
     return row
 
 
 def machine(kimi):
     res = subprocess.run([kimi, "bench", "machine"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    return res.stdout.strip().splitlines()[0] if res.returncode == 0 and res.stdout.strip() else "unknown CPU"
+    line = res.stdout.strip().splitlines()[0] if res.returncode == 0 and res.stdout.strip() else "unknown CPU"
+    return line.removeprefix("machine: ")
 
 
 def main():
@@ -67,13 +69,15 @@ def main():
             raise SystemExit(f"mxfp4_table: --pair wants NAME=BF16_DIR,MXFP4_DIR, got '{p}'")
         pairs.append((name, {"bf16": bf16, "mxfp4": mx}))
     runs = {(n, f): [] for n, _ in pairs for f in ("bf16", "mxfp4")}
+    bw = []   # the roofline's read bandwidth, as each run measured it, in run order
     with tempfile.TemporaryDirectory(prefix="kimi-mxfp4-table-") as tmp:
         for r in range(args.rounds):
             for name, dirs in pairs:
                 for form in ("bf16", "mxfp4"):
                     runs[(name, form)].append(bench_once(args, dirs[form], tmp, f"{name}-{form}-{r}"))
+                    bw.append(runs[(name, form)][-1]["read_bandwidth_gbs"])
     cols = [("prefill_tok_s", f"pp{args.prompt_len} tok/s"), ("b1_tok_s", "decode b1 tok/s"),
-            ("b1_pct_roofline", "b1 % of roofline"), ("b16_tok_s", "decode b16 tok/s"), ("b1_mib_per_step", "MiB read per b1 step")]
+            ("b1_read_gbs", "b1 GB/s read"), ("b1_pct_roofline", "b1 % of roofline"), ("b16_tok_s", "decode b16 tok/s"), ("b1_mib_per_step", "MiB read per b1 step")]
     print(f"machine: {machine(args.kimi)}; {args.rounds} interleaved rounds, bf16 activations, context 0\n")
     print("| checkpoint | experts | " + " | ".join(c[1] for c in cols) + " |")
     print("| --- | --- |" + " --- |" * len(cols))
@@ -87,8 +91,7 @@ def main():
         ratio = {k: med["mxfp4"][k] / med["bf16"][k] for k, _ in cols if med["bf16"][k]}
         print(f"| {name} | MXFP4 / bf16 | " + " | ".join(f"{ratio.get(k, 0):.2f}x" for k, _ in cols) + " |")
         summary[name] = {"median": med, "ratio": ratio, "runs": {f: runs[(name, f)] for f in ("bf16", "mxfp4")}}
-    bw = [row["read_bandwidth_gbs"] for v in runs.values() for row in v]
-    print(f"\nread bandwidth measured by the runs: {min(bw):.1f} - {max(bw):.1f} GB/s")
+    print(f"\nread bandwidth measured by the runs (the roofline's): {' / '.join(f'{b:.1f}' for b in bw)} GB/s, in run order")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"machine": machine(args.kimi), "rounds": args.rounds, "prompt_len": args.prompt_len, "pairs": summary}, f,

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_depth.h"
 #include "grammar/json_schema.h"
 #include "grammar/regex.h"
 #include "text_io.h"
@@ -24,7 +25,10 @@ StructuredOption parse_structured_options(ArgParser& args) {
     const auto t0 = std::chrono::steady_clock::now();
     grammar::Grammar g;
     if (schema_file) {
-        const nlohmann::ordered_json schema = nlohmann::ordered_json::parse(read_all(*schema_file), nullptr, false);
+        const std::string text = read_all(*schema_file);
+        if (!json_depth_within(text))
+            throw Error("--json-schema: " + *schema_file + " is nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+        const nlohmann::ordered_json schema = nlohmann::ordered_json::parse(text, nullptr, false);
         if (schema.is_discarded()) throw Error("--json-schema: " + *schema_file + " is not valid JSON");
         try {
             g = grammar::json_schema_grammar(schema);

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "chat/k3_format.h"
+#include "core/json_depth.h"
 #include "tokenizer/py_json.h"
 
 namespace kimi::chat {
@@ -207,7 +208,9 @@ private:
                     if (type_ == "string") {
                         args_[key_] = value_;
                     } else {
-                        auto v = nlohmann::ordered_json::parse(value_, nullptr, false);
+                        // too deep to be walked safely, or not JSON: kept as the text
+                        auto v = json_depth_within(value_) ? nlohmann::ordered_json::parse(value_, nullptr, false)
+                                                           : nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded);
                         args_[key_] = v.is_discarded() ? nlohmann::ordered_json(value_) : v;
                     }
                     state_ = kCall;

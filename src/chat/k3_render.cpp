@@ -7,6 +7,7 @@
 
 #include "chat/prompt_builder.h"
 #include "core/error.h"
+#include "core/json_depth.h"
 #include "tokenizer/py_json.h"
 
 namespace kimi::chat {
@@ -136,6 +137,8 @@ void render_arguments(Tags& t, const J& args, bool parse_strings, const std::str
     const J* obj = args.is_object() ? &args : nullptr;
     J parsed;
     if (args.is_string() && parse_strings) {
+        if (!json_depth_within(args.get_ref<const std::string&>()))
+            throw Error(where + ": arguments nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
         parsed = J::parse(args.get_ref<const std::string&>(), nullptr, false);
         if (parsed.is_object()) obj = &parsed;
     }

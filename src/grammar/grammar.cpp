@@ -106,6 +106,8 @@ void Grammar::validate() const {
 
 namespace {
 
+constexpr int kMaxGroupNesting = 100;   // ( ... ) inside each other: the parser recurses per level
+
 class Parser {
 public:
     Parser(const std::string& text, size_t max_rules) : s_(text), max_rules_(max_rules) {}
@@ -249,6 +251,7 @@ private:
             ++pos_;
             out.push_back(Grammar::ref(char_class({}, true)));
         } else if (c == '(') {
+            if (depth >= kMaxGroupNesting) fail("groups nested deeper than " + std::to_string(kMaxGroupNesting) + " levels");
             ++pos_;
             const int32_t r = fresh("group" + std::to_string(g_.rules.size()));
             auto alts = alternatives(depth + 1);

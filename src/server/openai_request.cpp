@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/json_depth.h"
 #include "runtime/structured_output.h"
 #include "server/api_error.h"
 #include "server/structured_request.h"
@@ -199,26 +200,8 @@ PromptInput prompt_from_text(const std::string& s, const ParseContext& c) {
 }  // namespace
 
 nlohmann::ordered_json parse_body(const std::string& body) {
-    // Nesting is bounded before parsing: copying or printing a value nested 100k deep would
-    // exhaust the stack. No OpenAI request needs more than a few levels.
-    constexpr int kMaxDepth = 64;
-    int depth = 0;
-    bool in_string = false, escaped = false;
-    for (char c : body) {
-        if (in_string) {
-            if (escaped) escaped = false;
-            else if (c == '\\') escaped = true;
-            else if (c == '"') in_string = false;
-        } else if (c == '"') {
-            in_string = true;
-        } else if (c == '[' || c == '{') {
-            if (++depth > kMaxDepth)
-                throw ApiError(400, "the request body is nested deeper than " + std::to_string(kMaxDepth) + " levels", "",
-                               "invalid_json");
-        } else if (c == ']' || c == '}') {
-            --depth;
-        }
-    }
+    if (!json_depth_within(body))
+        throw ApiError(400, "the request body is nested deeper than " + std::to_string(kMaxJsonDepth) + " levels", "", "invalid_json");
     J j;
     try {
         j = J::parse(body);

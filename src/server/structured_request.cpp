@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/json_depth.h"
 #include "grammar/json_schema.h"
 #include "grammar/regex.h"
 #include "server/api_error.h"
@@ -26,6 +27,8 @@ const J* field(const J& b, const char* key) {
 // A schema given as an object or as JSON text (vLLM accepts both).
 J schema_value(const J& v, const std::string& param) {
     if (v.is_string()) {
+        if (!json_depth_within(v.get_ref<const std::string&>()))
+            throw bad_param(param, param + ": the schema text is nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
         J parsed = J::parse(v.get<std::string>(), nullptr, false);
         if (parsed.is_discarded()) throw bad_param(param, param + " must be a JSON Schema (an object, or its JSON text)");
         return parsed;

@@ -230,7 +230,15 @@ class Generate(unittest.TestCase):
         bad = os.path.join(WORK, "bad.json")
         with open(bad, "w") as f:
             json.dump({"type": "object", "patternProperties": {}}, f)
+        deep = os.path.join(WORK, "deep.json")   # the server's limits, with exit code 1
+        with open(deep, "w") as f:
+            f.write('{"const":' + "[" * 100000 + "]" * 100000 + "}")
+        deep_gbnf = os.path.join(WORK, "deep.gbnf")
+        with open(deep_gbnf, "w") as f:
+            f.write("root ::= " + "(" * 20000 + '"a"' + ")" * 20000)
         for args, needle in [(["--json-schema", bad], "patternProperties"), (["--regex", "(a"], "regex"),
+                             (["--json-schema", deep], "nested deeper than 64 levels"),
+                             (["--grammar", deep_gbnf], "groups nested deeper than 100 levels"),
                              (["--grammar", schema], "--grammar"), (["--choice", "a", "--regex", "b"], "at most one"),
                              (["--json-schema", os.path.join(WORK, "missing.json")], "missing.json")]:
             rc, out, err = run("generate", "--model", MODEL, "--prompt", PROMPT, *args)

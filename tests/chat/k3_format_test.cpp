@@ -13,6 +13,7 @@
 #include "chat/chat_format.h"
 #include "chat/chat_json.h"
 #include "core/error.h"
+#include "core/json_depth.h"
 #include "tokenizer/synthetic.h"
 
 namespace kimi::chat {
@@ -173,6 +174,31 @@ TEST(K3Render, HandCheckedPrompt) {
     EXPECT_THROW(f->render(req), Error);
     req.messages = J::parse(R"([{"role": "tool", "content": "r"}])");
     EXPECT_THROW(f->render(req), Error);   // no resolvable tool name
+}
+
+// Tool-call arguments given as JSON text are parsed to be written argument by argument: past
+// kMaxJsonDepth levels that is an error naming the limit (walking 50,000 levels recursively
+// used to overflow the stack), at the limit they render.
+TEST(K3Render, DeepToolCallArgumentsAreRefused) {
+    const auto f = chat_format_for(k3_tokenizer());
+    const auto with_args = [&](int depth) {
+        ChatRequest req;
+        req.parse_string_arguments = true;   // as the server renders requests
+        const std::string args = "{\"a\":" + std::string(size_t(depth), '[') + std::string(size_t(depth), ']') + "}";
+        req.messages = J::array({J{{"role", "user"}, {"content", "hi"}},
+                                 J{{"role", "assistant"}, {"content", ""},
+                                   {"tool_calls", J::array({J{{"id", "c1"}, {"type", "function"},
+                                                              {"function", J{{"name", "f"}, {"arguments", args}}}}})}},
+                                 J{{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "ok"}}});
+        return req;
+    };
+    EXPECT_NO_THROW(f->render(with_args(kMaxJsonDepth - 1)));
+    try {
+        f->render(with_args(50000));
+        ADD_FAILURE() << "rendered 50,000-deep arguments";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("nested deeper than 64 levels"), std::string::npos) << e.what();
+    }
 }
 
 }  // namespace

@@ -221,6 +221,7 @@ TEST(GrammarParser, ErrorsNameThePlace) {
         {"root \"a\"", "expected '::='"},
         {"root ::= \"a\"\nroot ::= \"b\"", "defined twice"},
         {"root ::= \"\\uD800\"", "not a Unicode scalar value"},
+        {"root ::= " + std::string(20000, '(') + "\"a\"" + std::string(20000, ')'), "groups nested deeper than 100 levels"},
     };
     for (const auto& [text, needle] : bad) {
         try {
@@ -236,6 +237,18 @@ TEST(GrammarParser, ErrorsNameThePlace) {
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("line 2"), std::string::npos) << e.what();
     }
+}
+
+// Groups nest up to the limit; a chain of 20,000 rules (nesting through names, not the parser's
+// recursion) is a grammar like any other.
+TEST(GrammarParser, NestingLimits) {
+    const auto nested = [](int n) { return "root ::= " + std::string(size_t(n), '(') + "\"a\"" + std::string(size_t(n), ')'); };
+    EXPECT_NO_THROW(parse_grammar(nested(100), 10000));
+    EXPECT_THROW(parse_grammar(nested(101), 10000), Error);
+    std::string chain = "root ::= r0\n";
+    for (int i = 0; i < 20000; ++i) chain += "r" + std::to_string(i) + " ::= r" + std::to_string(i + 1) + "\n";
+    chain += "r20000 ::= \"a\"\n";
+    EXPECT_NO_THROW(parse_grammar(chain, 100000));
 }
 
 // Random bytes as grammar text never crash or hang the parser: an error or a grammar.

@@ -38,6 +38,8 @@ What is checked (one shared server for most tests; extra servers where flags dif
   http_structured.py 10. structured output (JSON Schema corpus, regex, choice, GBNF, sampling features)
   http_structured_tools.py
                      11. forced tool calls on Kimi Linear and K3, K3 response_format
+  http_hostile.py    12. hostile input that once crashed the server (deep GBNF, JSON Schema
+                         text and tool-call arguments) on Kimi Linear and K3
   http_common.py      the helpers they share (servers, HTTP, SSE, metrics, request bodies)
 Exits non-zero on any failure. Every server started is killed at the end (also on failure).
 """
@@ -53,7 +55,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import http_common as hc  # noqa: E402
 
 TEST_MODULES = ["http_shapes", "http_generation", "http_bad_input", "http_fuzz", "http_lifecycle", "http_k3",
-                "http_prefix_cache", "http_structured", "http_structured_tools"]
+                "http_prefix_cache", "http_structured", "http_structured_tools", "http_hostile"]
 
 
 def collect_tests():

@@ -1,0 +1,88 @@
+"""HTTP tests, part 12: what a hostile client sent that once took the server down (issue 28's
+reproducers), on a Kimi Linear and a Kimi-K3 server each: every case is answered (a 400 naming
+the limit, or a 200), the server stays up, and it still serves a normal request afterwards.
+
+- deep GBNF group nesting (20,000 levels) in guided_grammar and structured_outputs.grammar;
+- JSON Schema given as text nested 100,000 deep (guided_json, response_format.json_schema.schema,
+  a deep `description` beside `nullable`);
+- tool-call arguments nested 50,000 deep in an assistant message (chat and /tokenize; they
+  crashed the K3 renderer);
+- and beside them what stays legal: a chain of 20,000 GBNF rules, a regex nested past its limit.
+Run through http_test.py.
+"""
+import unittest
+
+import http_common as hc
+from http_common import Resp, Server, chat_body, check_error, post
+
+MSG = [{"role": "user", "content": "hi"}]
+
+
+def deep(n):
+    return "[" * n + "]" * n
+
+
+def cases():
+    nested_gbnf = "root ::= " + "(" * 20000 + '"a"' + ")" * 20000
+    args = '{"a":' + deep(50000) + "}"
+    tool_msgs = MSG + [{"role": "assistant", "content": "",
+                        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": args}}]},
+                       {"role": "tool", "tool_call_id": "c1", "content": "ok"}]
+    return [
+        # (path, body, expected status, text the error message must hold)
+        ("/v1/completions", {"prompt": "a", "max_tokens": 1, "guided_grammar": nested_gbnf}, 400,
+         "groups nested deeper than 100 levels"),
+        ("/v1/chat/completions", {"messages": MSG, "max_tokens": 1, "structured_outputs": {"grammar": nested_gbnf}}, 400,
+         "groups nested deeper than 100 levels"),
+        ("/v1/completions", {"prompt": "a", "max_tokens": 1, "guided_json": '{"const":' + deep(100000) + "}"}, 400,
+         "nested deeper than 64 levels"),
+        ("/v1/chat/completions", {"messages": MSG, "max_tokens": 1, "response_format": {
+            "type": "json_schema", "json_schema": {"name": "x", "schema": '{"enum":[' + deep(100000) + "]}"}}}, 400,
+         "nested deeper than 64 levels"),
+        ("/v1/completions", {"prompt": "a", "max_tokens": 1,
+                             "guided_json": '{"nullable":true,"description":' + deep(100000) + "}"}, 400,
+         "nested deeper than 64 levels"),
+        ("/v1/completions", {"prompt": "a", "max_tokens": 1, "guided_regex": "(" * 20000 + "a" + ")" * 20000}, 400,
+         "groups nested too deeply"),
+        ("/v1/completions", {"prompt": "a", "max_tokens": 1, "guided_grammar": "\n".join(
+            "r%d ::= r%d" % (i, i + 1) for i in range(20000)) + '\nr20000 ::= "a"\nroot ::= r0'}, 200, ""),
+        ("/v1/chat/completions", {"messages": tool_msgs, "max_tokens": 1}, None, "arguments nested deeper than 64 levels"),
+        ("/tokenize", {"messages": tool_msgs}, None, "arguments nested deeper than 64 levels"),
+    ]
+
+
+class T12Hostile(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.servers = {"kimi-linear": Server(model=hc.make_model(seed=7)),
+                       "k3": Server(model=hc.make_model(seed=8, preset="k3-tiny"))}
+
+    @classmethod
+    def tearDownClass(cls):
+        for s in cls.servers.values():
+            s.kill()
+
+    def test_deep_nesting_inside_strings(self):
+        for name, srv in self.servers.items():
+            for path, body, status, needle in cases():
+                what = "%s %s %.60s" % (name, path, str(body))
+                with self.subTest(case=what):
+                    r = post(srv.port, path, body, timeout=60)
+                    self.assertTrue(srv.alive(), "the server died on " + what)
+                    self.assertIsInstance(r, Resp, what)
+                    # Kimi Linear writes tool-call arguments through as text: a 200 (or the
+                    # context limit's 400); K3 parses them and must refuse past the limit
+                    if status is None and name != "k3":
+                        self.assertIn(r.status, (200, 400), "%s: %s" % (what, r))
+                        continue
+                    want = 400 if status is None else status
+                    self.assertEqual(r.status, want, "%s: %s" % (what, r))
+                    if want == 400 and needle:
+                        check_error(self, r, 400, None, what)
+                        self.assertIn(needle, r.json()["error"]["message"], what)
+            r = post(srv.port, "/v1/chat/completions", chat_body(max_tokens=2))
+            self.assertEqual(r.status, 200, "%s after the cases: %s" % (name, r))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -3,6 +3,7 @@
 // decode step must read, and the per-sequence cache sizes.
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <map>
 
 #include "args.h"
@@ -107,7 +108,9 @@ int cmd_inspect(int argc, char** argv) {
     std::string chat_format = "none (no tokenizer in the model directory)";
     try {
         chat_format = chat::chat_format_for(tok::Tokenizer::load(dir))->name();
-    } catch (const Error&) {
+    } catch (const Error& e) {   // no tokenizer files is "none"; broken ones are named
+        if (std::filesystem::exists(dir + "/tiktoken.model") || std::filesystem::exists(dir + "/tokenizer_config.json"))
+            chat_format = std::string("unreadable tokenizer: ") + e.what();
     }
     std::printf("\nparameters:   %lld (%.1f MiB of tensors in %zu file(s))\n", (long long)params, mib(double(file_bytes)),
                 model->store().n_files());

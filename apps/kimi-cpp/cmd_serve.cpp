@@ -4,9 +4,11 @@
 // requests finish for --shutdown-grace seconds, aborts the rest and exits 0.
 #include <signal.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 
@@ -29,11 +31,17 @@ int cmd_serve(int argc, char** argv) {
     if (port < 0 || port > 65535) throw Error("--port must be in [0, 65535]");
     sc.port = int(port);
     sc.api_key = args.str("--api-key", "");
-    sc.served_model_name = args.str("--served-model-name", model_dir);
-    sc.model_dir = model_dir;
+    // the default names the model by its directory's last component: no response shows a path
+    sc.served_model_name = args.str("--served-model-name", std::filesystem::path(model_dir).lexically_normal().filename().string());
+    if (sc.served_model_name.empty())
+        sc.served_model_name = std::filesystem::path(model_dir).lexically_normal().parent_path().filename().string();
+    if (sc.served_model_name.empty()) sc.served_model_name = "kimi";
     const int64_t body_mb = args.integer("--max-body-mb", 16);
     if (body_mb < 1 || body_mb > 4096) throw Error("--max-body-mb must be in [1, 4096]");
     sc.max_body_bytes = size_t(body_mb) << 20;
+    const int64_t max_seqs = args.integer("--max-sequences-per-request", 64);
+    if (max_seqs < 1 || max_seqs > 65536) throw Error("--max-sequences-per-request must be in [1, 65536]");
+    sc.max_sequences_per_request = int32_t(max_seqs);
     const int64_t http_threads = args.integer("--http-threads", 0);
     if (http_threads < 0 || http_threads > 4096) throw Error("--http-threads must be in [1, 4096]");
     sc.shutdown_grace_s = args.real("--shutdown-grace", 5.0);
@@ -82,6 +90,10 @@ int cmd_serve(int argc, char** argv) {
     const std::string url = "http://" + (sc.host == "0.0.0.0" ? std::string("127.0.0.1") : sc.host) + ":" + std::to_string(http.port());
     std::fprintf(stderr, "serve: listening on %s (loading %s)\n", url.c_str(), model_dir.c_str());
 
+    // For tests of the loading state (/health 503, a signal while loading): loading waits while
+    // the file KIMI_LOAD_GATE names exists.
+    if (const char* gate = std::getenv("KIMI_LOAD_GATE"))
+        while (std::filesystem::exists(gate)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     auto model = load_model_with_progress(model_dir, quiet, eo.weight_memory, eo.shard);
     const tok::Tokenizer tok = *load_tokenizer_for(tok_dir, model->config(), true);
     const EngineConfig ec = eo.with_model_precision(*model);

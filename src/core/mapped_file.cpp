@@ -24,7 +24,8 @@ std::string errno_text() { return std::strerror(errno); }
 
 MappedFile::MappedFile(const std::string& path, FileMemory mode, const std::function<void(uint64_t)>& on_read)
     : path_(path), mode_(mode) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    check_regular_file(path);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);   // never waits on a pipe swapped in since
     if (fd < 0) throw Error(path + ": cannot open: " + errno_text());
     struct stat st{};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -76,6 +77,15 @@ MappedFile::MappedFile(const std::string& path, FileMemory mode, const std::func
 
 MappedFile::~MappedFile() {
     if (map_) ::munmap(map_, map_len_);
+}
+
+void check_regular_file(const std::string& path, bool missing_ok) {
+    struct stat st{};
+    if (::stat(path.c_str(), &st) != 0) {
+        if (missing_ok && errno == ENOENT) return;
+        throw Error(path + ": cannot open: " + errno_text());
+    }
+    if (!S_ISREG(st.st_mode)) throw Error(path + ": not a regular file");
 }
 
 bool huge_pages_available() {

@@ -40,6 +40,11 @@ private:
     size_t size_ = 0, map_len_ = 0;
 };
 
+// Throws kimi::Error unless `path` is a regular file (or does not exist, when missing_ok):
+// checked by stat() before a model file is opened, since opening a named pipe blocks until a
+// writer comes, and reading a device or directory never ends well.
+void check_regular_file(const std::string& path, bool missing_ok = false);
+
 // Whether the kernel gives transparent huge pages to memory advised for them
 // (/sys/kernel/mm/transparent_hugepage/enabled is [always] or [madvise]).
 bool huge_pages_available();

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 
 namespace kimi {
 
@@ -212,6 +213,7 @@ ModelConfig parse_model_config(const json& top, const std::string& source) {
 
 ModelConfig load_model_config(const std::string& model_dir) {
     const std::string path = model_dir + "/config.json";
+    check_regular_file(path, /*missing_ok=*/true);   // a missing one is the error below
     std::ifstream f(path);
     if (!f) throw Error(path + ": cannot open (is --model a Kimi Linear or Kimi-K3 model directory?)");
     json j;

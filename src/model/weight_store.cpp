@@ -39,6 +39,7 @@ WeightStore::WeightStore(const std::string& model_dir, WeightMemory memory,
     std::map<std::string, std::string> expected_file;   // tensor → shard (sharded checkpoints)
     std::vector<std::string> paths;
     if (file_exists(index_path)) {
+        check_regular_file(index_path);
         std::ifstream f(index_path);
         nlohmann::json j;
         try {

@@ -173,7 +173,7 @@ void HttpServer::routes() {
     });
     s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
         J card = {{"id", cfg_.served_model_name},  {"object", "model"}, {"created", started_at_},
-                  {"owned_by", "kimi.cpp"},        {"root", cfg_.model_dir}, {"parent", nullptr},
+                  {"owned_by", "kimi.cpp"},        {"root", cfg_.served_model_name}, {"parent", nullptr},   // never the path on disk
                   {"max_model_len", engine_->max_model_len()}, {"permission", J::array()}};
         send_json(res, 200, {{"object", "list"}, {"data", J::array({card})}});
     });
@@ -187,7 +187,8 @@ void HttpServer::routes() {
             J chat = b;
             chat["max_tokens"] = 1;
             chat.erase("stream");
-            ParseContext pc{tok_, cfg_.served_model_name, std::numeric_limits<int32_t>::max(), int32_t(model_->vocab_size), format_.get()};
+            ParseContext pc{tok_, cfg_.served_model_name, std::numeric_limits<int32_t>::max(), int32_t(model_->vocab_size), format_.get(),
+                            cfg_.max_sequences_per_request};
             ids = parse_chat_request(chat, pc).prompts[0].ids;
         } else {
             if (!b.contains("prompt") || !b["prompt"].is_string()) throw bad_param("prompt", "prompt must be a string");
@@ -210,7 +211,8 @@ void HttpServer::routes() {
     auto generate = [this](Endpoint ep) {
         return [this, ep](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
             const J b = parse_body(read_body(req, reader, cfg_.max_body_bytes));
-            const ParseContext pc{tok_, cfg_.served_model_name, engine_->max_model_len(), int32_t(model_->vocab_size), format_.get()};
+            const ParseContext pc{tok_, cfg_.served_model_name, engine_->max_model_len(), int32_t(model_->vocab_size), format_.get(),
+                                  cfg_.max_sequences_per_request};
             auto job = std::make_shared<GenerationJob>(ep == Endpoint::kChat ? parse_chat_request(b, pc)
                                                                               : parse_completion_request(b, pc));
             if (job->params.structured) metrics_.on_grammar_compiled(job->grammar_compile_s);

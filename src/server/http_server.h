@@ -30,7 +30,7 @@ struct ServerConfig {
     int port = 8000;                       // 0: any free port (see port())
     std::string api_key;                   // empty: no auth
     std::string served_model_name;
-    std::string model_dir;                 // reported as `root` by /v1/models
+    int32_t max_sequences_per_request = 64;   // n × prompts of one request (--max-sequences-per-request)
     size_t max_body_bytes = 16u << 20;
     int http_threads = 64;                 // concurrent connections served (streams hold one each)
     double shutdown_grace_s = 5.0;

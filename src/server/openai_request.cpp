@@ -159,7 +159,14 @@ void parse_common(const J& b, const ParseContext& c, GenerationJob& job) {
 }
 
 // Prompt length vs context: 400 with the numbers (vLLM's wording).
+// Also bounds the work one request may start: n × prompts sequences at most.
 void fit_context(GenerationJob& job, const ParseContext& c, int32_t default_max_tokens) {
+    const int64_t n_seqs = int64_t(job.prompts.size()) * job.n;
+    if (n_seqs > c.max_sequences)
+        throw ApiError(400, "this request asks for " + std::to_string(n_seqs) + " sequences (n " + std::to_string(job.n) + " x " +
+                                std::to_string(job.prompts.size()) + " prompts); the server allows at most " +
+                                std::to_string(c.max_sequences) + " per request (--max-sequences-per-request)",
+                       "n", "invalid_value");
     for (const auto& pr : job.prompts) {
         const int64_t len = int64_t(pr.ids.size());
         if (len >= c.max_model_len)

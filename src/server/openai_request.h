@@ -54,6 +54,7 @@ struct ParseContext {
     int32_t max_model_len = 0;
     int32_t vocab_size = 0;
     const chat::ChatFormat* format = nullptr;   // the tokenizer's conversation format
+    int32_t max_sequences = 64;                 // n × prompts one request may start (--max-sequences-per-request)
 };
 
 GenerationJob parse_completion_request(const nlohmann::ordered_json& body, const ParseContext& ctx);

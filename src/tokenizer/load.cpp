@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "tokenizer/base64.h"
 #include "tokenizer/tokenizer_impl.h"
 
@@ -15,6 +16,7 @@ namespace kimi::tok {
 namespace {
 
 std::string read_file(const std::string& path, bool required, bool& found) {
+    check_regular_file(path, /*missing_ok=*/true);
     std::ifstream f(path, std::ios::binary);
     found = bool(f);
     if (!f) {

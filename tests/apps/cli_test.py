@@ -411,6 +411,38 @@ class Quantize(unittest.TestCase):
         self.assertIn("--format", err)
 
 
+class Loader(unittest.TestCase):
+    """Model directories a careless or hostile user may hand over: a named pipe in place of a
+    model file is refused at once (opening it used to block forever), a corrupt tokenizer is
+    named as such by inspect rather than reported missing."""
+
+    def copy_of_model(self, name):
+        d = os.path.join(WORK, name)
+        shutil.copytree(MODEL, d)
+        return d
+
+    def test_named_pipes_are_refused(self):
+        for f in ("config.json", "model.safetensors", "tiktoken.model"):
+            d = self.copy_of_model("fifo-" + f)
+            os.remove(os.path.join(d, f))
+            os.mkfifo(os.path.join(d, f))
+            rc, _, err = run("inspect", "--model", d, timeout=20)
+            self.assertEqual(rc, 1 if f != "tiktoken.model" else 0, err)
+            if f != "tiktoken.model":
+                self.assertIn("not a regular file", err)
+            shutil.rmtree(d)
+
+    def test_corrupt_tokenizer_is_named(self):
+        d = self.copy_of_model("bad-tok")
+        with open(os.path.join(d, "tiktoken.model"), "w") as fh:
+            fh.write("not base64 at all\n")
+        rc, text, err = run("inspect", "--model", d)
+        self.assertEqual(rc, 0, err)
+        line = next(l for l in text.splitlines() if l.startswith("chat format:"))
+        self.assertIn("unreadable tokenizer", line)
+        shutil.rmtree(d)
+
+
 class K3Mxfp4(unittest.TestCase):
     """Kimi-K3 in the published MXFP4 form (make-model --mxfp4-experts): inspect's report, score
     equal to the quantize round trip of the same dense checkpoint, generate, bench model, and

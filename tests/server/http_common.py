@@ -40,13 +40,14 @@ LISTEN_RE = re.compile(r"serve: listening on http://127\.0\.0\.1:(\d+)")
 class Server:
     """One `kimi-cpp serve` process on --port 0; stdout/stderr collected by reader threads."""
 
-    def __init__(self, *extra, model=None, wait_ready=True, timeout=60.0):
-        self.args = [KIMI, "serve", "--model", model or MODEL_DIR, "--port", "0", "--served-model-name", SERVED,
-                     "--threads", "2", *extra]
+    def __init__(self, *extra, model=None, wait_ready=True, timeout=60.0, served=SERVED, env=None):
+        named = ["--served-model-name", served] if served else []   # served=None: the server's default name
+        self.served = served
+        self.args = [KIMI, "serve", "--model", model or MODEL_DIR, "--port", "0", *named, "--threads", "2", *extra]
         self.out, self.err = [], []
         self.cond = threading.Condition()
         self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE)
+                                     stderr=subprocess.PIPE, env=dict(os.environ, **env) if env else None)
         _SERVERS.append(self)
         self.readers = [threading.Thread(target=self._pump, args=(self.proc.stdout, self.out), daemon=True),
                         threading.Thread(target=self._pump, args=(self.proc.stderr, self.err), daemon=True)]
@@ -88,7 +89,7 @@ class Server:
     def wait_ready(self, timeout=60.0):
         m = self.wait_line(self.out, READY_RE, timeout)
         self.version = m.group(1)
-        assert m.group(2) == SERVED, m.group(0)
+        assert self.served is None or m.group(2) == self.served, m.group(0)
         assert int(m.group(3)) == self.port, "ready line port %s != listening port %d" % (m.group(3), self.port)
 
     def stdout_text(self):

@@ -7,13 +7,18 @@ the limit, or a 200), the server stays up, and it still serves a normal request 
   a deep `description` beside `nullable`);
 - tool-call arguments nested 50,000 deep in an assistant message (chat and /tokenize; they
   crashed the K3 renderer);
-- and beside them what stays legal: a chain of 20,000 GBNF rules, a regex nested past its limit.
+- and beside them what stays legal: a chain of 20,000 GBNF rules, a regex nested past its limit;
+- amplification: 256 prompts × n 128 in a 2 KB body is a 400 naming --max-sequences-per-request
+  (default 64), 64 sequences are served;
+- /v1/models of a server started without --served-model-name shows no path.
 Run through http_test.py.
 """
 import unittest
 
 import http_common as hc
-from http_common import Resp, Server, chat_body, check_error, post
+import os
+
+from http_common import Resp, Server, chat_body, check_error, completion_body, get, post
 
 MSG = [{"role": "user", "content": "hi"}]
 
@@ -82,6 +87,31 @@ class T12Hostile(unittest.TestCase):
                         self.assertIn(needle, r.json()["error"]["message"], what)
             r = post(srv.port, "/v1/chat/completions", chat_body(max_tokens=2))
             self.assertEqual(r.status, 200, "%s after the cases: %s" % (name, r))
+
+    def test_sequences_per_request_are_bounded(self):
+        srv = self.servers["kimi-linear"]
+        for body in (completion_body(prompt=[[1]] * 256, n=128, max_tokens=4), completion_body(prompt=[[1]] * 65, max_tokens=1),
+                     chat_body(n=65, max_tokens=1)):
+            path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
+            r = post(srv.port, path, body)
+            check_error(self, r, 400, "n", path)
+            self.assertIn("--max-sequences-per-request", r.json()["error"]["message"])
+        r = post(srv.port, "/v1/completions", completion_body(prompt=[[1]] * 8, n=8, max_tokens=1))
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(len(r.json()["choices"]), 64)
+
+    def test_models_show_no_path(self):
+        model = hc.make_model(seed=9)
+        srv = Server(model=model, served=None)
+        try:
+            r = get(srv.port, "/v1/models")
+            self.assertEqual(r.status, 200, r)
+            card = r.json()["data"][0]
+            self.assertEqual(card["id"], os.path.basename(model))
+            self.assertEqual(card["root"], card["id"])
+            self.assertNotIn(os.path.dirname(model), r.body.decode())
+        finally:
+            srv.kill()
 
 
 if __name__ == "__main__":

@@ -43,7 +43,8 @@ class T1Shapes(unittest.TestCase):
         self.assertEqual(card["object"], "model")
         self.assertIsInstance(card["created"], int)
         self.assertIsInstance(card["owned_by"], str)
-        self.assertEqual(card["root"], hc.MODEL_DIR)
+        self.assertEqual(card["root"], SERVED)   # the served name, never the path on disk
+        self.assertNotIn(hc.MODEL_DIR, r.body.decode())
         self.assertEqual(card["max_model_len"], 4096)
 
     def test_index_page(self):

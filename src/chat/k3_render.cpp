@@ -8,6 +8,7 @@
 #include "chat/prompt_builder.h"
 #include "core/error.h"
 #include "core/json_depth.h"
+#include "core/json_linear.h"
 #include "tokenizer/py_json.h"
 
 namespace kimi::chat {
@@ -139,7 +140,10 @@ void render_arguments(Tags& t, const J& args, bool parse_strings, const std::str
     if (args.is_string() && parse_strings) {
         if (!json_depth_within(args.get_ref<const std::string&>()))
             throw Error(where + ": arguments nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
-        parsed = J::parse(args.get_ref<const std::string&>(), nullptr, false);
+        try {
+            parsed = parse_json_linear(args.get_ref<const std::string&>());
+        } catch (const nlohmann::json::exception&) {   // not JSON: written as text below
+        }
         if (parsed.is_object()) obj = &parsed;
     }
     if (obj) {

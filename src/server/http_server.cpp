@@ -78,6 +78,11 @@ void HttpServer::start() {
     port_ = cfg_.port == 0 ? http_->bind_to_any_port(cfg_.host) : (http_->bind_to_port(cfg_.host, cfg_.port) ? cfg_.port : -1);
     if (port_ <= 0) throw Error("cannot listen on " + cfg_.host + ":" + std::to_string(cfg_.port) + " (in use, or not an address of this machine)");
     listener_ = std::thread([this] { http_->listen_after_bind(); });
+    // httplib's stop() does nothing before the accept loop runs, so a shutdown right after start
+    // (a model that fails to load at once, an early signal) would wait forever: start returns
+    // only once the loop runs (or after 10 s, should it never start).
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!http_->is_running() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 void HttpServer::set_ready(Engine* engine, const tok::Tokenizer* tok, const ModelConfig* model) {

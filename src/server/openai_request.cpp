@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/json_depth.h"
+#include "core/json_linear.h"
 #include "runtime/structured_output.h"
 #include "server/api_error.h"
 #include "server/structured_request.h"
@@ -211,7 +212,7 @@ nlohmann::ordered_json parse_body(const std::string& body) {
         throw ApiError(400, "the request body is nested deeper than " + std::to_string(kMaxJsonDepth) + " levels", "", "invalid_json");
     J j;
     try {
-        j = J::parse(body);
+        j = parse_json_linear(body);
     } catch (const std::exception& e) {
         throw ApiError(400, std::string("the request body is not valid JSON: ") + e.what(), "", "invalid_json");
     }

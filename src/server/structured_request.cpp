@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/json_depth.h"
+#include "core/json_linear.h"
 #include "grammar/json_schema.h"
 #include "grammar/regex.h"
 #include "server/api_error.h"
@@ -29,9 +30,11 @@ J schema_value(const J& v, const std::string& param) {
     if (v.is_string()) {
         if (!json_depth_within(v.get_ref<const std::string&>()))
             throw bad_param(param, param + ": the schema text is nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
-        J parsed = J::parse(v.get<std::string>(), nullptr, false);
-        if (parsed.is_discarded()) throw bad_param(param, param + " must be a JSON Schema (an object, or its JSON text)");
-        return parsed;
+        try {
+            return parse_json_linear(v.get_ref<const std::string&>());
+        } catch (const nlohmann::json::exception&) {
+            throw bad_param(param, param + " must be a JSON Schema (an object, or its JSON text)");
+        }
     }
     if (!v.is_object() && !v.is_boolean()) throw bad_param(param, param + " must be a JSON Schema object");
     return v;

@@ -169,7 +169,7 @@ int cmd_bench_decode(int argc, char** argv) {
     if (cfg.max_model_len == 0) cfg.max_model_len = int32_t(std::max<int64_t>(need, 256));
     if (explicit_seqs && cfg.max_num_seqs < conc) throw Error("--max-num-seqs must be >= --concurrency (a fixed cohort)");
 
-    auto model = load_model_with_progress(model_dir, quiet, eo.weight_memory, eo.shard);
+    auto model = load_model_with_progress(model_dir, quiet, eo.weight_memory, eo.shard, eo.check_weights);
     eo.settle(cfg, *model);
     const int64_t vocab = model->config().vocab_size;
     Rng rng(uint64_t(seed) * 0x9e3779b97f4a7c15ull + 1);

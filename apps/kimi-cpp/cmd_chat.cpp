@@ -66,7 +66,7 @@ int cmd_chat(int argc, char** argv) {
     const SamplingParams base = parse_sampling_options(args, defaults);
     args.done();
 
-    auto model = load_model_with_progress(model_dir, quiet, engine_opts.weight_memory, engine_opts.shard);
+    auto model = load_model_with_progress(model_dir, quiet, engine_opts.weight_memory, engine_opts.shard, engine_opts.check_weights);
     const tok::Tokenizer tok = *load_tokenizer_for(tok_dir, model->config(), true);
     Engine engine(*model, engine_opts.with_model_precision(*model), &tok);
     if (!engine.leads()) {   // another rank of a split model (mpirun): rank 0 reads the conversation

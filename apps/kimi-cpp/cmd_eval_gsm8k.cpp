@@ -204,7 +204,7 @@ int cmd_eval_gsm8k(int argc, char** argv) {
         summaries.push_back(score_and_write(s, replies, out, secs));
     } else {
         if (cfg.max_num_seqs < int32_t(conc)) cfg.max_num_seqs = int32_t(conc);
-        auto model = load_model_with_progress(*model_dir, s.quiet, eo.weight_memory, eo.shard);
+        auto model = load_model_with_progress(*model_dir, s.quiet, eo.weight_memory, eo.shard, eo.check_weights);
         eo.settle(cfg, *model);
         if (eo.shard.split() && eo.shard.rank != 0) {   // another rank (mpirun): each engine of rank 0, in turn
             for (int k = 0; k < (ab ? 2 : 1); ++k) {

@@ -51,7 +51,7 @@ int cmd_generate(int argc, char** argv) {
     args.done();
     if (bool(prompt_text) == bool(prompt_ids)) throw Error("give exactly one of --prompt TEXT or --tokens 1,2,3");
 
-    auto model = load_model_with_progress(model_dir, quiet, engine_opts.weight_memory, engine_opts.shard);
+    auto model = load_model_with_progress(model_dir, quiet, engine_opts.weight_memory, engine_opts.shard, engine_opts.check_weights);
     const std::optional<tok::Tokenizer> tok = load_tokenizer_for(tok_dir, model->config(), bool(prompt_text) || bool(params.structured));
     std::vector<int32_t> prompt = prompt_text ? tok->encode(*prompt_text, special == "all")
                                               : parse_int_list("--tokens", *prompt_ids);

@@ -33,8 +33,9 @@ int cmd_inspect(int argc, char** argv) {
     ArgParser args("inspect", argc, argv);
     const std::string dir = args.required("--model");
     const Shard shard = parse_shard_options(args);
+    const bool check_weights = !args.flag("--skip-weight-check");
     args.done();
-    auto model = KimiModel::load(dir, {}, WeightMemory::kAuto, shard);
+    auto model = KimiModel::load(dir, {}, WeightMemory::kAuto, shard, check_weights);
     // Split (mpirun): each rank's part, gathered in rank order; rank 0 prints.
     std::vector<float> held_mib;
     dist::Comm::world().allgather(std::vector<float>{float(held_weight_bytes(*model) / 1048576.0)}, held_mib);

@@ -25,6 +25,7 @@ int cmd_score(int argc, char** argv) {
     drive.decode_from = args.integer("--decode-from", -1);
     drive.n_fillers = args.integer("--batch-filler", 0);
     const Shard shard = parse_shard_options(args);
+    const bool check_weights = !args.flag("--skip-weight-check");
     args.done();
     if (drive.prefill_chunk < 0) throw Error("score: --prefill-chunk must be >= 1");
     if (drive.decode_from < -1 || drive.decode_from > int64_t(tokens.size()))
@@ -33,7 +34,7 @@ int cmd_score(int argc, char** argv) {
     if (tokens.empty()) throw Error("score: --tokens is empty");
 
     // Split (mpirun): every rank drives the same steps on its part; rank 0 writes the logits.
-    auto model = KimiModel::load(model_dir, {}, WeightMemory::kAuto, shard);
+    auto model = KimiModel::load(model_dir, {}, WeightMemory::kAuto, shard, check_weights);
     run.precision = resolve_precision(run.precision_auto, run.precision, *model);
     note_skipped_tensors(*model, shard.rank != 0);
     for (int32_t id : tokens)

@@ -54,7 +54,7 @@ int cmd_serve(int argc, char** argv) {
         // engine stops; a signal is for rank 0, which then stops this one.
         signal(SIGINT, SIG_IGN);
         signal(SIGTERM, SIG_IGN);
-        auto model = load_model_with_progress(model_dir, true, eo.weight_memory, eo.shard);
+        auto model = load_model_with_progress(model_dir, true, eo.weight_memory, eo.shard, eo.check_weights);
         Engine engine(*model, eo.with_model_precision(*model));
         engine.follow();
         return 0;
@@ -94,7 +94,7 @@ int cmd_serve(int argc, char** argv) {
     // the file KIMI_LOAD_GATE names exists.
     if (const char* gate = std::getenv("KIMI_LOAD_GATE"))
         while (std::filesystem::exists(gate)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    auto model = load_model_with_progress(model_dir, quiet, eo.weight_memory, eo.shard);
+    auto model = load_model_with_progress(model_dir, quiet, eo.weight_memory, eo.shard, eo.check_weights);
     const tok::Tokenizer tok = *load_tokenizer_for(tok_dir, model->config(), true);
     const EngineConfig ec = eo.with_model_precision(*model);
     Engine engine(*model, ec, &tok);

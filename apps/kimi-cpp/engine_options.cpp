@@ -64,6 +64,7 @@ EngineOptions parse_engine_options(ArgParser& args) {
     const bool mmap = args.flag("--mmap"), no_mmap = args.flag("--no-mmap");
     if (mmap && no_mmap) throw Error("give at most one of --mmap and --no-mmap");
     o.weight_memory = mmap ? WeightMemory::kMmap : no_mmap ? WeightMemory::kCopy : WeightMemory::kAuto;
+    o.check_weights = !args.flag("--skip-weight-check");
     EngineConfig& c = o.cfg;
     c.threads = run.threads;
     c.precision = run.precision;
@@ -131,11 +132,11 @@ void require_one_process(const EngineOptions& o, const char* command) {
 }
 
 std::unique_ptr<KimiModel> load_model_with_progress(const std::string& dir, bool quiet, WeightMemory memory,
-                                                    const Shard& shard) {
+                                                    const Shard& shard, bool check_weights) {
     quiet = quiet || shard.rank != 0;
     Progress bar("load", quiet);
     auto m = KimiModel::load(dir, [&](uint64_t done, uint64_t total) { bar.update(double(done), double(total), "bytes"); }, memory,
-                             shard);
+                             shard, check_weights);
     bar.finish();
     note_skipped_tensors(*m, quiet);
     return m;

@@ -30,6 +30,7 @@ struct EngineOptions {
     bool precision_auto = true;
     std::string kv_cache_dtype = "auto";   // --kv-cache-dtype auto|bf16|f32 (auto: the activation precision)
     WeightMemory weight_memory = WeightMemory::kAuto;   // --mmap / --no-mmap
+    bool check_weights = true;                          // off: --skip-weight-check (no NaN/Inf sample at load)
     // --tensor-parallel-size N (default and only allowed value: the MPI job's size) and
     // --enable-expert-parallel: this process's part of the model.
     Shard shard;
@@ -50,7 +51,7 @@ void check_sampling_params(const SamplingParams& p);   // throws kimi::Error nam
 void require_one_process(const EngineOptions& o, const char* command);
 // Only rank 0 of a split model draws the bar.
 std::unique_ptr<KimiModel> load_model_with_progress(const std::string& dir, bool quiet, WeightMemory memory,
-                                                    const Shard& shard = {});
+                                                    const Shard& shard = {}, bool check_weights = true);
 // One stderr line when the checkpoint held tensors the text model does not use (K3 vision).
 void note_skipped_tensors(const KimiModel& m, bool quiet);
 

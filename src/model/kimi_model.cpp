@@ -13,7 +13,7 @@
 namespace kimi {
 
 std::unique_ptr<KimiModel> KimiModel::load(const std::string& model_dir, const LoadProgress& progress,
-                                           WeightMemory memory, const Shard& shard) {
+                                           WeightMemory memory, const Shard& shard, bool check_weights) {
     auto m = std::unique_ptr<KimiModel>(new KimiModel());
     m->cfg_ = load_model_config(model_dir);
     m->shard_ = shard;
@@ -28,6 +28,7 @@ std::unique_ptr<KimiModel> KimiModel::load(const std::string& model_dir, const L
         if (memory == WeightMemory::kAuto) memory = WeightMemory::kMmap;
     }
     m->store_ = std::make_unique<WeightStore>(model_dir, memory, progress);
+    m->store_->set_check_weights(check_weights);
     if (m->cfg_.is_k3_layout()) m->store_->select_prefix(m->cfg_.tensor_prefix);
     // A copy has reported its reading; checking the tensors then takes no time worth a bar.
     const bool copied = m->store_->file_memory() == FileMemory::kHugeCopy;

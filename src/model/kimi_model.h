@@ -26,8 +26,10 @@ public:
     // shard (tensor/expert parallelism): this process is rank shard.rank of shard.size, which
     // must be the MPI world (dist::Comm::world()); it keeps only its slices (weight_shard.h).
     // Every rank must then run each forward step on the same batch.
+    // check_weights: each tensor sampled for NaN/Inf as it is bound (WeightStore::set_check_weights).
     static std::unique_ptr<KimiModel> load(const std::string& model_dir, const LoadProgress& progress = {},
-                                           WeightMemory memory = WeightMemory::kAuto, const Shard& shard = {});
+                                           WeightMemory memory = WeightMemory::kAuto, const Shard& shard = {},
+                                           bool check_weights = true);
 
     const ModelConfig& config() const { return cfg_; }
     // The config of this rank's part: cfg_ with its own KDA and MLA head counts.

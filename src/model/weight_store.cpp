@@ -3,6 +3,8 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -112,8 +114,27 @@ const WeightStore::Entry& WeightStore::find(const std::string& name, const std::
         throw Error(it->second.file->path() + ": tensor '" + full + "': dtype " + dtype_name(t.dtype) +
                     " is not a float type (F32, BF16, F16)" +
                     (t.dtype == DType::kU8 ? " — a quantized tensor the config's quantization_config does not declare" : ""));
-    if (used_.insert(full).second) bytes_used_ += t.nbytes();
+    if (used_.insert(full).second) {
+        bytes_used_ += t.nbytes();
+        if (check_weights_) check_sample(full, it->second);
+    }
     return it->second;
+}
+
+// A sample: the first 64 elements and 64 spread evenly (a few pages of a mapped file; a
+// checkpoint written with NaN or Inf weights shows them everywhere).
+void WeightStore::check_sample(const std::string& name, const Entry& e) const {
+    const Tensor& t = e.tensor;
+    const int64_t n = t.numel(), step = std::max<int64_t>(1, n / 64);
+    const bool scales = t.dtype == DType::kU8 && name.size() > 13 && name.compare(name.size() - 13, 13, ".weight_scale") == 0;
+    const bool floats = t.dtype == DType::kF32 || t.dtype == DType::kBF16 || t.dtype == DType::kF16;
+    if (!scales && !floats) return;
+    for (int64_t i = 0; i < n; i = i < 64 ? i + 1 : i + step) {
+        const bool bad = scales ? static_cast<const uint8_t*>(t.data)[i] == 255 : !std::isfinite(element_f32(t, i));
+        if (bad)
+            throw Error(e.file->path() + ": tensor '" + name + "' holds " + (scales ? "the NaN scale byte 255" : "a NaN or Inf value") +
+                        " (element " + std::to_string(i) + "); --skip-weight-check loads it anyway");
+    }
 }
 
 Tensor WeightStore::get(const std::string& name, std::initializer_list<int64_t> shape) {

@@ -56,6 +56,9 @@ public:
     // copy: for the few linears read other than by a matrix product (split, transposed, fused).
     Tensor linear_dense(const std::string& module, int64_t out, int64_t in);
     void set_quant(const QuantConfig* q) { quant_ = q; }
+    // Whether each tensor, when first asked for, is checked on a sample for NaN/Inf (float
+    // types) or the NaN scale byte 255 (MXFP4 scales): on by default; --skip-weight-check.
+    void set_check_weights(bool on) { check_weights_ = on; }
     uint64_t mxfp4_bytes() const { return mxfp4_bytes_; }   // packed + scale bytes of MXFP4 linears
     // Linears read so far, by kind (module_kind): stored MXFP4, and stored dense although the
     // config would quantize them (e.g. {"routers", 92}, {"latent projections", 184}).
@@ -90,6 +93,8 @@ private:
     const Entry& find(const std::string& name, const std::string& expected_shape, bool bytes = false);
     Tensor get_u8(const std::string& name, int64_t rows, int64_t cols);
     bool has(const std::string& name) const { return tensors_.count(prefix_ + name) > 0; }
+    void check_sample(const std::string& name, const Entry& e) const;
+    bool check_weights_ = true;
     const QuantConfig* quant_ = nullptr;
     uint64_t mxfp4_bytes_ = 0;
     std::map<std::string, int64_t> mxfp4_linears_, dense_but_targeted_;

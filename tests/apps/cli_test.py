@@ -413,8 +413,9 @@ class Quantize(unittest.TestCase):
 
 class Loader(unittest.TestCase):
     """Model directories a careless or hostile user may hand over: a named pipe in place of a
-    model file is refused at once (opening it used to block forever), a corrupt tokenizer is
-    named as such by inspect rather than reported missing."""
+    model file is refused at once (opening it used to block forever), NaN/Inf weights are refused
+    naming the tensor (--skip-weight-check loads them), a corrupt tokenizer is named as such by
+    inspect rather than reported missing."""
 
     def copy_of_model(self, name):
         d = os.path.join(WORK, name)
@@ -431,6 +432,25 @@ class Loader(unittest.TestCase):
             if f != "tiktoken.model":
                 self.assertIn("not a regular file", err)
             shutil.rmtree(d)
+
+    def test_non_finite_weights_are_refused(self):
+        d = self.copy_of_model("nan")
+        path = os.path.join(d, "model.safetensors")
+        with open(path, "r+b") as fh:   # one BF16 NaN (0x7fc0) as the first norm weight of layer 1
+            n = int.from_bytes(fh.read(8), "little")
+            header = json.loads(fh.read(n))
+            name = "model.layers.1.input_layernorm.weight"
+            fh.seek(8 + n + header[name]["data_offsets"][0])
+            fh.write(b"\xc0\x7f")
+        for cmd in (["inspect"], ["score", "--tokens", "1,2", "--out", os.path.join(d, "x.bin")],
+                    ["generate", "--prompt", "hi", "-n", "2"]):
+            rc, _, err = run(*cmd, "--model", d)
+            self.assertEqual(rc, 1, (cmd, err))
+            self.assertIn("tensor '%s' holds a NaN or Inf value (element 0)" % name, err)
+            self.assertIn("--skip-weight-check", err)
+        rc, _, err = run("inspect", "--model", d, "--skip-weight-check")
+        self.assertEqual(rc, 0, err)
+        shutil.rmtree(d)
 
     def test_corrupt_tokenizer_is_named(self):
         d = self.copy_of_model("bad-tok")

@@ -116,6 +116,19 @@ void HttpServer::shutdown() {
 void HttpServer::routes() {
     auto& s = *http_;
     s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+        // Content-Length strictly: one run of digits (around it only the whitespace HTTP allows,
+        // which the header parser trims). "+18", "18, 18" or "18\0" would be read as 18 by a
+        // lenient parse, so framing could disagree with a proxy in front: 400, and the
+        // connection closes (its remaining bytes are not a request).
+        if (req.has_header("Content-Length")) {
+            const std::string v = req.get_header_value("Content-Length");
+            const bool digits = !v.empty() && v.size() <= 19 && v.find_first_not_of("0123456789") == std::string::npos;
+            if (!digits || req.get_header_value_count("Content-Length") > 1) {
+                res.set_header("Connection", "close");
+                send_error(res, ApiError(400, "invalid Content-Length header (one decimal number expected)", "", "invalid_request"));
+                return httplib::Server::HandlerResponse::Handled;
+            }
+        }
         if (!cfg_.api_key.empty() && needs_auth(req.path)) {
             const std::string want = "Bearer " + cfg_.api_key;
             if (req.get_header_value("Authorization") != want) {

@@ -11,6 +11,8 @@ the limit, or a 200), the server stays up, and it still serves a normal request 
 - amplification: 256 prompts × n 128 in a 2 KB body is a 400 naming --max-sequences-per-request
   (default 64), 64 sequences are served;
 - /v1/models of a server started without --served-model-name shows no path;
+- Content-Length read strictly: "+18", "18, 18", "-1", "0x12" are a 400 closing the connection,
+  "18" and " 18" (whitespace HTTP allows) are served;
 - objects of 200,000 keys (2.3 MB bodies; 32 s each with the quadratic parser) answered in well
   under a second, in an unknown field and in logit_bias.
 Run through http_test.py.
@@ -19,6 +21,7 @@ import unittest
 
 import http_common as hc
 import os
+import socket
 import time
 
 from http_common import Resp, Server, chat_body, check_error, completion_body, get, post
@@ -114,6 +117,25 @@ class T12Hostile(unittest.TestCase):
             took = time.monotonic() - t0
             self.assertEqual(r.status, status, "%s: %s" % (path, r))
             self.assertLess(took, 2.0, "%s took %.1f s for a %d-byte body" % (path, took, len(body)))
+
+    def test_content_length_is_strict(self):
+        srv = self.servers["kimi-linear"]
+        body = b'{"prompt":"hello"}'
+        for value, status in ((b"18", 200), (b" 18", 200), (b"+18", 400), (b"18, 18", 400), (b"-1", 400), (b"0x12", 400)):
+            with socket.create_connection(("127.0.0.1", srv.port), timeout=30) as s:
+                s.sendall(b"POST /tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                          b"Content-Length: " + value + b"\r\n\r\n" + body)
+                data = b""
+                while b"\r\n\r\n" not in data or not data.rstrip().endswith(b"}"):
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+            line = data.split(b"\r\n", 1)[0]
+            self.assertTrue(line.startswith(b"HTTP/1.1 %d" % status), (value, data[:300]))
+            if status == 400:
+                self.assertIn(b"invalid Content-Length", data)
+                self.assertIn(b"Connection: close", data)
 
     def test_models_show_no_path(self):
         model = hc.make_model(seed=9)

@@ -2,6 +2,7 @@
 // model loads), loads the model and tokenizer, starts the engine loop, prints the URL and a
 // curl example, and serves until SIGINT/SIGTERM: then it stops accepting, lets in-flight
 // requests finish for --shutdown-grace seconds, aborts the rest and exits 0.
+#include <malloc.h>
 #include <signal.h>
 
 #include <chrono>
@@ -62,6 +63,12 @@ int cmd_serve(int argc, char** argv) {
     // Streams hold a connection each: room for every running and a few times as many waiting.
     sc.http_threads = http_threads > 0 ? int(http_threads) : std::max(64, 8 * eo.cfg.max_num_seqs);
 
+#ifdef __GLIBC__
+    // Blocks of 4 MiB and more are mapped and unmapped on their own. glibc otherwise raises this
+    // threshold to the largest block freed so far, and a large request's buffers (a 16 MiB
+    // prompt, a big body) then stay behind in the heap of the HTTP thread that served it.
+    mallopt(M_MMAP_THRESHOLD, 4 << 20);
+#endif
     // Signals go to the thread below only (every thread started later inherits the mask).
     sigset_t sigs;
     sigemptyset(&sigs);

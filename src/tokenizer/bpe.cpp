@@ -147,6 +147,10 @@ void merge_large(const unsigned char* s, size_t n, const RankTable& ranks, std::
         }
     }
     for (uint32_t i = 0; i < n; i = next[i]) out.push_back(int32_t(tok[i]));
+    // A huge piece (a 16 MiB "word") must not leave its scratch (~30 bytes per byte) behind in
+    // every server thread that ever saw one: past 1 Mi entries the scratch is released.
+    constexpr size_t kKeepEntries = size_t(1) << 20;
+    if (next.capacity() > kKeepEntries) sc = LargeScratch{};
 }
 
 }  // namespace

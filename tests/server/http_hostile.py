@@ -13,6 +13,8 @@ the limit, or a 200), the server stays up, and it still serves a normal request 
 - /v1/models of a server started without --served-model-name shows no path;
 - Content-Length read strictly: "+18", "18, 18", "-1", "0x12" are a 400 closing the connection,
   "18" and " 18" (whitespace HTTP allows) are served;
+- long single-word prompts (8 MiB) to /tokenize leave no per-thread scratch behind (each used to
+  keep ~7 bytes of resident memory per prompt byte in its HTTP thread for good);
 - objects of 200,000 keys (2.3 MB bodies; 32 s each with the quadratic parser) answered in well
   under a second, in an unknown field and in logit_bias.
 Run through http_test.py.
@@ -136,6 +138,23 @@ class T12Hostile(unittest.TestCase):
             if status == 400:
                 self.assertIn(b"invalid Content-Length", data)
                 self.assertIn(b"Connection: close", data)
+
+    def test_long_words_leave_no_memory_behind(self):
+        srv = self.servers["kimi-linear"]
+
+        def rss_mb():
+            with open("/proc/%d/status" % srv.proc.pid) as fh:
+                return next(int(l.split()[1]) for l in fh if l.startswith("VmRSS:")) / 1024.0
+
+        body = ('{"prompt":"' + "a" * (8 << 20) + '"}').encode()
+        r = post(srv.port, "/tokenize", body, timeout=120)   # warm-up: the first one may size shared state
+        self.assertEqual(r.status, 200, r)
+        base = rss_mb()
+        for _ in range(4):
+            r = post(srv.port, "/tokenize", body, timeout=120)
+            self.assertEqual(r.status, 200, r)
+        grown = rss_mb() - base
+        self.assertLess(grown, 150.0, "RSS grew by %.0f MB over 4 prompts of 8 MiB" % grown)
 
     def test_models_show_no_path(self):
         model = hc.make_model(seed=9)

@@ -108,4 +108,22 @@ uint64_t memory_available_bytes() {
     return 0;
 }
 
+ResidentMemory resident_memory() {
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    ResidentMemory m;
+    auto kib = [&line](size_t skip) {
+        std::istringstream in(line.substr(skip));
+        uint64_t v = 0;
+        in >> v;
+        return v * 1024;
+    };
+    while (std::getline(f, line)) {
+        if (line.rfind("VmRSS:", 0) == 0) m.total = kib(6);
+        else if (line.rfind("RssAnon:", 0) == 0) m.anon = kib(8);
+        else if (line.rfind("RssFile:", 0) == 0) m.file = kib(8);
+    }
+    return m;
+}
+
 }  // namespace kimi

@@ -51,4 +51,11 @@ bool huge_pages_available();
 // MemAvailable of /proc/meminfo in bytes (0 if unreadable).
 uint64_t memory_available_bytes();
 
+// This process's resident memory from /proc/self/status, in bytes (zeros if unreadable):
+// anonymous (heap, caches, stacks) and file-backed (mapped weights) pages.
+struct ResidentMemory {
+    uint64_t total = 0, anon = 0, file = 0;
+};
+ResidentMemory resident_memory();
+
 }  // namespace kimi

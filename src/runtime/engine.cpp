@@ -258,8 +258,13 @@ void Engine::save_checkpoints() {
     }
 }
 
+uint64_t Engine::new_group() {
+    std::lock_guard<std::mutex> lk(inbox_mu_);
+    return next_id_++;   // groups and request ids share one counter: a group never equals another request's id
+}
+
 std::shared_ptr<RequestStream> Engine::submit(std::vector<int32_t> prompt, const SamplingParams& params,
-                                              std::shared_ptr<StreamNotifier> notifier) {
+                                              std::shared_ptr<StreamNotifier> notifier, uint64_t group) {
     if (prompt.empty()) throw Error("the prompt is empty");
     for (int32_t id : prompt)
         if (id < 0 || id >= model_.config().vocab_size)
@@ -272,6 +277,10 @@ std::shared_ptr<RequestStream> Engine::submit(std::vector<int32_t> prompt, const
     for (const auto& s : params.stop)
         if (s.empty()) throw Error("stop strings must not be empty");
     if (params.structured && !tok_) throw Error("structured output needs a tokenizer");
+    {
+        std::lock_guard<std::mutex> lk(inbox_mu_);
+        if (!failure_.empty()) throw EngineFailed("the engine is not running requests any more: " + failure_);
+    }
     auto live = std::make_unique<Live>();
     if (params.structured) {
         {
@@ -298,6 +307,7 @@ std::shared_ptr<RequestStream> Engine::submit(std::vector<int32_t> prompt, const
         std::lock_guard<std::mutex> lk(inbox_mu_);
         live->req.id = next_id_++;
         live->req.arrival_seq = int64_t(live->req.id);
+        live->req.group = group != 0 ? group : live->req.id;
         // A request without a seed gets one derived from its id: reproducible per process.
         live->req.seed = params.seed ? *params.seed : Rng(live->req.id * 0x9e3779b97f4a7c15ull).next();
         s->id_ = live->req.id;
@@ -341,6 +351,46 @@ void Engine::publish_finish(Live& l, FinishReason why) {
 }
 
 bool Engine::step() {
+    try {
+        return run_step();
+    } catch (const std::bad_alloc&) {
+        fail_all("the server ran out of memory while running this request");
+        return true;
+    } catch (const std::exception& e) {
+        {
+            std::lock_guard<std::mutex> lk(inbox_mu_);
+            failure_ = e.what();
+        }
+        fail_all(std::string("the engine failed: ") + e.what());
+        throw;
+    }
+}
+
+std::string Engine::failure() const {
+    std::lock_guard<std::mutex> lk(inbox_mu_);
+    return failure_;
+}
+
+void Engine::fail_all(const std::string& why) {
+    admit_pending();
+    for (auto& [id, l] : live_) {
+        sched_.finish(&l->req, FinishReason::kAbort);
+        TokenEvent e;
+        e.finish = FinishReason::kAbort;
+        e.error = why;
+        e.time_ms = now_ms() - l->t0_ms;
+        try {
+            l->stream->push(std::move(e));
+        } catch (const std::bad_alloc&) {   // its events were reserved at submission; the consumer still sees the end
+        }
+    }
+    live_.clear();
+    plan_.clear();
+    sample_reqs_.clear();
+    update_snapshot(false);
+}
+
+bool Engine::run_step() {
     const uint64_t allocs_before = thread_alloc_count() + pool_.worker_alloc_count();
     admit_pending();
     sched_.schedule(plan_);
@@ -456,6 +506,7 @@ void Engine::update_snapshot(bool ran) {
     snap_.slots_total = cache_.slots().n_total();
     snap_.slots_used = snap_.slots_total - cache_.slots().n_free();
     snap_.preemptions = total_preemptions_;
+    snap_.fair_preemptions = sched_.fair_preemptions();
     snap_.prefix_queries = sched_.prefix_queries();
     snap_.prefix_hits = sched_.prefix_hits();
     snap_.blocks_cached = cache_.blocks().n_cached();
@@ -481,6 +532,8 @@ EngineSnapshot Engine::snapshot() const {
         s.blocks_total = cache_.blocks().n_total();
         s.slots_total = cache_.slots().n_total();
     }
+    s.cache_bytes = sizing_.total_bytes();
+    s.checkpoint_capacity_bytes = int64_t(sizing_.n_checkpoints) * sizing_.slot_bytes;
     return s;
 }
 
@@ -498,7 +551,12 @@ void Engine::start() {
                 inbox_cv_.wait(lk, [&] { return stop_ || !inbox_.empty() || !cancels_.empty() || sched_.has_work(); });
                 if (stop_) return;
             }
-            step();
+            try {
+                step();
+            } catch (const std::exception& e) {   // failed for good (failure()): requests are refused from now on
+                std::fprintf(stderr, "kimi-cpp: engine stopped: %s\n", e.what());
+                return;
+            }
         }
     });
 }

@@ -74,6 +74,13 @@ struct TokenEvent {
     int32_t stop_index = -1;          // finish == kStop by a stop string: its index in params.stop
     double time_ms = 0.0;             // since submission
     int64_t cached_tokens = 0;        // prompt tokens the request took from the prefix cache
+    std::string error;                // finish == kAbort because the engine failed it: why
+};
+
+// submit() on an engine that can no longer run (a step failed for good: a lost MPI rank, an
+// internal error): the server answers 503.
+struct EngineFailed : Error {
+    using Error::Error;
 };
 
 // Wakes one consumer that follows several streams (n > 1 choices, several prompts): every
@@ -122,12 +129,15 @@ struct EngineSnapshot {
     int32_t n_running = 0, n_waiting = 0;
     int32_t blocks_used = 0, blocks_total = 0, slots_used = 0, slots_total = 0;
     int64_t steps = 0, prompt_tokens_computed = 0, generated_tokens = 0, preemptions = 0;
+    int64_t fair_preemptions = 0;   // sequences preempted to share the batch between client requests
     int64_t attn_output_copies = 0, forward_heap_allocations = 0, step_heap_allocations = 0;
     // Prefix cache: prompt tokens looked up and served at first admission, cached (ref 0) MLA
     // blocks, KDA checkpoints resident / capacity and their bytes, checkpoints written.
     int64_t prefix_queries = 0, prefix_hits = 0;
     int32_t blocks_cached = 0, checkpoints = 0, checkpoints_total = 0;
     int64_t checkpoint_bytes = 0, checkpoints_saved = 0;
+    // Memory the engine holds from start to end: the KV/state cache and the checkpoint capacity.
+    int64_t cache_bytes = 0, checkpoint_capacity_bytes = 0;
     EngineStepStats last;
 };
 
@@ -139,9 +149,12 @@ public:
     ~Engine();
 
     // Throws kimi::Error if the request can never run (empty, ids out of range, too long).
-    // notifier (optional) is woken on every event of this request.
+    // notifier (optional) is woken on every event of this request. group (from new_group();
+    // 0: a group of its own) ties the sequences of one client request together, so the
+    // scheduler shares the batch fairly between client requests (scheduler.h).
     std::shared_ptr<RequestStream> submit(std::vector<int32_t> prompt, const SamplingParams& params,
-                                          std::shared_ptr<StreamNotifier> notifier = nullptr);
+                                          std::shared_ptr<StreamNotifier> notifier = nullptr, uint64_t group = 0);
+    uint64_t new_group();
     void cancel(uint64_t id);
 
     // A model split over MPI ranks (KimiModel::shard): rank 0's engine schedules, samples and
@@ -150,7 +163,12 @@ public:
     void follow();
     bool leads() const { return !model_.shard().split() || model_.shard().rank == 0; }
 
-    bool step();                      // false if there was nothing to do
+    // false if there was nothing to do. Memory running out inside a step fails the requests
+    // in flight (their streams end with TokenEvent::error) and the engine goes on; any other
+    // exception fails them and the engine for good (failure()), then is rethrown.
+    bool step();
+    // Why the engine stopped running requests for good; empty while it is healthy. Thread-safe.
+    std::string failure() const;
     void run_until_idle();
     void start();                     // background loop
     void stop();
@@ -189,6 +207,8 @@ private:
     void commit_captures();
     void save_checkpoints();
     void publish_finish(Live& l, FinishReason why);
+    bool run_step();                      // step() without its failure handling
+    void fail_all(const std::string& why);   // every request in flight ends with this error
     void update_snapshot(bool ran);
 
     const KimiModel& model_;
@@ -218,7 +238,7 @@ private:
     mutable std::mutex stats_mu_;
     EngineSnapshot snap_;              // updated at the end of every step, under stats_mu_
 
-    std::mutex inbox_mu_;
+    mutable std::mutex inbox_mu_;
     std::condition_variable inbox_cv_;
     std::vector<std::unique_ptr<Live>> inbox_;
     std::vector<uint64_t> cancels_;
@@ -226,6 +246,7 @@ private:
     std::unordered_map<uint64_t, std::unique_ptr<Live>> live_;
     std::thread loop_;
     bool stop_ = false;
+    std::string failure_;              // under inbox_mu_
 };
 
 }  // namespace kimi

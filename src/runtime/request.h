@@ -29,6 +29,7 @@ struct Request {
     int64_t n_cached_tokens = 0;        // prompt tokens served from the prefix cache at admission
     uint64_t tail_checkpoint = 0;       // the KDA checkpoint this request moves forward as it decodes
     int64_t arrival_seq = 0;            // submission order (FCFS)
+    uint64_t group = 0;                 // the client request it belongs to (its n × prompts share one)
 
     int64_t num_tokens() const { return int64_t(prompt.size() + output.size()); }
     int64_t token_at(int64_t i) const {

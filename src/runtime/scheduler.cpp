@@ -82,17 +82,35 @@ void Scheduler::schedule(ScheduleOutput& out) {
         budget -= n;
         ++i;
     }
-    // 2. Waiting requests in order, unless this step had to preempt.
-    while (out.preempted.empty() && !waiting_.empty() && budget > 0 &&
-           int32_t(running_.size()) < cfg_.max_num_seqs) {
-        Request* r = waiting_.front();
+    // 2. Waiting requests, unless this step had to preempt: the one whose group runs the
+    // fewest sequences, in queue order among equals (plain FCFS when every request is its own
+    // group). A full batch makes room for it when another group runs two or more sequences
+    // beyond it: that group's newest sequence is preempted (fair_share_victim).
+    while (out.preempted.empty() && !waiting_.empty() && budget > 0) {
+        const size_t pick = fairest_waiting();
+        Request* r = waiting_[pick];
+        if (int32_t(running_.size()) >= cfg_.max_num_seqs) {
+            Request* victim = fair_share_victim(r->group);
+            if (!victim) break;
+            const auto at = std::find_if(out.scheduled.begin(), out.scheduled.end(),
+                                         [victim](const ScheduledRequest& x) { return x.req == victim; });
+            if (at != out.scheduled.end()) {   // scheduled above: give back its tokens
+                budget += at->n_tokens;
+                out.total_tokens -= at->n_tokens;
+                out.scheduled.erase(at);
+            }
+            preempt(victim, out);
+            out.preempted.pop_back();   // a fairness preemption does not stop admission
+            ++fair_preemptions_;
+            continue;   // the victim went to the queue's front: choose again
+        }
         PrefixHit hit;
         if (ckpt_ && cache_.prefix_caching() && r->n_computed == 0)
             hit = cache_.match_prefix([r](int64_t i) { return int32_t(r->token_at(i)); }, r->num_tokens(), *ckpt_);
         const int64_t start = hit.n_tokens(cache_.block_size());
         const int32_t n = int32_t(std::min<int64_t>(r->num_tokens() - start, budget));
         if (!cache_.allocate_with_prefix(r->id, hit, start + n)) break;
-        waiting_.pop_front();
+        waiting_.erase(waiting_.begin() + std::ptrdiff_t(pick));
         if (r->n_preemptions == 0) {
             r->n_cached_tokens = std::min<int64_t>(start, int64_t(r->prompt.size()));
             if (cache_.prefix_caching()) {
@@ -107,6 +125,39 @@ void Scheduler::schedule(ScheduleOutput& out) {
         out.total_tokens += n;
         budget -= n;
     }
+}
+
+int32_t Scheduler::running_in_group(uint64_t group) const {
+    int32_t n = 0;
+    for (const Request* q : running_) n += q->group == group;
+    return n;
+}
+
+size_t Scheduler::fairest_waiting() const {
+    size_t best = 0;
+    int32_t best_n = INT32_MAX;
+    for (size_t i = 0; i < waiting_.size() && best_n > 0; ++i) {
+        const int32_t n = running_in_group(waiting_[i]->group);
+        if (n < best_n) {
+            best = i;
+            best_n = n;
+        }
+    }
+    return best;
+}
+
+Request* Scheduler::fair_share_victim(uint64_t group) const {
+    const int32_t mine = running_in_group(group);
+    Request* victim = nullptr;
+    int32_t most = mine + 1;   // a victim's group must run at least two more than this one
+    for (auto it = running_.rbegin(); it != running_.rend(); ++it) {   // newest first
+        const int32_t n = running_in_group((*it)->group);
+        if (n > most) {
+            victim = *it;
+            most = n;
+        }
+    }
+    return victim;
 }
 
 void Scheduler::step_done(const ScheduleOutput& plan) {

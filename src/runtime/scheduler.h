@@ -4,6 +4,10 @@
 // the token budget and max_num_seqs allow; a long prompt is chunked by the budget. When the
 // cache runs out, the newest running request is preempted (its blocks and slot freed, its
 // n_computed reset; it resumes from the waiting queue's front, recomputing what it had).
+// Fairness between client requests (Request::group: the n × prompts of one HTTP request):
+// the waiting sequence whose group runs the fewest goes first, and a full batch preempts the
+// newest sequence of a group running two or more beyond it, so a request of 64 sequences
+// cannot keep a 2-token request waiting for its whole length (docs/runtime.md#fairness).
 // Integers only — no tensors.
 #pragma once
 #include <cstdint>
@@ -55,11 +59,15 @@ public:
     // prefix_cache_queries / prefix_cache_hits).
     int64_t prefix_queries() const { return prefix_queries_; }
     int64_t prefix_hits() const { return prefix_hits_; }
+    int64_t fair_preemptions() const { return fair_preemptions_; }   // preemptions made for fairness
     // Finished requests since the last call (aborts found by schedule(), preempted ones excluded).
     std::vector<Request*>& finished() { return finished_; }
 
 private:
     void preempt(Request* r, ScheduleOutput& out);
+    int32_t running_in_group(uint64_t group) const;
+    size_t fairest_waiting() const;                   // index into waiting_
+    Request* fair_share_victim(uint64_t group) const;   // null: the batch is fair to `group`
 
     SchedulerConfig cfg_;
     CacheManager& cache_;
@@ -67,7 +75,7 @@ private:
     std::vector<Request*> running_;   // admission order (oldest first)
     std::deque<Request*> waiting_;
     std::vector<Request*> finished_;
-    int64_t prefix_queries_ = 0, prefix_hits_ = 0;
+    int64_t prefix_queries_ = 0, prefix_hits_ = 0, fair_preemptions_ = 0;
 };
 
 }  // namespace kimi

@@ -1,5 +1,5 @@
 // Scheduler and cache pools with a fake model runner (no model, no tensors): budgets,
-// max_num_seqs, chunked prefill, FCFS fairness, preemption order and identical output
+// max_num_seqs, chunked prefill, FCFS order, fairness between client requests, preemption order and identical output
 // after recompute, aborts mid-prefill, and pools back to full after every mix.
 #include <gtest/gtest.h>
 
@@ -28,10 +28,12 @@ struct Harness {
     Harness(int32_t n_blocks, int32_t n_slots, SchedulerConfig cfg)
         : cache(n_blocks, 4, n_slots, 64), sched(cfg, cache), cfg(cfg) {}
 
-    Request* add(int32_t prompt_len, int32_t max_tokens) {
+    // group 0: a group of its own (as Engine::submit does).
+    Request* add(int32_t prompt_len, int32_t max_tokens, uint64_t group = 0) {
         auto r = std::make_unique<Request>();
         r->id = next_id++;
         r->arrival_seq = int64_t(r->id);
+        r->group = group != 0 ? group : r->id + 1000000;
         for (int32_t i = 0; i < prompt_len; ++i) r->prompt.push_back(int32_t((r->id * 31 + uint64_t(i)) % 1000));
         r->params.max_tokens = max_tokens;
         sched.add(r.get());
@@ -347,11 +349,48 @@ TEST(Scheduler, AbortMidPrefillFreesEverything) {
     h.expect_pools_full();
 }
 
+// Fairness between client requests: one request of 32 sequences × 200 tokens fills the batch;
+// a 2-token request arriving later is admitted at the next step (preempting one of the big
+// request's sequences) and finishes within a few steps, where FCFS would keep it waiting for
+// the big request's whole length. The preempted sequence recomputes to the same output, and a
+// second big request gets its fair half of the batch, never more: no ping-pong.
+TEST(Scheduler, ManySequencesCannotStarveASmallRequest) {
+    std::vector<std::vector<int32_t>> expected;
+    {
+        Harness ref(4096, 8, {8, 64});
+        for (int i = 0; i < 32; ++i) ref.add(5, 200, 1);
+        ref.run_to_completion();
+        for (auto& r : ref.reqs) expected.push_back(r->output);
+    }
+    Harness h(4096, 8, {8, 64});
+    for (int i = 0; i < 32; ++i) h.add(5, 200, 1);
+    for (int i = 0; i < 10; ++i) h.step();
+    EXPECT_EQ(h.sched.n_running(), 8);
+    Request* small = h.add(3, 2, 2);
+    const int at = h.n_steps;
+    while (small->status != RequestStatus::kFinished && h.n_steps < at + 100) h.step();
+    EXPECT_EQ(small->output.size(), 2u);
+    EXPECT_LE(h.n_steps - at, 3) << "the 2-token request waited behind the 32-sequence one";
+    EXPECT_EQ(h.sched.fair_preemptions(), 1);
+    // A second many-sequence request shares the batch half and half.
+    for (int i = 0; i < 8; ++i) h.add(5, 50, 3);
+    for (int i = 0; i < 4; ++i) h.step();
+    int32_t in_group3 = 0;
+    for (const auto& s : h.plan.scheduled) in_group3 += s.req->group == 3;
+    EXPECT_EQ(in_group3, 4);
+    const int64_t fair_after = h.sched.fair_preemptions();
+    for (int i = 0; i < 10; ++i) h.step();
+    EXPECT_EQ(h.sched.fair_preemptions(), fair_after) << "a fair batch must not keep preempting";
+    h.run_to_completion();
+    for (size_t i = 0; i < expected.size(); ++i) EXPECT_EQ(h.reqs[i]->output, expected[i]) << "sequence " << i;
+    h.expect_pools_full();
+}
+
 TEST(Scheduler, RandomMixLeavesPoolsFull) {
     Rng rng(3);
     for (int trial = 0; trial < 20; ++trial) {
         Harness h(int32_t(20 + rng.below(60)), 6, {int32_t(1 + rng.below(6)), int32_t(1 + rng.below(40))});
-        for (int i = 0; i < 10; ++i) h.add(int32_t(1 + rng.below(30)), int32_t(1 + rng.below(12)));
+        for (int i = 0; i < 10; ++i) h.add(int32_t(1 + rng.below(30)), int32_t(1 + rng.below(12)), rng.below(3));
         for (int s = 0; s < 2000 && h.sched.has_work(); ++s) {
             if (rng.below(10) == 0) h.reqs[rng.below(h.reqs.size())]->abort_requested = true;
             h.step();

@@ -18,6 +18,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "engine_options.h"
+#include "model/step_traffic.h"
 #include "server/http_server.h"
 
 namespace kimi::app {
@@ -43,8 +44,17 @@ int cmd_serve(int argc, char** argv) {
     const int64_t max_seqs = args.integer("--max-sequences-per-request", 64);
     if (max_seqs < 1 || max_seqs > 65536) throw Error("--max-sequences-per-request must be in [1, 65536]");
     sc.max_sequences_per_request = int32_t(max_seqs);
-    const int64_t http_threads = args.integer("--http-threads", 0);
-    if (http_threads < 0 || http_threads > 4096) throw Error("--http-threads must be in [1, 4096]");
+    const int64_t max_tokens = args.integer("--max-request-tokens", int64_t(1) << 20);
+    if (max_tokens < 1) throw Error("--max-request-tokens must be at least 1");
+    sc.max_request_tokens = max_tokens;
+    const int64_t max_conn = args.integer("--max-connections", 256);
+    if (max_conn < 1 || max_conn > 65536) throw Error("--max-connections must be in [1, 65536]");
+    sc.max_connections = int(max_conn);
+    sc.request_timeout_s = args.real("--request-timeout", 30.0);
+    if (!(sc.request_timeout_s > 0 && sc.request_timeout_s <= 86400)) throw Error("--request-timeout must be in (0, 86400] seconds");
+    sc.keep_alive_timeout_s = args.real("--keep-alive-timeout", 5.0);
+    if (!(sc.keep_alive_timeout_s > 0 && sc.keep_alive_timeout_s <= 86400))
+        throw Error("--keep-alive-timeout must be in (0, 86400] seconds");
     sc.shutdown_grace_s = args.real("--shutdown-grace", 5.0);
     if (!(sc.shutdown_grace_s >= 0 && sc.shutdown_grace_s <= 3600)) throw Error("--shutdown-grace must be in [0, 3600] seconds");
     const bool quiet = args.flag("--quiet");
@@ -60,8 +70,6 @@ int cmd_serve(int argc, char** argv) {
         engine.follow();
         return 0;
     }
-    // Streams hold a connection each: room for every running and a few times as many waiting.
-    sc.http_threads = http_threads > 0 ? int(http_threads) : std::max(64, 8 * eo.cfg.max_num_seqs);
 
 #ifdef __GLIBC__
     // Blocks of 4 MiB and more are mapped and unmapped on their own. glibc otherwise raises this
@@ -109,6 +117,7 @@ int cmd_serve(int argc, char** argv) {
     std::fprintf(stderr, "serve: chat format %s (stops at %s)\n", chat::chat_format_for(tok)->name(),
                  tok.special_id("<|end_of_msg|>") ? "<|end_of_msg|>" : "<|im_end|>");
     engine.start();
+    http.metrics().set_weight_bytes(int64_t(held_weight_bytes(*model)));
     http.set_ready(&engine, &tok, &model->config());
     {
         std::lock_guard<std::mutex> lk(mu);

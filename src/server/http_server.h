@@ -1,25 +1,24 @@
-// HttpServer: the OpenAI-compatible HTTP/1.1 server (cpp-httplib). It listens before the
+// HttpServer: the OpenAI-compatible HTTP/1.1 server (on HttpListener). It listens before the
 // model is loaded (/health answers 503 until set_ready), then serves
 //   POST /v1/chat/completions, /v1/completions (SSE streaming or not), /tokenize, /detokenize
 //   GET  /v1/models, /health, /version, /metrics (Prometheus), / (a short page).
 // Every error is OpenAI's error JSON with a 4xx/5xx status; with an API key, /v1/*,
 // /tokenize and /detokenize need "Authorization: Bearer KEY". shutdown() stops accepting,
-// lets in-flight requests finish for a grace period, then aborts them.
+// lets in-flight requests finish for a grace period, then aborts them. An engine that failed
+// for good (a lost MPI rank) makes /health 503 "unhealthy" and generation 503.
 #pragma once
 #include "chat/chat_format.h"
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
-#include <thread>
+#include <vector>
 
 #include "model/config.h"
 #include "runtime/engine.h"
+#include "server/http_listener.h"
 #include "server/metrics.h"
 #include "tokenizer/tokenizer.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace kimi::server {
 
@@ -31,8 +30,11 @@ struct ServerConfig {
     std::string api_key;                   // empty: no auth
     std::string served_model_name;
     int32_t max_sequences_per_request = 64;   // n × prompts of one request (--max-sequences-per-request)
+    int64_t max_request_tokens = 1 << 20;     // Σ prompt + max_tokens over its sequences (--max-request-tokens)
     size_t max_body_bytes = 16u << 20;
-    int http_threads = 64;                 // concurrent connections served (streams hold one each)
+    int max_connections = 256;             // open at once (streams hold one each); past it: 503
+    double request_timeout_s = 30.0;       // a request's head + body must arrive within it
+    double keep_alive_timeout_s = 5.0;     // an idle connection closes after it
     double shutdown_grace_s = 5.0;
     std::string precision = "f32";         // for system_fingerprint (set from the engine when ready)
 };
@@ -44,19 +46,28 @@ public:
 
     void start();                          // binds (throws kimi::Error) and serves on a background thread
     int port() const { return port_; }
+    ListenerStats connections() const { return listener_.stats(); }
     // The model is loaded: generation endpoints open. All three must outlive the server.
     void set_ready(Engine* engine, const tok::Tokenizer* tok, const ModelConfig* model);
     void shutdown();                       // idempotent; returns when every connection is done
     ServerMetrics& metrics() { return metrics_; }
 
 private:
+    using Handler = std::function<void(const HttpRequest&, HttpResponse&)>;
+    struct Route {
+        std::string method, path;
+        Handler handler;
+    };
     void routes();
+    void handle(const HttpRequest& req, HttpResponse& res);   // pre-routing checks, dispatch, errors
+    bool pre_route(const HttpRequest& req, HttpResponse& res);  // true: answered here
+    void generate(const HttpRequest& req, HttpResponse& res, bool chat);
 
     ServerConfig cfg_;
-    std::unique_ptr<httplib::Server> http_;
-    std::thread listener_;
+    std::vector<Route> routes_;
+    HttpListener listener_;
     int port_ = 0;
-    std::atomic<bool> ready_{false}, draining_{false}, abort_all_{false}, stopped_{false};
+    std::atomic<bool> ready_{false}, draining_{false}, abort_all_{false};
     Engine* engine_ = nullptr;
     const tok::Tokenizer* tok_ = nullptr;
     std::unique_ptr<chat::ChatFormat> format_;   // the tokenizer's conversation format

@@ -1,6 +1,8 @@
 // Prometheus text rendering of the server and engine metrics (see metrics.h).
 #include "server/metrics.h"
 
+#include "core/mapped_file.h"
+
 #include <cstdio>
 
 namespace kimi::server {
@@ -84,7 +86,7 @@ void ServerMetrics::on_http_request(int status) {
     if (cls >= 1 && cls <= 5) ++http_[size_t(cls)];
 }
 
-std::string ServerMetrics::render(const EngineSnapshot* e, bool ready) const {
+std::string ServerMetrics::render(const EngineSnapshot* e, bool ready, const ListenerStats& conn) const {
     std::string out;
     out.reserve(8192);
     std::lock_guard<std::mutex> lk(mu_);
@@ -98,6 +100,19 @@ std::string ServerMetrics::render(const EngineSnapshot* e, bool ready) const {
     header(out, "kimi:http_responses_total", "counter", "HTTP responses by status class");
     for (int c = 1; c <= 5; ++c)
         out += "kimi:http_responses_total{code=\"" + std::to_string(c) + "xx\"} " + std::to_string(http_[size_t(c)]) + "\n";
+    gauge(out, "kimi:http_connections_open", "HTTP connections open now", double(conn.open));
+    counter(out, "kimi:http_connections_accepted_total", "HTTP connections accepted", double(conn.accepted));
+    counter(out, "kimi:http_connections_refused_total", "HTTP connections refused with 503 (--max-connections)",
+            double(conn.refused));
+    counter(out, "kimi:http_requests_timed_out_total", "Requests answered 408: head or body too slow (--request-timeout)",
+            double(conn.timed_out));
+    // Memory: resident = weights (file pages) + cache + checkpoints + the rest (heap, stacks).
+    const ResidentMemory rm = resident_memory();
+    header(out, "kimi:process_resident_memory_bytes", "gauge", "Resident memory of the server process, by kind of page");
+    out += "kimi:process_resident_memory_bytes{kind=\"total\"} " + std::to_string(rm.total) + "\n";
+    out += "kimi:process_resident_memory_bytes{kind=\"anon\"} " + std::to_string(rm.anon) + "\n";
+    out += "kimi:process_resident_memory_bytes{kind=\"file\"} " + std::to_string(rm.file) + "\n";
+    gauge(out, "kimi:weight_bytes", "Bytes of the model's weights this process holds", double(weight_bytes_.load()));
     ttft_.render(out, "kimi:time_to_first_token_seconds", "Time from request arrival to the first token");
     itl_.render(out, "kimi:inter_token_latency_seconds", "Time between consecutive tokens of a request");
     e2e_.render(out, "kimi:e2e_request_latency_seconds", "Time from request arrival to its last token");
@@ -105,6 +120,9 @@ std::string ServerMetrics::render(const EngineSnapshot* e, bool ready) const {
     if (e) {
         gauge(out, "kimi:num_requests_running", "Requests in the running batch", e->n_running);
         gauge(out, "kimi:num_requests_waiting", "Requests waiting to be scheduled", e->n_waiting);
+        gauge(out, "kimi:cache_memory_bytes", "KV cache and KDA state slots, allocated at start", double(e->cache_bytes));
+        gauge(out, "kimi:prefix_cache_capacity_bytes", "KDA checkpoint memory of the prefix cache, allocated at start",
+              double(e->checkpoint_capacity_bytes));
         gauge(out, "kimi:kv_cache_usage_perc", "Fraction of MLA cache blocks in use",
               e->blocks_total ? double(e->blocks_used) / e->blocks_total : 0.0);
         gauge(out, "kimi:cache_blocks_used", "MLA cache blocks in use", e->blocks_used);
@@ -115,6 +133,8 @@ std::string ServerMetrics::render(const EngineSnapshot* e, bool ready) const {
         counter(out, "kimi:prompt_tokens_computed_total", "Prompt tokens run through the model (recompute included)",
                 double(e->prompt_tokens_computed));
         counter(out, "kimi:num_preemptions_total", "Requests preempted (recomputed later)", double(e->preemptions));
+        counter(out, "kimi:num_fair_preemptions_total", "Sequences preempted to share the batch between client requests",
+                double(e->fair_preemptions));
         counter(out, "kimi:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache (at first admission)",
                 double(e->prefix_queries));
         counter(out, "kimi:prefix_cache_hits_total", "Prompt tokens served from the prefix cache", double(e->prefix_hits));

@@ -4,12 +4,14 @@
 // copies, heap allocations per step). Thread-safe.
 #pragma once
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "runtime/engine.h"
+#include "server/http_listener.h"
 
 namespace kimi::server {
 
@@ -37,7 +39,8 @@ public:
     void on_http_request(int status);   // every HTTP response, by status class
     void on_grammar_compiled(double seconds);   // one structured-output request's grammar
 
-    std::string render(const EngineSnapshot* engine, bool ready) const;
+    std::string render(const EngineSnapshot* engine, bool ready, const ListenerStats& connections) const;
+    void set_weight_bytes(int64_t bytes) { weight_bytes_ = bytes; }   // the model's, once loaded
 
 private:
     mutable std::mutex mu_;
@@ -45,6 +48,7 @@ private:
     uint64_t prompt_tokens_ = 0, generation_tokens_ = 0;
     std::array<uint64_t, 6> http_{};       // 1xx..5xx, [0] unused
     Histogram ttft_, itl_, e2e_, grammar_compile_;
+    std::atomic<int64_t> weight_bytes_{0};
 };
 
 }  // namespace kimi::server

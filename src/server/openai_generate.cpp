@@ -65,30 +65,47 @@ public:
         id_ = random_id(job.endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-");
         if (auto s = ctx.tok.special_id("<|tool_calls_section_begin|>")) section_begin_ = *s;
         const int32_t per_prompt = job.n;
-        for (size_t p = 0; p < job.prompts.size(); ++p) {
-            for (int32_t k = 0; k < per_prompt; ++k) {
-                Choice c;
-                c.index = int32_t(p) * per_prompt + k;
-                c.prompt = p;
-                SamplingParams params = job.params;
-                if (params.seed) params.seed = *params.seed + uint64_t(k);
-                if (job.output_format) c.parser = job.output_format->new_parser(job.thinking);
-                try {
-                    c.stream = ctx.engine.submit(job.prompts[p].ids, params, notifier_);
-                } catch (const Error& e) {
-                    throw ApiError(400, e.what());
+        const uint64_t group = ctx.engine.new_group();   // one client request: the scheduler shares the batch fairly between them
+        choices_.reserve(job.prompts.size() * size_t(per_prompt));
+        // A submission that fails (a bad prompt, or memory running out) must not leave the
+        // sequences submitted before it running: cancel them, then answer.
+        try {
+            for (size_t p = 0; p < job.prompts.size(); ++p) {
+                for (int32_t k = 0; k < per_prompt; ++k) {
+                    Choice c;
+                    c.index = int32_t(p) * per_prompt + k;
+                    c.prompt = p;
+                    SamplingParams params = job.params;
+                    if (params.seed) params.seed = *params.seed + uint64_t(k);
+                    if (job.output_format) c.parser = job.output_format->new_parser(job.thinking);
+                    c.stream = ctx.engine.submit(job.prompts[p].ids, params, notifier_, group);
+                    choices_.push_back(std::move(c));
                 }
-                choices_.push_back(std::move(c));
             }
+        } catch (const EngineFailed& e) {
+            cancel_all();
+            throw ApiError(503, e.what(), "", "engine_failed");
+        } catch (const Error& e) {
+            cancel_all();
+            throw ApiError(400, e.what());
+        } catch (const std::bad_alloc&) {
+            cancel_all();
+            throw out_of_memory();
+        } catch (...) {
+            cancel_all();
+            throw;
         }
     }
-    ~Job() {
-        // Left early (the client went away): cancel; the engine frees the cache at its next step.
+    ~Job() { cancel_all(); }
+
+    // Left early (the client went away, an error): cancel; the engine frees the cache at its next step.
+    void cancel_all() {
         for (auto& c : choices_) {
             if (c.done) continue;
             ctx_.engine.cancel(c.stream->id());
             ctx_.metrics.on_finished(FinishReason::kAbort, int64_t(job_.prompts[c.prompt].ids.size()), int64_t(c.tokens.size()),
                                      now_s() - t0_);
+            c.done = true;
         }
     }
 
@@ -106,6 +123,10 @@ public:
                     any = true;
                     apply(c, e);
                     n_done += c.done;
+                    if (!e.error.empty()) {   // the engine failed this request: the rest of it is cancelled
+                        error_ = e.error;
+                        return false;
+                    }
                     if (on_event && !on_event(c, e)) return false;
                 }
             }
@@ -198,6 +219,8 @@ public:
     }
 
     std::vector<Choice>& choices() { return choices_; }
+    // Why the engine failed this request (memory ran out, a lost MPI rank); empty if it did not.
+    const std::string& error() const { return error_; }
 
 private:
     void apply(Choice& c, const TokenEvent& e) {
@@ -254,6 +277,7 @@ private:
     int64_t created_ = 0;
     std::string id_;
     int32_t section_begin_ = -1;
+    std::string error_;
 };
 
 std::string sse(const J& j) {
@@ -262,9 +286,22 @@ std::string sse(const J& j) {
 
 }  // namespace
 
-nlohmann::ordered_json run_job(const GenerationJob& job, GenerateContext& ctx) {
-    Job run(job, ctx);
+struct JobRun {
+    JobRun(std::shared_ptr<const GenerationJob> j, const GenerateContext& c) : job(std::move(j)), ctx(c), run(*job, ctx) {}
+    std::shared_ptr<const GenerationJob> job;
+    GenerateContext ctx;
+    Job run;   // refers to the two above
+};
+
+std::shared_ptr<JobRun> start_job(std::shared_ptr<const GenerationJob> job, const GenerateContext& ctx) {
+    return std::make_shared<JobRun>(std::move(job), ctx);
+}
+
+nlohmann::ordered_json run_job(JobRun& jr) {
+    const GenerationJob& job = *jr.job;
+    Job& run = jr.run;
     run.follow(nullptr, nullptr);
+    if (!run.error().empty()) throw ApiError(503, run.error(), "", "engine_error");
     const bool chat = job.endpoint == Endpoint::kChat;
     J out = run.envelope(chat ? "chat.completion" : "text_completion");
     J choices = J::array();
@@ -293,8 +330,9 @@ nlohmann::ordered_json run_job(const GenerationJob& job, GenerateContext& ctx) {
     return out;
 }
 
-bool run_job_streaming(const GenerationJob& job, GenerateContext& ctx, const std::function<bool(const std::string&)>& write) {
-    Job run(job, ctx);
+bool run_job_streaming(JobRun& jr, const std::function<bool(const std::string&)>& write) {
+    const GenerationJob& job = *jr.job;
+    Job& run = jr.run;
     const bool chat = job.endpoint == Endpoint::kChat;
     auto on_event = [&](Choice& c, const TokenEvent& e) -> bool {
         J chunk = run.envelope(chat ? "chat.completion.chunk" : "text_completion");
@@ -343,7 +381,11 @@ bool run_job_streaming(const GenerationJob& job, GenerateContext& ctx, const std
     // Nothing for a while (a long prefill, a queue): an SSE comment, which also finds out
     // whether the client is still there.
     auto on_idle = [&] { return write(": keep-alive\n\n"); };
-    if (!run.follow(on_event, on_idle)) return false;
+    if (!run.follow(on_event, on_idle)) {
+        if (run.error().empty()) return false;   // the client went away
+        // Headers went out with 200: the error is an event of the stream, as vLLM sends it.
+        return write(sse(ApiError(503, run.error(), "", "engine_error").to_json())) && write("data: [DONE]\n\n");
+    }
     if (job.include_usage) {
         J chunk = run.envelope(chat ? "chat.completion.chunk" : "text_completion");
         chunk["choices"] = J::array();

@@ -7,6 +7,7 @@
 #pragma once
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -25,11 +26,19 @@ struct GenerateContext {
     const std::atomic<bool>* abort_all = nullptr;   // set at shutdown: cancel what is running
 };
 
-// Submits the job (throws ApiError 400 if the engine rejects a request) and waits for it.
-nlohmann::ordered_json run_job(const GenerationJob& job, GenerateContext& ctx);
+// A job whose requests were submitted to the engine; they are cancelled when it is destroyed
+// before they finished (the client went away).
+struct JobRun;
+
+// Submits every request of the job: throws ApiError 400 if the engine refuses one (a bad
+// prompt), 503 if memory runs out or the engine failed; nothing stays queued then.
+std::shared_ptr<JobRun> start_job(std::shared_ptr<const GenerationJob> job, const GenerateContext& ctx);
+
+// Waits for the job and answers it (throws ApiError 503 if the engine failed it meanwhile).
+nlohmann::ordered_json run_job(JobRun& run);
 
 // Streaming: each SSE event (`data: ...\n\n`, then `data: [DONE]\n\n`) goes to `write`,
 // which returns false if the client went away. Returns false if the stream was cut short.
-bool run_job_streaming(const GenerationJob& job, GenerateContext& ctx, const std::function<bool(const std::string&)>& write);
+bool run_job_streaming(JobRun& run, const std::function<bool(const std::string&)>& write);
 
 }  // namespace kimi::server

@@ -187,6 +187,14 @@ void fit_context(GenerationJob& job, const ParseContext& c, int32_t default_max_
         for (const auto& pr : job.prompts) room = std::min<int64_t>(room, c.max_model_len - int64_t(pr.ids.size()));
         job.params.max_tokens = int32_t(default_max_tokens > 0 ? std::min<int64_t>(default_max_tokens, room) : room);
     }
+    // The work a request may ask for: every sequence's prompt and completion, summed.
+    int64_t total = 0;
+    for (const auto& pr : job.prompts) total += (int64_t(pr.ids.size()) + job.params.max_tokens) * job.n;
+    if (total > c.max_request_tokens)
+        throw ApiError(400, "this request asks for " + std::to_string(total) + " tokens (prompt + max_tokens over its " +
+                                std::to_string(n_seqs) + " sequences); the server allows at most " +
+                                std::to_string(c.max_request_tokens) + " per request (--max-request-tokens)",
+                       "max_tokens", "invalid_value");
 }
 
 PromptInput prompt_from_ids(const J& arr, const ParseContext& c) {

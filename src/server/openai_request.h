@@ -55,6 +55,7 @@ struct ParseContext {
     int32_t vocab_size = 0;
     const chat::ChatFormat* format = nullptr;   // the tokenizer's conversation format
     int32_t max_sequences = 64;                 // n × prompts one request may start (--max-sequences-per-request)
+    int64_t max_request_tokens = 1 << 20;       // Σ over its sequences of prompt + max_tokens (--max-request-tokens)
 };
 
 GenerationJob parse_completion_request(const nlohmann::ordered_json& body, const ParseContext& ctx);

@@ -13,6 +13,7 @@ KIMI (set by the runner), MODEL_DIR, VOCAB and MAIN (set by setup_shared()).
 import http.client
 import json
 import os
+import resource
 import re
 import shutil
 import signal
@@ -40,14 +41,16 @@ LISTEN_RE = re.compile(r"serve: listening on http://127\.0\.0\.1:(\d+)")
 class Server:
     """One `kimi-cpp serve` process on --port 0; stdout/stderr collected by reader threads."""
 
-    def __init__(self, *extra, model=None, wait_ready=True, timeout=60.0, served=SERVED, env=None):
+    def __init__(self, *extra, model=None, wait_ready=True, timeout=60.0, served=SERVED, env=None, address_space=None):
         named = ["--served-model-name", served] if served else []   # served=None: the server's default name
         self.served = served
         self.args = [KIMI, "serve", "--model", model or MODEL_DIR, "--port", "0", *named, "--threads", "2", *extra]
         self.out, self.err = [], []
         self.cond = threading.Condition()
+        # address_space: an RLIMIT_AS in bytes, so that memory runs out at a known size
+        limit = (lambda: resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))) if address_space else None
         self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env=dict(os.environ, **env) if env else None)
+                                     stderr=subprocess.PIPE, env=dict(os.environ, **env) if env else None, preexec_fn=limit)
         _SERVERS.append(self)
         self.readers = [threading.Thread(target=self._pump, args=(self.proc.stdout, self.out), daemon=True),
                         threading.Thread(target=self._pump, args=(self.proc.stderr, self.err), daemon=True)]

@@ -55,7 +55,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import http_common as hc  # noqa: E402
 
 TEST_MODULES = ["http_shapes", "http_generation", "http_bad_input", "http_fuzz", "http_lifecycle", "http_k3",
-                "http_prefix_cache", "http_structured", "http_structured_tools", "http_hostile"]
+                "http_prefix_cache", "http_structured", "http_structured_tools", "http_hostile",
+                "http_connections"]
 
 
 def collect_tests():

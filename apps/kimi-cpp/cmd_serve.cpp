@@ -1,7 +1,8 @@
 // `kimi-cpp serve`: the OpenAI-compatible server. Listens first (/health is 503 while the
 // model loads), loads the model and tokenizer, starts the engine loop, prints the URL and a
 // curl example, and serves until SIGINT/SIGTERM: then it stops accepting, lets in-flight
-// requests finish for --shutdown-grace seconds, aborts the rest and exits 0.
+// requests finish for --shutdown-grace seconds, aborts the rest and exits 0. An engine that
+// fails for good (a lost MPI rank) ends it with exit code 1.
 #include <malloc.h>
 #include <signal.h>
 
@@ -130,9 +131,18 @@ int cmd_serve(int argc, char** argv) {
                 sc.api_key.empty() ? "" : " -H 'Authorization: Bearer $KIMI_API_KEY'", sc.served_model_name.c_str());
     std::fflush(stdout);
 
+    // Until a signal, or until the engine fails for good (a lost MPI rank): its requests were
+    // answered 503 and /health says unhealthy; the server then stops with exit code 1.
+    std::string failure;
     std::unique_lock<std::mutex> lk(mu);
-    cv.wait(lk, [&] { return stop; });
+    while (!cv.wait_for(lk, std::chrono::milliseconds(200), [&] { return stop; }))
+        if (!(failure = engine.failure()).empty()) break;
     lk.unlock();
+    if (!failure.empty()) {
+        std::fprintf(stderr, "serve: the engine failed: %s\nserve: shutting down with exit code 1\n", failure.c_str());
+        http.shutdown();
+        return 1;
+    }
     std::fprintf(stderr, "serve: shutting down (in-flight requests get %.0f s to finish)\n", sc.shutdown_grace_s);
     http.shutdown();
     engine.stop();

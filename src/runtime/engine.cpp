@@ -188,7 +188,12 @@ void Engine::profile_run() {
 
 Engine::~Engine() {
     stop();
-    runner_.stop_followers();
+    if (!failure().empty()) return;   // a lost rank: nothing to tell the followers
+    try {
+        runner_.stop_followers();
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "kimi-cpp: could not stop the follower ranks: %s\n", e.what());
+    }
 }
 
 // The prompt's own checkpoint positions: its last full block (where a longer prompt that
@@ -277,10 +282,7 @@ std::shared_ptr<RequestStream> Engine::submit(std::vector<int32_t> prompt, const
     for (const auto& s : params.stop)
         if (s.empty()) throw Error("stop strings must not be empty");
     if (params.structured && !tok_) throw Error("structured output needs a tokenizer");
-    {
-        std::lock_guard<std::mutex> lk(inbox_mu_);
-        if (!failure_.empty()) throw EngineFailed("the engine is not running requests any more: " + failure_);
-    }
+    if (const std::string why = failure(); !why.empty()) throw EngineFailed("the engine is not running requests any more: " + why);
     auto live = std::make_unique<Live>();
     if (params.structured) {
         {
@@ -367,8 +369,13 @@ bool Engine::step() {
 }
 
 std::string Engine::failure() const {
-    std::lock_guard<std::mutex> lk(inbox_mu_);
-    return failure_;
+    {
+        std::lock_guard<std::mutex> lk(inbox_mu_);
+        if (!failure_.empty()) return failure_;
+    }
+    // A split model: a lost rank is known at once, also while no step runs.
+    if (model_.shard().split() && dist::Comm::world().peer_lost()) return dist::Comm::world().peer_lost_reason();
+    return "";
 }
 
 void Engine::fail_all(const std::string& why) {

@@ -4,7 +4,8 @@
 runs); `serve` under `mpirun -np 2` answers a completion with the one-process text; `bench decode
 --ab` under `mpirun -np 2` keeps the direct-output counters (0 copies, 0 allocations); `score`
 under mpirun is within 1e-5 of one process, and the same bits whatever the chunking, the threads
-per rank and the batch around it; and the clear
+per rank and the batch around it; `serve` under `mpirun -np 2` with rank 1 killed mid-stream answers
+the stream with an error event naming the rank and exits 1 within seconds; and the clear
 errors: --tensor-parallel-size without a matching MPI job.
 
     /usr/bin/python3 tests/dist/mpi_cli_test.py --kimi build/bin/kimi-cpp --mpirun /usr/bin/mpiexec
@@ -64,6 +65,87 @@ def serve_once(cmd, body):
             p.wait()
 
 
+def rank_pids(root_pid):
+    """{rank: pid} of the kimi-cpp processes under mpirun (read from their environment)."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/environ" % d, "rb") as f:
+                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+            with open("/proc/%s/stat" % d) as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if b"OMPI_COMM_WORLD_RANK" in env and "kimi-cpp" in stat:
+            # a descendant of this mpirun (its session)
+            if os.getsid(int(d)) == os.getsid(root_pid):
+                out[int(env[b"OMPI_COMM_WORLD_RANK"])] = int(d)
+    return out
+
+
+def serve_kill_follower(cmd, body):
+    """Starts `mpirun -np 2 ... serve`, opens a long stream, kills rank 1 (SIGKILL) mid-stream.
+    Returns (the stream's last data events, rank 0's stderr, mpirun's exit code, seconds to exit)."""
+    p = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    err_lines = []
+    try:
+        port = None
+        deadline = time.monotonic() + 120
+        while port is None and time.monotonic() < deadline:
+            line = p.stderr.readline()
+            err_lines.append(line)
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line or "")
+            if m:
+                port = int(m.group(1))
+            if not line and p.poll() is not None:
+                return None, "".join(err_lines), p.returncode, 0
+        while time.monotonic() < deadline:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            try:
+                c.request("GET", "/health")
+                if c.getresponse().status == 200:
+                    break
+            except OSError:
+                pass
+            finally:
+                c.close()
+            time.sleep(0.2)
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+        r = c.getresponse()
+        events = []
+        for _ in range(5):   # a few tokens in
+            events.append(r.readline())
+        pids = rank_pids(p.pid)
+        if 1 not in pids:
+            return None, "no rank 1 found: %r" % pids, None, 0
+        os.kill(pids[1], signal.SIGKILL)
+        t0 = time.monotonic()
+        try:
+            while True:
+                line = r.readline()
+                if not line:
+                    break
+                if line.startswith(b"data: "):
+                    events.append(line)
+        except (OSError, http.client.HTTPException):
+            pass
+        c.close()
+        try:
+            rc = p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            rc = None
+        took = time.monotonic() - t0
+        err_lines.append(p.stderr.read() if rc is not None else "")
+        return [e for e in events if e.startswith(b"data: ")][-3:], "".join(err_lines), rc, took
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kimi", required=True)
@@ -112,6 +194,16 @@ def main():
         texts.append(serve_once([a.mpirun, "-np", "2", "--oversubscribe", a.kimi, "serve", "--model", model,
                                  "--served-model-name", "m", "--port", "0", "--activation-dtype", "f32"], body))
         check(texts[0] is not None and texts[0] == texts[1], "serve under mpirun -np 2: the one-process text (%r vs %r)" % tuple(texts))
+        # a follower dies mid-stream: rank 0 answers the stream with a 503 error event, reports
+        # unhealthy and exits 1 naming the lost rank (instead of hanging in a collective)
+        events, err, rc, took = serve_kill_follower(
+            [a.mpirun, "-np", "2", "--oversubscribe", a.kimi, "serve", "--model", model, "--served-model-name", "m",
+             "--port", "0"], dict(body, max_tokens=3000, stream=True))
+        last = b"".join(events or [])
+        check(events is not None and b"engine_error" in last and b"MPI rank 1 of 2" in last and b"[DONE]" in last,
+              "serve under mpirun -np 2, rank 1 killed mid-stream: an error event naming the rank, then [DONE] (%r)" % last[-300:])
+        check(rc is not None and rc != 0 and took < 10 and "serve: the engine failed" in err and "exit code 1" in err,
+              "... and rank 0 exits with a message instead of hanging (rc %r after %.1f s): %s" % (rc, took, err.strip()[-300:]))
         # the direct-output contract under MPI: no copy and no allocation per decode step in
         # direct mode, one copy per layer in copy mode (bench decode --ab, both engines split)
         out_json = os.path.join(tmp, "decode.json")

@@ -288,7 +288,7 @@ void HttpListener::stop(double grace_s, const std::function<void()>& on_grace_ov
         lk.unlock();
         on_grace_over();
         lk.lock();
-        if (!cv_.wait_for(lk, std::chrono::seconds(2), [&] { return fds_.empty(); })) {
+        if (!cv_.wait_for(lk, std::chrono::seconds(1), [&] { return fds_.empty(); })) {
             force_close_ = true;   // writes give up; reads and polls wake
             for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
         }

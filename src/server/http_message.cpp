@@ -155,8 +155,10 @@ bool RequestParser::parse_head(std::string_view head) {
         const std::string_view name = f.substr(0, colon);
         if (!std::all_of(name.begin(), name.end(), is_tchar)) return fail(400, "malformed header name"), false;
         const std::string_view value = trim(f.substr(colon + 1));
-        if (std::any_of(value.begin(), value.end(), [](char c) { return c == '\0' || c == '\r' || c == '\n'; }))
+        if (std::any_of(value.begin(), value.end(), [](char c) { return c == '\0' || c == '\r' || c == '\n'; })) {
+            if (iequals(name, "Content-Length")) return fail(400, "invalid Content-Length header (one decimal number expected)"), false;
             return fail(400, "invalid character in header '" + std::string(name) + "'"), false;
+        }
         if (req_.headers.size() >= limits_.max_headers)
             return fail(431, "more than " + std::to_string(limits_.max_headers) + " header fields"), false;
         req_.headers.emplace_back(std::string(name), std::string(value));

@@ -142,6 +142,7 @@ class T13Connections(unittest.TestCase):
             r = post(port, "/v1/completions", completion_body(prompt="hi", max_tokens=2), timeout=10)
             worst = max(worst, time.monotonic() - t0)
             self.assertEqual(r.status, 200, r)
+            print("\n  slow clients: 100 trickling connections; the slowest of 10 /health + 1 completion took %.3f s" % worst)
             self.assertLess(worst, 1.0, "with 100 trickling connections a request took %.2f s" % worst)
             # --request-timeout 4: each trickler gets its 408 and is closed
             timed_out = 0
@@ -202,6 +203,8 @@ class T13Connections(unittest.TestCase):
             t0 = time.monotonic()
             rc = srv.stop(timeout=20)
             took = time.monotonic() - t0
+            print("\n  SIGTERM with a half-sent request, an idle connection and an unread stream: exit %r in %.1f s "
+                  "(grace 2 s)" % (rc, took))
             self.assertEqual(rc, 0, srv.log())
             self.assertLess(took, 2 + 5, "SIGTERM took %.1f s with slow clients connected" % took)
         finally:
@@ -243,9 +246,12 @@ class T13Connections(unittest.TestCase):
         try:
             hc.wait_metrics(srv.port, lambda m: m["kimi:num_requests_running"] >= 4, timeout=30)
             steps0 = metrics(srv.port)["kimi:engine_steps_total"]
+            t0 = time.monotonic()
             r = post(srv.port, "/v1/completions", completion_body(prompt="hi", max_tokens=2), timeout=60)
             steps = metrics(srv.port)["kimi:engine_steps_total"] - steps0
+            took = time.monotonic() - t0
             self.assertEqual(r.status, 200, r)
+            print("\n  fairness: a 2-token request beside a 64-sequence one: %d engine steps, %.2f s" % (steps, took))
             self.assertLessEqual(steps, 12, "the 2-token request took %d engine steps beside a 64-sequence request" % steps)
         finally:
             t.join(300)

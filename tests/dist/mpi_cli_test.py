@@ -26,30 +26,41 @@ ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIR
            OMPI_MCA_rmaps_base_oversubscribe="1")
 
 
+def wait_serving(p, err_lines=None):
+    """The port of a starting `serve` once /health is 200 (None if it exited first); the
+    stderr lines read on the way go to err_lines."""
+    port = None
+    deadline = time.monotonic() + 120
+    while port is None and time.monotonic() < deadline:
+        line = p.stderr.readline()
+        if err_lines is not None:
+            err_lines.append(line)
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line or "")
+        if m:
+            port = int(m.group(1))
+        if not line and p.poll() is not None:
+            return None
+    while time.monotonic() < deadline:   # ready once /health is 200
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        try:
+            c.request("GET", "/health")
+            if c.getresponse().status == 200:
+                break
+        except OSError:
+            pass
+        finally:
+            c.close()
+        time.sleep(0.2)
+    return port
+
+
 def serve_once(cmd, body):
     """Starts a server, sends one completion, stops it (SIGTERM); the completion's text."""
     p = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        port = None
-        deadline = time.monotonic() + 120
-        while port is None and time.monotonic() < deadline:
-            line = p.stderr.readline()
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line or "")
-            if m:
-                port = int(m.group(1))
-            if not line and p.poll() is not None:
-                return None
-        while time.monotonic() < deadline:   # ready once /health is 200
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-            try:
-                c.request("GET", "/health")
-                if c.getresponse().status == 200:
-                    break
-            except OSError:
-                pass
-            finally:
-                c.close()
-            time.sleep(0.2)
+        port = wait_serving(p)
+        if port is None:
+            return None
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
         c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
         r = c.getresponse()
@@ -91,27 +102,9 @@ def serve_kill_follower(cmd, body):
     p = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
     err_lines = []
     try:
-        port = None
-        deadline = time.monotonic() + 120
-        while port is None and time.monotonic() < deadline:
-            line = p.stderr.readline()
-            err_lines.append(line)
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line or "")
-            if m:
-                port = int(m.group(1))
-            if not line and p.poll() is not None:
-                return None, "".join(err_lines), p.returncode, 0
-        while time.monotonic() < deadline:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-            try:
-                c.request("GET", "/health")
-                if c.getresponse().status == 200:
-                    break
-            except OSError:
-                pass
-            finally:
-                c.close()
-            time.sleep(0.2)
+        port = wait_serving(p, err_lines)
+        if port is None:
+            return None, "".join(err_lines), p.returncode, 0
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
         r = c.getresponse()

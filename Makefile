@@ -12,7 +12,7 @@ MODEL_DIR  ?= models/$(MODEL_PRESET)
 # Debian packages: compiler + build, libraries, test tooling (see README "Dependencies").
 DEB_PKGS := g++ cmake ninja-build pkg-config git \
             nlohmann-json3-dev libpcre2-dev libcpp-httplib-dev libgtest-dev openmpi-bin libopenmpi-dev \
-            python3 python3-numpy python3-torch python3-jinja2 python3-jsonschema
+            python3 python3-numpy python3-torch python3-jinja2 python3-jsonschema clang libclang-rt-14-dev
 # node + npm: any install on PATH will do (a machine may carry a non-Debian Node.js whose
 # bundled npm conflicts with Debian's npm package); otherwise Debian's packages.
 NODE_PKGS := nodejs npm
@@ -46,9 +46,28 @@ $(BUILD_ASAN)/build.ninja:
 build-asan: deps $(BUILD_ASAN)/build.ninja
 	cmake --build $(BUILD_ASAN) -j $(JOBS) --target loader_tests grammar_tests regex_tests
 
-test: build build-asan
+# Sanitized tests, then a short run of every fuzz target (FUZZ_TEST_SECONDS each), then the rest
+# (the 10-minute soak is `ctest -L soak`; the benchmarks are `make bench`).
+FUZZ_TEST_SECONDS ?= 20
+test: build build-asan build-fuzz
 	ctest --test-dir $(BUILD_ASAN) -L sanitize --output-on-failure
-	ctest --test-dir $(BUILD) -LE 'slow|sanitize' --output-on-failure -j $(JOBS)
+	python3 fuzz/run.py $(BUILD_FUZZ) $(FUZZ_TEST_SECONDS) $(BUILD_FUZZ)/fuzz-test.json --parallel $(JOBS)
+	ctest --test-dir $(BUILD) -LE 'slow|sanitize|soak' --output-on-failure -j $(JOBS)
+
+# libFuzzer targets (fuzz/, clang + ASan + UBSan): `make fuzz` runs each for FUZZ_SECONDS on a copy
+# of its seed corpus; crash inputs land in $(BUILD_FUZZ)/fuzz-crashes/, the summary in fuzz-results.json.
+BUILD_FUZZ   ?= build-fuzz
+FUZZ_SECONDS ?= 300
+FUZZ_JOBS    ?= 1
+.PHONY: build-fuzz fuzz
+$(BUILD_FUZZ)/build.ninja:
+	CC=clang CXX=clang++ cmake -S . -B $(BUILD_FUZZ) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKIMI_FUZZ=ON -DKIMI_MPI=OFF
+
+build-fuzz: deps $(BUILD_FUZZ)/build.ninja
+	cmake --build $(BUILD_FUZZ) -j $(JOBS)
+
+fuzz: build-fuzz
+	python3 fuzz/run.py $(BUILD_FUZZ) $(FUZZ_SECONDS) $(BUILD_FUZZ)/fuzz-results.json --parallel $(FUZZ_JOBS)
 
 $(MODEL_DIR)/config.json: | build
 	$(KIMI) make-model --out $(MODEL_DIR) --preset $(MODEL_PRESET) --seed 0

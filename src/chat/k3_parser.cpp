@@ -5,6 +5,7 @@
 // when its element closes. A reply that breaks the grammar keeps what was parsed and sends the
 // rest to content as text; a truncated one drops the unfinished tag or call.
 #include <optional>
+#include <utility>
 
 #include "chat/k3_format.h"
 #include "core/json_depth.h"
@@ -77,14 +78,18 @@ private:
             out.push_back({Delta::kContent, std::string(s), -1, {}});
         } else if (state_ == kArgument || state_ == kJson) {
             value_ += s;
-        } else if (!is_space(s)) {
+        } else if (is_space(s)) {
+            // whitespace between tags: dropped, unless text follows (it may come in a later
+            // piece, so it is held until then: the result must not depend on the chunking)
+            space_ += s;
+        } else {
             to_raw(s, out);   // text where only tags may stand
         }
     }
-    // The grammar broke: from here everything is content, as text.
+    // The grammar broke: from here everything is content, as text (with the held whitespace).
     void to_raw(std::string_view s, std::vector<Delta>& out) {
         state_ = kRaw;
-        emit_text(s, out);
+        emit_text(std::exchange(space_, std::string()) + std::string(s), out);
     }
 
     void run(std::vector<Delta>& out, bool at_end) {
@@ -106,6 +111,8 @@ private:
             }
             emit_text(std::string_view(buf_).substr(pos, lt - pos), out);
             pos = lt;
+            // that text broke the grammar: the marker is text too (as when it arrives later)
+            if (state_ == kRaw) continue;
             const std::string_view tail = std::string_view(buf_).substr(pos);
             std::string_view marker;
             for (std::string_view m : kMarkers)
@@ -122,6 +129,7 @@ private:
             if (marker == "<|end_of_msg|>") {
                 pos += marker.size();
                 state_ = kDone;
+                space_.clear();
                 continue;
             }
             if (marker == "<|sep|>") {           // a stray separator
@@ -129,7 +137,9 @@ private:
                 pos = buf_.size();
                 break;
             }
-            const size_t sep = buf_.find("<|sep|>", pos + marker.size());
+            size_t sep = buf_.find("<|sep|>", pos + marker.size());
+            // a separator past kMaxHeader bytes counts as none, as when it arrives in a later piece
+            if (sep != std::string::npos && sep + 7 - pos > kMaxHeader) sep = std::string::npos;
             if (sep == std::string::npos) {
                 if (buf_.size() - pos > kMaxHeader) {   // no tag header is this long: not a tag
                     to_raw(tail, out);
@@ -148,6 +158,8 @@ private:
             const size_t next = sep + 7;
             if (!tag(marker == "<|open|>", header, out)) {
                 to_raw(std::string_view(buf_).substr(pos, next - pos), out);
+            } else {
+                space_.clear();
             }
             pos = next;
         }
@@ -232,7 +244,7 @@ private:
     }
 
     State state_;
-    std::string buf_, reasoning_, content_;
+    std::string buf_, reasoning_, content_, space_;
     AssistantMessage msg_;
     ToolCallOut call_;
     nlohmann::ordered_json args_;

@@ -319,8 +319,11 @@ private:
     }
     Alternative repeat(const Alternative& item, int64_t lo, int64_t hi) {
         if (lo + (hi < 0 ? 1 : hi - lo) > int64_t(max_rules_)) fail("repetition too large");
-        // a long literal repeated inline: bound what one alternative grows to (a group is a rule)
-        if (int64_t(item.size()) * (lo + 1) > int64_t(max_rules_) * 16) fail("repetition too large");
+        // the symbols repetition writes (item copied lo times inline, once per optional rule),
+        // bounded over the whole grammar: per alternative only, 150 × "a"{1000}{1000} (2.4 KB)
+        // grew to 150 M symbols (> 2 GB)
+        repeated_ += int64_t(item.size()) * (lo + (hi < 0 ? 1 : hi - lo));
+        if (repeated_ > int64_t(max_rules_) * 16) fail("repetition too large");
         Alternative out;
         for (int64_t i = 0; i < lo; ++i) out.insert(out.end(), item.begin(), item.end());
         if (hi < 0) {   // R ::= item R | ε   (right recursion: the matcher tail-calls it)
@@ -386,6 +389,7 @@ private:
 
     const std::string& s_;
     size_t max_rules_;
+    int64_t repeated_ = 0;   // symbols written by repetition so far (see repeat)
     size_t pos_ = 0;
     Grammar g_;
     std::map<std::string, int32_t> by_name_;

@@ -2,6 +2,8 @@
 #include "grammar/matcher.h"
 
 #include <algorithm>
+#include <string>
+#include <unordered_set>
 
 namespace kimi::grammar {
 
@@ -29,7 +31,9 @@ void Matcher::settle(std::span<const Frame> first, StackSet& out) const {
         work_[n_work++].assign(s.begin(), s.end());
     };
     push(first);
-    while (n_work > 0) {
+    size_t expanded = 0;
+    std::unordered_set<std::string> seen;   // stacks expanded so far, past kMemoAfter (see matcher.h)
+    while (n_work > 0 && ++expanded <= kMaxSettle) {
         cur_.swap(work_[--n_work]);
         std::vector<Frame>& st = cur_;
         // finished alternatives return to their callers (which were advanced when they called)
@@ -38,6 +42,9 @@ void Matcher::settle(std::span<const Frame> first, StackSet& out) const {
             if (size_t(f.idx) < g_->rules[size_t(f.rule)].alts[size_t(f.alt)].size()) break;
             st.pop_back();
         }
+        if (expanded > kMemoAfter &&
+            !seen.emplace(reinterpret_cast<const char*>(st.data()), st.size() * sizeof(Frame)).second)
+            continue;   // expanded before: it would add the same stacks again
         if (st.empty() || top(st).rule < 0) {   // the input may end here / a byte range on top
             out.add_unique(st);
             continue;

@@ -42,6 +42,14 @@ struct StackSet {
     static constexpr size_t kMaxStacks = 1024, kMaxFrames = size_t(1) << 16;
 };
 
+// Settling (expanding rules until a byte range is on top) follows every path through rules that
+// match nothing. An ambiguous grammar can have exponentially many: ("" | "") forty times is 2^40
+// paths to one stack, and nested alternatives that each keep a frame are 2^depth stacks. So one
+// settle expands each stack once (checked past kMemoAfter expansions, which ordinary grammars
+// never reach) and stops after kMaxSettle expansions (like kMaxStacks: fewer continuations, a
+// bounded step).
+constexpr size_t kMemoAfter = 256, kMaxSettle = size_t(1) << 16;
+
 class Matcher {
 public:
     explicit Matcher(const Grammar& g);   // at the start of `root`; g must outlive the matcher

@@ -171,8 +171,9 @@ void load_config(const std::string& dir, Tokenizer::Impl& t) {
             t.chat_template = ct.get<std::string>();
         } else if (ct.is_array()) {   // [{"name": ..., "template": ...}]: take "default", else the first
             for (const auto& e : ct)
+                // note: a name that is not a string is not "default" (value("name", "") would throw)
                 if (e.is_object() && e.contains("template") && e["template"].is_string() &&
-                    (t.chat_template.empty() || e.value("name", "") == "default"))
+                    (t.chat_template.empty() || (e.contains("name") && e["name"] == "default")))
                     t.chat_template = e["template"].get<std::string>();
         } else if (!ct.is_null()) {
             throw Error(path + ": 'chat_template' must be a string");

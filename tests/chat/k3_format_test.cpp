@@ -147,6 +147,49 @@ TEST(K3Parser, MalformedRepliesDegradeGracefully) {
     EXPECT_EQ(r.msg.content.value_or(""), "done");
 }
 
+// Found by fuzz_chat (fuzz/corpus/fuzz_chat/crash-k3-marker-after-raw): text after the end of
+// the message turns the rest into content, and a marker right behind that text is content too,
+// whether it came in the same piece or a later one.
+TEST(K3Parser, MarkerAfterTextThatBrokeTheGrammarStaysText) {
+    const std::string reply = "<|end_of_msg|>\xff<|end_of_msg|>";
+    for (size_t chunk : {reply.size(), size_t(17), size_t(1)}) {
+        const auto r = parse(reply, false, chunk);
+        EXPECT_EQ(r.msg.content.value_or(""), "\xff<|end_of_msg|>") << chunk;
+        EXPECT_EQ(r.content, r.msg.content.value_or("")) << chunk;
+    }
+    for (size_t chunk : {size_t(64), size_t(25), size_t(3)}) {
+        const auto r = parse("<|close|>response<|sep|>x<|end_of_msg|>y", false, chunk);
+        EXPECT_EQ(r.msg.content.value_or(""), "x<|end_of_msg|>y") << chunk;
+    }
+}
+
+// Found by fuzz_chat (crash-k3-space-then-text): whitespace where only tags may stand is
+// dropped, but when text follows it the whitespace is content too — also when the two arrive
+// in different pieces.
+TEST(K3Parser, WhitespaceBeforeTextThatBreaksTheGrammarIsKept) {
+    for (size_t chunk : {size_t(64), size_t(3), size_t(1)}) {
+        auto r = parse("<|end_of_msg|> d", true, chunk);
+        EXPECT_EQ(r.msg.content.value_or(""), " d") << chunk;
+        EXPECT_EQ(r.content, r.msg.content.value_or("")) << chunk;
+        // between tags it is still dropped
+        r = parse("a<|close|>response<|sep|>\n <|close|>message<|sep|> \n", false, chunk);
+        EXPECT_EQ(r.msg.content.value_or(""), "a") << chunk;
+    }
+}
+
+// Reproduced with fuzz_chat (crash-k3-long-tag-header): a separator more than 4096 bytes after its
+// marker made a tag when the reply came whole but text when it was streamed. It is text both ways.
+TEST(K3Parser, TagHeaderLimitDoesNotDependOnTheChunking) {
+    const std::string reply = "<|close|>response<|sep|><|open|>tools" + std::string(5000, ' ') + "<|sep|>x";
+    for (size_t chunk : {reply.size(), size_t(64), size_t(7)}) {
+        const auto r = parse(reply, false, chunk);
+        EXPECT_EQ(r.msg.content.value_or(""), reply.substr(24)) << chunk;
+    }
+    // up to the limit it is a tag
+    const std::string near = "<|close|>response<|sep|><|open|>tools" + std::string(4000, ' ') + "<|sep|><|close|>tools<|sep|>";
+    for (size_t chunk : {near.size(), size_t(64)}) EXPECT_EQ(parse(near, false, chunk).msg.content.value_or(""), "") << chunk;
+}
+
 TEST(K3Render, HandCheckedPrompt) {
     const auto f = chat_format_for(k3_tokenizer());
     EXPECT_STREQ(f->name(), "kimi-k3");

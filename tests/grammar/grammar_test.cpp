@@ -146,6 +146,27 @@ TEST(GrammarMatcher, AmbiguousGrammarStaysBounded) {
     }
 }
 
+// Reproduced by fuzz_grammar as a timeout (fuzz/corpus/fuzz_grammar/crash-settle-empty-choices):
+// rules that match nothing in several ways made settling exponential — (""|"") forty times hung the matcher's
+// constructor (2^40 paths to one stack), and so did nested alternatives that each keep a frame
+// (2^30 stacks). Each stack is now expanded once per step, and a step's expansions are capped.
+TEST(GrammarMatcher, PathsThroughEmptyRulesStayBounded) {
+    std::string twice = "root ::= ";
+    for (int i = 0; i < 40; ++i) twice += "(\"\" | \"\") ";
+    const Grammar g = parse_grammar(twice + "\"a\" (\"\" | \"\")");
+    EXPECT_TRUE(full_match(g, "a"));
+    EXPECT_FALSE(full_match(g, "aa"));
+
+    std::string nested = "root ::= r0 \"a\"\ne ::= \"\"\n";
+    for (int i = 0; i < 30; ++i)
+        nested += "r" + std::to_string(i) + " ::= " + (i < 29 ? "r" + std::to_string(i + 1) : "\"\"") + " e | " +
+                  (i < 29 ? "r" + std::to_string(i + 1) : "\"\"") + " e e\n";
+    const Grammar n = parse_grammar(nested);
+    Matcher m(n);
+    EXPECT_LE(m.n_stacks(), StackSet::kMaxStacks);
+    EXPECT_TRUE(m.accept("a") && m.can_end());
+}
+
 // The trie walk gives the mask brute force gives (every token tried on a copy of the matcher),
 // from states along a sentence, for random vocabularies with shared prefixes and multi-byte
 // pieces (tokens that end inside a character included).
@@ -249,6 +270,21 @@ TEST(GrammarParser, NestingLimits) {
     for (int i = 0; i < 20000; ++i) chain += "r" + std::to_string(i) + " ::= r" + std::to_string(i + 1) + "\n";
     chain += "r20000 ::= \"a\"\n";
     EXPECT_NO_THROW(parse_grammar(chain, 100000));
+}
+
+// Reproduced by fuzz_grammar as out-of-memory (fuzz/corpus/fuzz_grammar/crash-repeat-total-size):
+// the bound on what repetition writes held per alternative only, so 150 terms "a"{1000}{1000}
+// (2.4 KB of text) grew past 2 GB. It now holds for the whole grammar.
+TEST(GrammarParser, RepetitionIsBoundedOverTheWholeGrammar) {
+    EXPECT_NO_THROW(parse_grammar("root ::= \"a\"{1000}{1000}", 100000));
+    std::string many = "root ::=";
+    for (int i = 0; i < 150; ++i) many += " \"a\"{1000}{1000}";
+    try {
+        parse_grammar(many, 100000);
+        ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("repetition too large"), std::string::npos) << e.what();
+    }
 }
 
 // Random bytes as grammar text never crash or hang the parser: an error or a grammar.

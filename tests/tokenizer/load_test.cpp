@@ -74,6 +74,21 @@ TEST(TokenizerLoad, BadConfig) {
     expect_load_error(dir_with("cfg-template", model, R"({"chat_template": 3})"), "chat_template");
 }
 
+// Reproduced by fuzz_tokenizer (fuzz/corpus/fuzz_tokenizer/crash-template-name-type): a chat_template
+// list whose entry has a name that is not a string loaded with a JSON type_error escaping
+// instead of loading (such a name is simply not "default").
+TEST(TokenizerLoad, ChatTemplateListNamesOfAnyType) {
+    const std::string model = byte_vocab();
+    auto t = Tokenizer::load(dir_with("cfg-template-name", model,
+                                      R"({"chat_template": [{"template": "A"}, {"template": "B", "name": 1}, {"name": null, "template": "C"}]})")
+                                 .string());
+    EXPECT_EQ(t.chat_template(), "A");
+    t = Tokenizer::load(dir_with("cfg-template-default", model,
+                                 R"({"chat_template": [{"template": "A", "name": ["x"]}, {"template": "B", "name": "default"}]})")
+                            .string());
+    EXPECT_EQ(t.chat_template(), "B");
+}
+
 TEST(TokenizerLoad, KimiLayout) {
     const auto dir = dir_with("layout", byte_vocab({"ab", "abc"}),
                               R"({"added_tokens_decoder": {"258": {"content": "[BOS]"}, "259": {"content": "[EOS]"},

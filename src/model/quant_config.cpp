@@ -3,6 +3,7 @@
 #include "model/quant_config.h"
 
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "core/error.h"
 
@@ -15,11 +16,50 @@ using json = nlohmann::json;
 // Every module the engine reads as a linear counts (the router too): the file decides its form.
 bool is_linear_class(const std::string& t) { return t == "Linear" || t == "torch.nn.Linear" || t == "nn.Linear"; }
 
+// A 're:' pattern std::regex may compile and search safely: at most 1024 characters and 32
+// nested groups (its compiler recurses per group), and no quantified group that holds a
+// quantifier itself ("(.*)*": backtracking exponential in the module name's length). Module
+// patterns never need either. Empty: fine; else why not.
+std::string unsafe_pattern(const std::string& p) {
+    if (p.size() > 1024) return "longer than 1024 characters";
+    std::vector<bool> quantified_inside;   // one per open group
+    bool escaped = false, in_class = false;
+    for (size_t i = 0; i < p.size(); ++i) {
+        const char c = p[i];
+        if (escaped) {
+            escaped = false;
+            continue;
+        }
+        if (c == '\\') {
+            escaped = true;
+        } else if (in_class) {
+            in_class = c != ']';
+        } else if (c == '[') {
+            in_class = true;
+        } else if (c == '(') {
+            quantified_inside.push_back(false);
+            if (quantified_inside.size() > 32) return "groups nested deeper than 32 levels";
+        } else if (c == ')' && !quantified_inside.empty()) {
+            const bool inner = quantified_inside.back();
+            quantified_inside.pop_back();
+            const char next = i + 1 < p.size() ? p[i + 1] : '\0';
+            if (inner && (next == '*' || next == '+' || next == '{'))
+                return "a repeated group holds a repetition itself (exponential matching)";
+            if (!quantified_inside.empty()) quantified_inside.back() = quantified_inside.back() || inner;
+        } else if ((c == '*' || c == '+' || c == '?' || c == '{') && !quantified_inside.empty()) {
+            quantified_inside.back() = true;
+        }
+    }
+    return "";
+}
+
 ModuleMatcher make_matcher(const json& v, const std::string& where) {
     if (!v.is_string()) throw Error(where + ": entries must be strings");
     ModuleMatcher m;
     m.text = v.get<std::string>();
     if (m.text.rfind("re:", 0) == 0) {
+        if (const std::string why = unsafe_pattern(m.text.substr(3)); !why.empty())
+            throw Error(where + ": regular expression '" + m.text.substr(0, 80) + (m.text.size() > 80 ? "…" : "") + "' refused: " + why);
         try {
             m.re = std::make_shared<const std::regex>(m.text.substr(3), std::regex::ECMAScript);
         } catch (const std::regex_error& e) {

@@ -286,7 +286,7 @@ GenerationJob parse_chat_request(const J& b, const ParseContext& c) {
     if (const J* t = field(b, "tools")) {
         if (!t->is_array()) throw bad_param("tools", "tools must be an array");
         for (const auto& tool : *t) {
-            if (!tool.is_object() || tool.value("type", "") != "function" || !tool.contains("function") ||
+            if (!tool.is_object() || !tool.contains("type") || tool["type"] != "function" || !tool.contains("function") ||
                 !tool["function"].is_object() || !tool["function"].contains("name") || !tool["function"]["name"].is_string())
                 throw bad_param("tools", "each tool must be {\"type\": \"function\", \"function\": {\"name\": ..., ...}}");
         }

@@ -200,7 +200,7 @@ std::optional<ForcedTools> parse_forced_tools(const J& b, const J& tools) {
     std::optional<std::string> only;
     if (tc->is_object()) {
         const J* fn = field(*tc, "function");
-        if (tc->value("type", "") != "function" || !fn || !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string())
+        if (!tc->contains("type") || (*tc)["type"] != "function" || !fn || !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string())
             throw bad_param("tool_choice", "tool_choice must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
         only = (*fn)["name"].get<std::string>();
     } else if (!(tc->is_string() && *tc == "required")) {

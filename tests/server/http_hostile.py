@@ -61,6 +61,10 @@ def cases():
             "r%d ::= r%d" % (i, i + 1) for i in range(20000)) + '\nr20000 ::= "a"\nroot ::= r0'}, 200, ""),
         ("/v1/chat/completions", {"messages": tool_msgs, "max_tokens": 1}, None, "arguments nested deeper than 64 levels"),
         ("/tokenize", {"messages": tool_msgs}, None, "arguments nested deeper than 64 levels"),
+        # found by fuzz_request: a non-string "type" was a 500 (a JSON type error), not a 400
+        ("/v1/chat/completions", {"messages": MSG, "max_tokens": 1, "tools": [{"type": {}}]}, 400, "each tool must be"),
+        ("/v1/chat/completions", {"messages": MSG, "max_tokens": 1, "tool_choice": {"type": 1}, "tools": [
+            {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}, 400, "tool_choice must be"),
     ]
 
 

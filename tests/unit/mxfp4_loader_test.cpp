@@ -209,6 +209,13 @@ TEST(Mxfp4Checkpoint, LoaderErrors) {
     with_group({{"format", "mxfp4-pack-quantized"}, {"targets", {"Linear"}}, {"weights", w4}, {"input_activations", {{"num_bits", 8}}}},
                "activation quantization is not supported");
     with_group({{"format", "mxfp4-pack-quantized"}, {"targets", {"re:(unclosed"}}, {"weights", w4}}, "invalid regular expression");
+    // found by fuzz_safetensors' author: std::regex recursed per group (a stack overflow at ~10,000
+    // levels) and backtracked exponentially on a repeated group holding a repetition (> 30 s a module)
+    with_group({{"format", "mxfp4-pack-quantized"}, {"targets", {"re:(.*)*(.*)*(.*)*@"}}, {"weights", w4}},
+               "holds a repetition itself");
+    with_group({{"format", "mxfp4-pack-quantized"}, {"targets", {"re:" + std::string(40, '(') + "a" + std::string(40, ')')}},
+                {"weights", w4}},
+               "nested deeper than 32 levels");
 }
 
 }  // namespace

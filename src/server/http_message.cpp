@@ -221,19 +221,23 @@ RequestParser::State RequestParser::feed(std::string& in) {
 RequestParser::State RequestParser::feed_body(std::string& in) {
     size_t at = 0;
     auto consume = [&] { in.erase(0, at); };
+    // Body bytes of a Content-Length body or of a chunk: false while more are to come.
+    auto take_body = [&](Phase then) {
+        const size_t n = std::min(body_left_, in.size() - at);
+        req_.body.append(in, at, n);
+        at += n;
+        body_left_ -= n;
+        if (body_left_ > 0) return false;
+        phase_ = then;
+        return true;
+    };
     for (;;) {
         switch (phase_) {
             case Phase::kHead: consume(); return State::kNeedMore;   // not reached: the head is parsed first
             case Phase::kDone: consume(); return State::kComplete;
-            case Phase::kBody: {
-                const size_t n = std::min(body_left_, in.size() - at);
-                req_.body.append(in, at, n);
-                at += n;
-                body_left_ -= n;
-                if (body_left_ > 0) return consume(), State::kNeedMore;
-                phase_ = Phase::kDone;
+            case Phase::kBody:
+                if (!take_body(Phase::kDone)) return consume(), State::kNeedMore;
                 break;
-            }
             case Phase::kChunkSize: {
                 const size_t eol = in.find('\n', at);
                 if (eol == std::string::npos) {
@@ -258,15 +262,9 @@ RequestParser::State RequestParser::feed_body(std::string& in) {
                 phase_ = size == 0 ? Phase::kTrailers : Phase::kChunkData;
                 break;
             }
-            case Phase::kChunkData: {
-                const size_t n = std::min(body_left_, in.size() - at);
-                req_.body.append(in, at, n);
-                at += n;
-                body_left_ -= n;
-                if (body_left_ > 0) return consume(), State::kNeedMore;
-                phase_ = Phase::kChunkDataEnd;
+            case Phase::kChunkData:
+                if (!take_body(Phase::kChunkDataEnd)) return consume(), State::kNeedMore;
                 break;
-            }
             case Phase::kChunkDataEnd: {   // the CRLF after a chunk's data
                 if (in.size() - at < 2) {
                     if (in.size() - at == 1 && in[at] == '\n') {

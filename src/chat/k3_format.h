@@ -1,5 +1,5 @@
 // Kimi-K3's XTML conversation format: the renderer (k3_render.cpp) and the streaming output
-// parser (k3_parser.cpp). ref: tokenizer-eval-bench.md §A9; K3 encoding_k3.py; llama.cpp
+// parser (k3_parser.cpp). ref: docs/chat.md#k3-format; K3 encoding_k3.py; llama.cpp
 // Kimi-K3.jinja and common/parsers/kimi-k3.cpp.
 #pragma once
 #include "chat/chat_format.h"

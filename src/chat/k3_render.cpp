@@ -2,7 +2,7 @@
 // (encoding_k3.py build_chat_segments, as tokenization_kimi.py apply_chat_template calls it
 // with thinking_effort defaulting to "max"; llama.cpp's Kimi-K3.jinja port agrees), with the
 // markers <|open|> <|close|> <|sep|> <|end_of_msg|> as special ids and all other text —
-// tag names, attributes, content — as ordinary text. ref: tokenizer-eval-bench.md §A9.
+// tag names, attributes, content — as ordinary text. ref: docs/chat.md#k3-format.
 #include "chat/k3_format.h"
 
 #include "chat/prompt_builder.h"

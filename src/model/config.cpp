@@ -1,4 +1,4 @@
-// config.json → ModelConfig with validation (model-spec §1; keys as Kimi names them, not
+// config.json → ModelConfig with validation (docs/model.md#config; keys as Kimi names them, not
 // the DeepSeek names).
 #include "model/config.h"
 

@@ -1,4 +1,4 @@
-// ModelConfig: a Kimi Linear (model-spec §1) or Kimi-K3 (§A: text model under
+// ModelConfig: a Kimi Linear (docs/model.md#config) or Kimi-K3 (docs/model.md#k3: text model under
 // `text_config`) config.json parsed and validated, plus the derived layer map. Every key the
 // architecture needs is required; contradictions (layer lists that do not partition the
 // layers, top-k > experts, ...) and options the engine does not implement are errors naming
@@ -17,7 +17,7 @@ namespace kimi {
 enum class LayerKind : uint8_t { kKda, kMla };
 
 // The gated activation of every MLP and expert: silu(gate)·up (Kimi Linear) or SiTU (K3,
-// model-spec §A.3): β·tanh(gate/β)·sigmoid(gate) · β_lin·tanh(up/β_lin) (β_lin = 0: plain up).
+// docs/model.md#situ): β·tanh(gate/β)·sigmoid(gate) · β_lin·tanh(up/β_lin) (β_lin = 0: plain up).
 enum class ActKind : uint8_t { kSilu, kSitu };
 struct Activation {
     ActKind kind = ActKind::kSilu;
@@ -50,7 +50,7 @@ struct ModelConfig {
     float routed_scaling_factor = 1.0f;
     int64_t moe_latent_dim = 0;              // routed_expert_hidden_size: experts run on a latent (0: on D)
     bool moe_latent_norm = false;            // latent_moe_use_norm: RMSNorm on the routed sum
-    // Block Attention Residuals (model-spec §A.5): 0 = plain residual stream
+    // Block Attention Residuals (docs/model.md#attnres): 0 = plain residual stream
     int64_t attn_res_block_size = 0;
 
     std::vector<LayerKind> layer_kinds;      // [L], from the 1-based kda_layers / full_attn_layers

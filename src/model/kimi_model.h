@@ -2,7 +2,7 @@
 // (embedding → L × [RMSNorm → KDA|MLA → +residual → RMSNorm → MLP|MoE → +residual]
 //  → final RMSNorm → lm_head). With Block Attention Residuals (K3) the residual stream is a
 // partial sum plus banked block snapshots, mixed before each sublayer and the final norm.
-// ref: model-spec §6 and §A; HF modeling_kimi.py KimiDecoderLayer, K3 modeling_kimi_linear.py.
+// ref: docs/model.md#decoder and docs/model.md#k3; HF modeling_kimi.py KimiDecoderLayer, K3 modeling_kimi_linear.py.
 #pragma once
 #include <memory>
 #include <span>

@@ -1,6 +1,6 @@
 // The Kimi Linear / Kimi-K3 weights as plain structs of Tensors (views into the mapped
 // checkpoint, or load-time prepared buffers owned by the WeightStore). Names and shapes:
-// model-spec §2 and §A. A K3-only block is present exactly when its config key enables it
+// docs/model.md#weights and docs/model.md#k3. A K3-only block is present exactly when its config key enables it
 // (an undefined Tensor otherwise), so a layer's weights say which building blocks it runs.
 #pragma once
 #include <functional>

@@ -1,5 +1,5 @@
 // MXFP4 quantization as compressed-tensors / llm-compressor do it (the rule `kimi-cpp quantize`
-// applies; model-spec §A.6 for the layout). Per group of 32 consecutive weights of a row:
+// applies; docs/mxfp4.md#format for the layout). Per group of 32 consecutive weights of a row:
 //  1. amax = max |w|; rounded to a power of two p the way compressed-tensors' round_to_power_2
 //     does: add a quarter of the leading bit to the bit pattern and keep sign + exponent, so
 //     amax = m·2^k goes to 2^k for m < 1.75 and to 2^(k+1) for m ≥ 1.75;

@@ -1,4 +1,4 @@
-// QuantConfig: a checkpoint's `quantization_config` (compressed-tensors, model-spec §A.6), of
+// QuantConfig: a checkpoint's `quantization_config` (compressed-tensors, docs/mxfp4.md#format), of
 // which the engine reads one scheme: `mxfp4-pack-quantized` — FP4 E2M1 weights, one E8M0 scale
 // per 32, no global scale, weights only. Which linears are quantized follows compressed-tensors'
 // matching: a module is quantized when a `targets` entry matches it and no `ignore` entry does;

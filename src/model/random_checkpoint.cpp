@@ -72,7 +72,7 @@ ordered_json base_config() {
     };
 }
 
-// Kimi-K3 as published (model-spec §A): the text model's keys under text_config, every K3
+// Kimi-K3 as published (docs/model.md#k3): the text model's keys under text_config, every K3
 // building block on, at tiny sizes; a small vision_config beside it (not served).
 ordered_json k3_base_config() {
     ordered_json t = base_config();

@@ -91,7 +91,7 @@ void silu_mul(Exec& ex, const Tensor& gate, const Tensor& up, Tensor& y);
 // up as it is.   gate, up, y: [T, F] (y may alias gate) · beta > 0 · linear_beta ≥ 0
 void situ_mul(Exec& ex, const Tensor& gate, const Tensor& up, float beta, float linear_beta, Tensor& y);
 
-// Block Attention Residuals mix (Kimi-K3, model-spec §A.5): per token, over the entries
+// Block Attention Residuals mix (Kimi-K3, docs/model.md#attnres): per token, over the entries
 // e_0..e_n = blocks[0..n-1], partial: s_i = rsqrt(mean(e_i²) + eps) · Σ_d e_i[d]·score_w[d];
 // y = Σ_i softmax(s)_i · e_i (the raw entries, in that order).
 //   blocks[i], partial, y: [T, D] · score_w: [D] F32 (norm weight × proj weight)

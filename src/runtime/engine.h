@@ -2,7 +2,7 @@
 // loaded model. submit() may be called from any thread and returns a stream of token
 // events; step() runs one scheduler step (schedule → forward → sample → stop checks →
 // publish); start() runs steps on a background thread that sleeps when idle.
-// ref: design.md §5.3 (Engine), vLLM v1 EngineCore.step().
+// ref: docs/runtime.md#engine, vLLM v1 EngineCore.step().
 #pragma once
 #include <chrono>
 #include <condition_variable>

@@ -80,7 +80,7 @@ def rel_err(a, b):
 
 
 def router_scores(logits, act):
-    """Router activation (kimi_ref.route / model-spec §5), numpy or torch float logits."""
+    """Router activation (kimi_ref.route / docs/model.md#moe), numpy or torch float logits."""
     if act == "sigmoid":
         return 1.0 / (1.0 + np.exp(-logits)) if isinstance(logits, np.ndarray) else logits.sigmoid()
     if isinstance(logits, np.ndarray):

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Independent float64 reference implementation of the Kimi Linear / Kimi-K3 forward pass.
 
-Written from docs/model-spec.md (sections 3-6 and, for Kimi-K3, section A incl. A.5b) only;
+Written from docs/model.md (kda, mla, moe, decoder and, for Kimi-K3, k3 incl. attnres-details) only;
 it shares no code with the C++ engine.  Everything is computed in float64 numpy on the
 weights exactly as stored (bf16 / f16 / f32 values widened to float64).
 
@@ -185,7 +185,7 @@ _E2M1 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5
 
 
 def dequantize_mxfp4(cfg, weights):
-    """compressed-tensors mxfp4-pack-quantized (model-spec A.6), read exactly. The file decides
+    """compressed-tensors mxfp4-pack-quantized (docs/mxfp4.md#format), read exactly. The file decides
     the form: every X.weight_packed (uint8 [out, in/2], even column in the low nibble) with its
     X.weight_scale (uint8 E8M0 [out, in/32], 2^(s-127)) becomes a float64 X.weight, whatever
     the config's targets/ignore say (the published K3 stores modules its config targets, such as
@@ -349,7 +349,7 @@ class Cfg:
 
 
 # --------------------------------------------------------------------------------------
-# KDA (model-spec §3)
+# KDA (docs/model.md#kda)
 # --------------------------------------------------------------------------------------
 
 def causal_conv_silu(raw, w, hist=None):
@@ -449,7 +449,7 @@ def kda_layer(x, W, p, cfg, state=None):
 
 
 # --------------------------------------------------------------------------------------
-# MLA (model-spec §4), expanded NoPE form
+# MLA (docs/model.md#mla), expanded NoPE form
 # --------------------------------------------------------------------------------------
 
 def mla_project(x, W, p, cfg):
@@ -511,7 +511,7 @@ def mla_output_gate(o, x, W, p, cfg):
 
 
 # --------------------------------------------------------------------------------------
-# MoE (model-spec §5)
+# MoE (docs/model.md#moe)
 # --------------------------------------------------------------------------------------
 
 def _topk_indices(vals, k):
@@ -598,7 +598,7 @@ def dense_mlp(x, W, p, cfg):
 
 
 # --------------------------------------------------------------------------------------
-# Block Attention Residuals (model-spec §A.5 / §A.5b)
+# Block Attention Residuals (docs/model.md#attnres, #attnres-details)
 # --------------------------------------------------------------------------------------
 
 def attn_res_mix(P, B, w_norm, w_proj, eps):
@@ -625,7 +625,7 @@ def attn_res_block_start(i, bs):
 
 
 # --------------------------------------------------------------------------------------
-# decoder (model-spec §6)
+# decoder (docs/model.md#decoder)
 # --------------------------------------------------------------------------------------
 
 def text_weights(cfg, W):

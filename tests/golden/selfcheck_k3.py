@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Self-checks of the float64 reference's Kimi-K3 parts (kimi_ref.py, model-spec §A) that
+"""Self-checks of the float64 reference's Kimi-K3 parts (kimi_ref.py, docs/model.md#k3) that
 need no C++ engine; run by selfcheck_ref.py, which owns the check() bookkeeping.
 
  (e) AttnRes mix against hand-computed cases and its block bookkeeping against a longhand

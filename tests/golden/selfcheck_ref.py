@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Self-checks of the float64 reference (kimi_ref.py) that need no C++ engine.
 
- (a) KDA: an independently written chunkwise-parallel (WY/UT) form (model-spec §3.6,
+ (a) KDA: an independently written chunkwise-parallel (WY/UT) form (docs/model.md#kda-chunkwise,
      chunk 16, ragged tails) equals the token-by-token recurrence (§3.3); chunked
      prefill(N) + recurrent continuation equals the full recurrence; conv / softplus
      helpers equal torch's.
@@ -10,7 +10,7 @@
      scaled weights, grouped top-k with num_expert_group > 1, ties -> lower index).
  (d) safetensors writer/reader round trip with BF16 / F16 / F32 tensors, and a whole tiny
      model: file round trip, CLI, and prefix + continuation == full forward.
- (e) Kimi-K3 pieces (model-spec §A; in selfcheck_k3.py): Block AttnRes mix against hand-computed numbers and
+ (e) Kimi-K3 pieces (docs/model.md#k3; in selfcheck_k3.py): Block AttnRes mix against hand-computed numbers and
      the decoder's block bookkeeping re-traced longhand from a dump; lower-bound forget
      gate range (lb, 0); SiTU against its formula (incl. linear beta null); q-LoRA + gated
      MLA and latent MoE longhand; prefix + continuation == full forward on in-memory K3

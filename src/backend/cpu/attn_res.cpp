@@ -1,6 +1,6 @@
 // Block Attention Residuals mix (Kimi-K3): a per-token softmax over the banked block
 // snapshots and the current partial sum, scored on their RMS-normalised values, mixing the
-// raw values. ref: model-spec §A.5 / §A.5b; HF modeling_kimi_linear.py _apply_attn_res.
+// raw values. ref: docs/model.md#attnres, docs/model.md#attnres-details; HF modeling_kimi_linear.py _apply_attn_res.
 // Token-parallel; each token's scores and sum run in one fixed order.
 #include <cmath>
 

@@ -1,7 +1,7 @@
 // Depthwise causal short convolution + SiLU with a per-sequence window state (the W-1 last
 // raw inputs). One code path for prefill and decode: every token goes through the window.
 // State captures (prefix-cache checkpoints) copy the window as it stands mid-sequence.
-// ref: model-spec §3.1 step 2 and §3.5 (decode step), fla ShortConvolution(activation='silu').
+// ref: docs/model.md#kda-conv (step 2) and docs/model.md#kda-decode, fla ShortConvolution(activation='silu').
 #include <algorithm>
 #include <cmath>
 

@@ -1,5 +1,5 @@
 // Element-wise ops: residual add, embedding gather, sigmoid (and the sigmoid output gate),
-// SiLU·mul and SiTU·mul, the KDA forget gates. ref: model-spec §3.2 (gate: −exp(A_log)·
+// SiLU·mul and SiTU·mul, the KDA forget gates. ref: docs/model.md#kda-gates (gate: −exp(A_log)·
 // softplus(f + dt_bias), threshold 20), §5, §A.1 (lower-bound gate), §A.3 (SiTU).
 #include <algorithm>
 #include <cmath>

@@ -3,7 +3,7 @@
 // token's arithmetic never depends on chunking or batching (bit-identical logits). One task
 // per (sequence, head); the per-head loop is kda_kernel.h, vectorized for AVX-512 where used.
 // State captures (prefix-cache checkpoints) copy a head's state between two token runs.
-// ref: model-spec §3.3; fla naive_recurrent_kda / fused_recurrent (gk branch).
+// ref: docs/model.md#kda-recurrence; fla naive_recurrent_kda / fused_recurrent (gk branch).
 #include <algorithm>
 
 #include "backend/cpu/cpu_features.h"

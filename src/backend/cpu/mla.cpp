@@ -1,7 +1,7 @@
 // NoPE MLA in the weight-absorbed form over a paged latent cache: one formulation for
 // prefill and decode (each query reads its keys from the cache in position order), so a
 // token's scores and softmax do not depend on chunking or on other sequences.
-// ref: model-spec §4.1; vLLM MLA backends (absorbed q), llama.cpp kimi-linear MLA cache.
+// ref: docs/model.md#mla-absorbed; vLLM MLA backends (absorbed q), llama.cpp kimi-linear MLA cache.
 #include <algorithm>
 #include <cmath>
 

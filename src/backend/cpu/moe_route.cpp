@@ -1,5 +1,5 @@
 // MoE routing: sigmoid scores, bias-corrected (grouped) top-k selection, unbiased weights,
-// renormalization and routed scaling. ref: model-spec §5 and §9.1 (vLLM grouped_topk
+// renormalization and routed scaling. ref: docs/model.md#moe and docs/model.md#choices (vLLM grouped_topk
 // behaviour: the correction bias affects the choice only).
 #include <algorithm>
 #include <cmath>

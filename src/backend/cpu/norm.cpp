@@ -1,6 +1,6 @@
 // Normalizations: RMSNorm, per-head L2 norm (fla l2norm: x·rsqrt(Σx²+eps)), and the KDA
 // output norm with sigmoid gate (fla FusedRMSNormGated, activation='sigmoid').
-// ref: model-spec §3.1 step 4, §3.4, §6. Row-parallel; each row reduced in a fixed order.
+// ref: docs/model.md#kda-conv (step 4), docs/model.md#kda-output, docs/model.md#decoder. Row-parallel; each row reduced in a fixed order.
 #include <cmath>
 
 #include "backend/cpu/cpu_ops.h"

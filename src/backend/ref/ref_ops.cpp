@@ -1,4 +1,4 @@
-// Scalar reference ops (see ref_ops.h). Formulas: model-spec §3–§5.
+// Scalar reference ops (see ref_ops.h). Formulas: docs/model.md#kda, docs/model.md#mla, docs/model.md#moe.
 #include "backend/ref/ref_ops.h"
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 // Feed-forward blocks: the dense gated MLP (SiLU or SiTU) and the DeepSeek-V3-style MoE with
 // shared experts, optionally latent (K3: routed experts on a down-projected latent).
-// ref: model-spec §5, §A.3, §A.4; vLLM kimi_linear.py KimiMoE / KimiMLP, K3 KimiSparseMoeBlock.
+// ref: docs/model.md#moe, docs/model.md#situ, docs/model.md#latent-moe; vLLM kimi_linear.py KimiMoE / KimiMLP, K3 KimiSparseMoeBlock.
 #pragma once
 #include "dist/comm.h"
 #include "model/model_weights.h"

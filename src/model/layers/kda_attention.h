@@ -1,4 +1,4 @@
-// KDA (Kimi Delta Attention) layer forward. ref: model-spec §3 and §A.1 (K3: lower-bound
+// KDA (Kimi Delta Attention) layer forward. ref: docs/model.md#kda and docs/model.md#k3-kda (K3: lower-bound
 // forget gate, full-rank output gate); fla layers/kda.py; vLLM layers/kda.py (projections,
 // conv, gate, recurrence, gated norm, o_proj).
 #pragma once

@@ -1,5 +1,5 @@
 // NoPE MLA layer forward, weight-absorbed, over the paged latent cache.
-// ref: model-spec §4 / §4.1 and §A.2 (K3: q-LoRA, sigmoid output gate); vLLM kimi_linear.py
+// ref: docs/model.md#mla, docs/model.md#mla-absorbed and docs/model.md#k3-mla (K3: q-LoRA, sigmoid output gate); vLLM kimi_linear.py
 // KimiMLAAttention + MLA backend.
 #pragma once
 #include "model/layers/layer_context.h"

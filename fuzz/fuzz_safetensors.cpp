@@ -18,7 +18,7 @@
 #include "core/error.h"
 #include "fuzz_util.h"
 #include "model/config.h"
-#include "model/safetensors.h"
+#include "checkpoint/safetensors.h"
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include "model/config.h"
 #include "model/forward_batch.h"
 #include "model/model_weights.h"
-#include "model/weight_shard.h"
+#include "checkpoint/weight_shard.h"
 #include "backend/exec.h"
 
 namespace kimi {

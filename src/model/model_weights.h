@@ -8,8 +8,8 @@
 
 #include "dist/comm.h"
 #include "model/config.h"
-#include "model/weight_shard.h"
-#include "model/weight_store.h"
+#include "checkpoint/weight_shard.h"
+#include "checkpoint/weight_store.h"
 
 namespace kimi {
 

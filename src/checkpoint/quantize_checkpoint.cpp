@@ -1,6 +1,6 @@
 // quantize_checkpoint (see quantize_checkpoint.h).
 // ref: compressed-tensors match.py (targets/ignore), vLLM compressed_tensors MXFP4 scheme (layout).
-#include "model/quantize_checkpoint.h"
+#include "checkpoint/quantize_checkpoint.h"
 
 #include <algorithm>
 #include <cstring>
@@ -13,9 +13,9 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "model/config.h"
-#include "model/mxfp4_quantize.h"
-#include "model/safetensors_writer.h"
-#include "model/weight_store.h"
+#include "checkpoint/mxfp4_quantize.h"
+#include "checkpoint/safetensors_writer.h"
+#include "checkpoint/weight_store.h"
 
 namespace kimi {
 

@@ -1,5 +1,5 @@
 // WeightStore implementation: single-file and sharded (index.json) checkpoints.
-#include "model/weight_store.h"
+#include "checkpoint/weight_store.h"
 
 #include <sys/stat.h>
 

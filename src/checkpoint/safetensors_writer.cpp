@@ -1,5 +1,5 @@
 // SafetensorsWriter implementation.
-#include "model/safetensors_writer.h"
+#include "checkpoint/safetensors_writer.h"
 
 #include <algorithm>
 #include <cstdio>

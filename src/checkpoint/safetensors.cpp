@@ -1,5 +1,5 @@
 // Safetensors parsing and validation (format: huggingface/safetensors README).
-#include "model/safetensors.h"
+#include "checkpoint/safetensors.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>

@@ -2,7 +2,7 @@
 // well-conditioned through all layers: projections N(0, 1/fan_in), output projections
 // halved, norms near 1, decays like trained KDA (A in [1, 16], softplus(dt_bias) in
 // [0.001, 0.1]), small router correction biases.
-#include "model/random_checkpoint.h"
+#include "checkpoint/random_checkpoint.h"
 
 #include <sys/stat.h>
 
@@ -17,8 +17,8 @@
 #include "core/rng.h"
 #include "core/thread_pool.h"
 #include "model/config.h"
-#include "model/mxfp4_quantize.h"
-#include "model/safetensors_writer.h"
+#include "checkpoint/mxfp4_quantize.h"
+#include "checkpoint/safetensors_writer.h"
 
 namespace kimi {
 

@@ -1,5 +1,5 @@
 // Weight slices for tensor parallelism (see weight_shard.h).
-#include "model/weight_shard.h"
+#include "checkpoint/weight_shard.h"
 
 #include <cstring>
 #include <string>

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "model/quant_config.h"
-#include "model/safetensors.h"
+#include "checkpoint/quant_config.h"
+#include "checkpoint/safetensors.h"
 
 namespace kimi {
 

@@ -8,7 +8,7 @@
 
 #include "core/tensor.h"
 #include "dist/comm.h"
-#include "model/weight_store.h"
+#include "checkpoint/weight_store.h"
 
 namespace kimi {
 

@@ -1,7 +1,7 @@
 // MXFP4 rounding rule (see mxfp4_quantize.h).
 // ref: compressed-tensors quantization/utils/mxfp_utils.py (round_to_power_2, generate_mx_scales),
 // quantization/utils/fp4_utils.py (cast_to_fp4), compressors pack_fp4_to_uint8 (index + sign bit).
-#include "model/mxfp4_quantize.h"
+#include "checkpoint/mxfp4_quantize.h"
 
 #include <cmath>
 #include <cstring>

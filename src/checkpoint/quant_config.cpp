@@ -1,6 +1,6 @@
 // Parsing and module matching of compressed-tensors quantization configs (see quant_config.h).
 // ref: compressed-tensors utils/match.py (match_name, _match_class), vLLM compressed_tensors.py.
-#include "model/quant_config.h"
+#include "checkpoint/quant_config.h"
 
 #include <nlohmann/json.hpp>
 #include <vector>

@@ -13,7 +13,7 @@
 #include "dist/comm.h"
 #include "engine_options.h"
 #include "model/kimi_model.h"
-#include "model/step_traffic.h"
+#include "bench/step_traffic.h"
 
 namespace kimi::app {
 

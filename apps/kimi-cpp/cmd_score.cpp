@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "engine_options.h"
 #include "model/kimi_model.h"
-#include "model/sequence_driver.h"
+#include "bench/sequence_driver.h"
 #include "run_options.h"
 
 namespace kimi::app {

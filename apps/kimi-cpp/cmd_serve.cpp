@@ -19,7 +19,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "engine_options.h"
-#include "model/step_traffic.h"
+#include "bench/step_traffic.h"
 #include "server/http_server.h"
 
 namespace kimi::app {

@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "model/sequence_driver.h"
+#include "bench/sequence_driver.h"
 #include "test_models.h"
 
 namespace kimi {

@@ -12,11 +12,11 @@
 
 #include "core/rng.h"
 #include "model/kimi_model.h"
-#include "model/mxfp4_quantize.h"
-#include "model/quantize_checkpoint.h"
-#include "model/safetensors_writer.h"
-#include "model/sequence_driver.h"
-#include "model/weight_store.h"
+#include "checkpoint/mxfp4_quantize.h"
+#include "checkpoint/quantize_checkpoint.h"
+#include "checkpoint/safetensors_writer.h"
+#include "bench/sequence_driver.h"
+#include "checkpoint/weight_store.h"
 #include "checkpoint_edit.h"
 #include "test_models.h"
 

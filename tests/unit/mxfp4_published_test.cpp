@@ -14,9 +14,9 @@
 
 #include "checkpoint_edit.h"
 #include "model/kimi_model.h"
-#include "model/quant_config.h"
-#include "model/sequence_driver.h"
-#include "model/weight_store.h"
+#include "checkpoint/quant_config.h"
+#include "bench/sequence_driver.h"
+#include "checkpoint/weight_store.h"
 #include "test_models.h"
 
 namespace kimi {

@@ -1,5 +1,5 @@
 // StepTraffic (see step_traffic.h).
-#include "model/step_traffic.h"
+#include "bench/step_traffic.h"
 
 #include <cmath>
 

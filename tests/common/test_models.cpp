@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/rng.h"
-#include "model/random_checkpoint.h"
+#include "checkpoint/random_checkpoint.h"
 
 namespace kimi::test {
 

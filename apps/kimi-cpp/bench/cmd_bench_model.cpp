@@ -2,7 +2,7 @@
 // engine step. Prefill tokens/s for each --prompt-lens (one step each); decode tokens/s for
 // each --batches × --contexts (B sequences with D cached tokens each, all decoding). For
 // every decode row: the bytes one step reads (weights the batch touches + KDA state + MLA
-// latents, model/step_traffic.h), the roofline step time at the bandwidth measured in the
+// latents, bench/step_traffic.h), the roofline step time at the bandwidth measured in the
 // same run, and the % of it achieved; for prefill, the % of the measured multiply-add peak.
 // --reps repetitions with min/median/max; a table, --json and --plot. --compare-torch then
 // runs the PyTorch eager bf16 baseline over the same matrix and reports the speedup per row.
@@ -24,7 +24,7 @@
 #include "core/rng.h"
 #include "engine_options.h"
 #include "machine_limits.h"
-#include "model/step_traffic.h"
+#include "bench/step_traffic.h"
 #include "progress.h"
 #include "torch_compare.h"
 

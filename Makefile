@@ -44,7 +44,7 @@ $(BUILD_ASAN)/build.ninja:
 	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKIMI_SANITIZE=ON
 
 build-asan: deps $(BUILD_ASAN)/build.ninja
-	cmake --build $(BUILD_ASAN) -j $(JOBS) --target loader_tests grammar_tests regex_tests
+	cmake --build $(BUILD_ASAN) -j $(JOBS) --target core_tests loader_tests grammar_tests regex_tests
 
 # Sanitized tests, then a short run of every fuzz target (FUZZ_TEST_SECONDS each), then the rest
 # (the 10-minute soak is `ctest -L soak`; the benchmarks are `make bench`).

@@ -1,7 +1,7 @@
 // Safetensors reader: an 8-byte little-endian header length, a JSON header (name →
 // {dtype, shape, data_offsets}), then the raw data. Tensors are views of the file's bytes. Every header is validated before use: size limits, dtypes,
 // shape × dtype = byte length, offsets inside the file, no overlaps. Errors name the file
-// and the tensor. (Fuzzed in tests/unit.) The bytes can also be read into huge pages (MappedFile).
+// and the tensor. (Tested in tests/checkpoint, fuzzed in fuzz/.) The bytes can also be read into huge pages (MappedFile).
 #pragma once
 #include <functional>
 #include <map>

@@ -9,7 +9,7 @@
 
 #include "core/rng.h"
 #include "dist/comm.h"
-#include "model/weight_shard.h"
+#include "checkpoint/weight_shard.h"
 #include "ops/ops.h"
 #include "test_models.h"
 

@@ -10,8 +10,8 @@
 
 #include "core/error.h"
 #include "model/kimi_model.h"
-#include "model/quantize_checkpoint.h"
-#include "model/weight_store.h"
+#include "checkpoint/quantize_checkpoint.h"
+#include "checkpoint/weight_store.h"
 #include "test_models.h"
 
 namespace kimi::test {

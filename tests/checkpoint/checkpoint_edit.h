@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/safetensors_writer.h"
+#include "checkpoint/safetensors_writer.h"
 
 namespace kimi::test {
 

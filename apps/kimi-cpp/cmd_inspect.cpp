@@ -1,6 +1,7 @@
 // `kimi-cpp inspect`: a model directory's config summary (with the Kimi-K3 building blocks
 // it switches on), layer map, parameter count, bytes, skipped non-text tensors, the bytes one
-// decode step must read, and the per-sequence cache sizes.
+// decode step must read, and the per-sequence cache sizes. `--tensors [--json]`: the tensor
+// manifest of the checkpoint (model/tensor_layout.h) instead.
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include "dist/comm.h"
 #include "engine_options.h"
 #include "model/kimi_model.h"
+#include "model/tensor_layout.h"
 #include "bench/step_traffic.h"
 
 namespace kimi::app {
@@ -27,11 +29,81 @@ std::string fmt_mib(double bytes) {
 
 namespace {
 double mib(double b) { return b / 1048576.0; }
+
+// One tensor the checkpoint holds, as `inspect --tensors` lists it.
+struct HeldTensor {
+    std::string name;
+    std::vector<int64_t> shape;
+    std::string dtype;
+    bool quantizable = false;
+    int split = -1;
+};
+
+std::vector<int64_t> shape_of(const Tensor& t) { return {t.shape.begin(), t.shape.begin() + t.rank}; }
+
+// The checkpoint's tensors by its tensor layout, in layout order and in the form stored (an
+// MXFP4 linear as its weight_packed and weight_scale), then whatever else the files hold
+// (vision tower, projector) with no split and not quantizable. A layout row the files lack is
+// an error, as it is for the loader.
+std::vector<HeldTensor> held_tensors(const std::string& dir) {
+    const ModelConfig c = load_model_config(dir);
+    const TensorLayout layout(c);
+    const WeightStore store(dir, WeightMemory::kMmapLazy);
+    std::map<std::string, Tensor> stored;
+    for (const auto& [name, t] : store.all_tensors()) stored.emplace(name, t);
+    std::vector<HeldTensor> out;
+    const auto take = [&](const std::string& name, bool quantizable, int split) {
+        const auto it = stored.find(name);
+        if (it == stored.end()) return false;
+        out.push_back({name, shape_of(it->second), dtype_name(it->second.dtype), quantizable, split});
+        stored.erase(it);
+        return true;
+    };
+    for (const TensorRow& r : layout.rows()) {
+        const std::string full = layout.prefix() + r.name;
+        if (take(full, r.quantizable(), r.split)) continue;
+        const std::string module = layout.prefix() + r.module();
+        if (r.is_linear() && take(module + ".weight_packed", true, r.split) && take(module + ".weight_scale", true, r.split))
+            continue;
+        throw Error(dir + ": tensor '" + full + "' is missing (the config implies it)");
+    }
+    for (const auto& [name, t] : stored) out.push_back({name, shape_of(t), dtype_name(t.dtype), false, -1});
+    return out;
+}
+
+int print_tensors(const std::string& dir, bool json) {
+    const std::vector<HeldTensor> rows = held_tensors(dir);
+    if (json) {
+        nlohmann::json a = nlohmann::json::array();
+        for (const HeldTensor& r : rows)
+            a.push_back({{"name", r.name},
+                         {"shape", r.shape},
+                         {"dtype", r.dtype},
+                         {"quantizable", r.quantizable},
+                         {"split", r.split < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.split)}});
+        std::printf("%s\n", a.dump(1).c_str());
+        return 0;
+    }
+    std::printf("%-64s %-20s %-5s %-11s %s\n", "name", "shape", "dtype", "quantizable", "split");
+    for (const HeldTensor& r : rows) {
+        std::string shape;
+        for (int64_t d : r.shape) shape += (shape.empty() ? "[" : ", ") + std::to_string(d);
+        std::printf("%-64s %-20s %-5s %-11s %s\n", r.name.c_str(), (shape.empty() ? std::string("[]") : shape + "]").c_str(), r.dtype.c_str(),
+                    r.quantizable ? "yes" : "no", r.split < 0 ? "-" : std::to_string(r.split).c_str());
+    }
+    std::printf("%zu tensors\n", rows.size());
+    return 0;
+}
 }  // namespace
 
 int cmd_inspect(int argc, char** argv) {
     ArgParser args("inspect", argc, argv);
     const std::string dir = args.required("--model");
+    if (args.flag("--tensors")) {
+        const bool json = args.flag("--json");
+        args.done();
+        return print_tensors(dir, json);
+    }
     const Shard shard = parse_shard_options(args);
     const bool check_weights = !args.flag("--skip-weight-check");
     args.done();

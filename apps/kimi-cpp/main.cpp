@@ -21,7 +21,7 @@ const Command kCommands[] = {
     {"chat",          kimi::app::cmd_chat,          "interactive multi-turn chat with the chat template"},
     {"score",         kimi::app::cmd_score,         "run one sequence, write the logits of every position"},
     {"make-model",    kimi::app::cmd_make_model,    "write a random checkpoint in the HF layout (+ tokenizer)"},
-    {"inspect",       kimi::app::cmd_inspect,       "print a model's config, layer map, sizes"},
+    {"inspect",       kimi::app::cmd_inspect,       "print a model's config, layer map, sizes (--tensors [--json]: its tensor manifest)"},
     {"quantize",      kimi::app::cmd_quantize,      "write an MXFP4 (compressed-tensors) copy of a checkpoint"},
     {"tokenize",      kimi::app::cmd_tokenize,      "text → token ids"},
     {"detokenize",    kimi::app::cmd_detokenize,    "token ids → text"},

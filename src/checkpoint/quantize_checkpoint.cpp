@@ -1,4 +1,5 @@
 // quantize_checkpoint (see quantize_checkpoint.h).
+// Which linears --targets selects comes from the tensor layout (model/tensor_layout.h).
 // ref: compressed-tensors match.py (targets/ignore), vLLM compressed_tensors MXFP4 scheme (layout).
 #include "checkpoint/quantize_checkpoint.h"
 
@@ -8,11 +9,11 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <regex>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "model/config.h"
+#include "model/tensor_layout.h"
 #include "checkpoint/mxfp4_quantize.h"
 #include "checkpoint/safetensors_writer.h"
 #include "checkpoint/weight_store.h"
@@ -23,26 +24,12 @@ namespace {
 namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
 
-bool is_router(const std::string& module) {
-    static const std::regex router(R"(.*block_sparse_moe\.gate$)");
-    return std::regex_match(module, router);
-}
-
-// What --targets selects, among the text model's linear layers (module = name without ".weight").
-bool targeted(const std::string& module, const std::string& targets) {
-    static const std::regex expert(R"(.*block_sparse_moe\.experts\.\d+\.w[123]$)");
-    static const std::regex shared(R"(.*block_sparse_moe\.shared_experts\.(gate|up|down)_proj$)");
-    if (std::regex_match(module, expert)) return true;
-    if (targets == "experts+shared" && std::regex_match(module, shared)) return true;
-    return targets == "all-linear" && !is_router(module);
-}
-
-// A linear of the text model (as the loader reads it, the router included): a 2-D `.weight`
-// that is not the embedding table; the vision tower and projector are not served.
-bool is_text_linear(const std::string& name, const Tensor& t) {
-    if (t.rank != 2 || name.size() < 7 || name.compare(name.size() - 7, 7, ".weight") != 0) return false;
-    if (name.rfind("vision_tower.", 0) == 0 || name.rfind("mm_projector.", 0) == 0) return false;
-    return name.find("embed_tokens.weight") == std::string::npos;
+// Whether --targets selects a linear of the given role: the routed experts always, the shared
+// experts from experts+shared on, every linear but the router with all-linear.
+bool targeted(TensorRole role, const std::string& targets) {
+    if (role == TensorRole::kRoutedExpert) return true;
+    if (role == TensorRole::kSharedExpert && targets == "experts+shared") return true;
+    return targets == "all-linear" && role != TensorRole::kRouter;
 }
 
 // The quantization_config of the output: K3's routed experts get the published block verbatim;
@@ -104,6 +91,12 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
     if (mc.quant.mxfp4) throw Error("quantize: " + in_dir + " is already quantized (its config has a quantization_config)");
     const WeightStore store(in_dir, WeightMemory::kMmapLazy);   // one pass; the input may exceed RAM
     const auto tensors = store.all_tensors();
+    const TensorLayout layout(mc);
+    // The text model's row of a stored tensor (the vision tower and projector have none).
+    const auto row_of = [&](const std::string& name) -> const TensorRow* {
+        if (name.compare(0, layout.prefix().size(), layout.prefix()) != 0) return nullptr;
+        return layout.find(name.substr(layout.prefix().size()));
+    };
 
     // Which linears become MXFP4.
     QuantizeReport plan;
@@ -112,9 +105,13 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
     uint64_t bytes_in = 0, bytes_out = 0;
     for (const auto& [name, t] : tensors) {
         bytes_in += t.nbytes();
-        const bool linear = is_text_linear(name, t);
+        const TensorRow* row = row_of(name);
+        const bool linear = row && row->is_linear();
+        if (linear && (t.rank != 2 || t.dim(0) != row->shape[0] || t.dim(1) != row->shape[1]))
+            throw Error("quantize: tensor '" + name + "' has shape " + shape_str(t) + ", the config implies [" +
+                        std::to_string(row->shape[0]) + ", " + std::to_string(row->shape[1]) + "]");
         const std::string module = linear ? name.substr(0, name.size() - 7) : "";
-        if (linear && targeted(module, targets) && t.dim(1) % kMxfp4Group == 0) {
+        if (linear && targeted(row->role, targets) && row->quantizable()) {
             plan.quantized.push_back(module);
             entries.push_back({module + ".weight_packed", DType::kU8, {t.dim(0), t.dim(1) / 2}});
             entries.push_back({module + ".weight_scale", DType::kU8, {t.dim(0), t.dim(1) / kMxfp4Group}});
@@ -124,7 +121,7 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
         }
         if (linear) {
             plan.ignored.push_back(module);
-            if (targeted(module, targets))
+            if (targeted(row->role, targets))
                 plan.notices.push_back(module + ": input width " + std::to_string(t.dim(1)) + " is not a multiple of 32; left as " +
                                        dtype_name(t.dtype));
         }

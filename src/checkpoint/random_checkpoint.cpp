@@ -17,6 +17,7 @@
 #include "core/rng.h"
 #include "core/thread_pool.h"
 #include "model/config.h"
+#include "model/tensor_layout.h"
 #include "checkpoint/mxfp4_quantize.h"
 #include "checkpoint/safetensors_writer.h"
 
@@ -127,6 +128,7 @@ struct Spec {
     DType dtype;
     std::vector<int64_t> shape;
     enum Kind { kLinear, kOutLinear, kEmbed, kNorm, kConv, kALog, kDtBias, kScoreBias, kVision } kind;
+    bool routed_expert = false;
     // kPacked / kScale: the MXFP4 form of the BF16 weight `dense` (its values drawn as they
     // would be for it, then quantized group by group).
     enum Form { kDense, kPacked, kScale } form = kDense;
@@ -142,8 +144,7 @@ std::vector<Spec> pack_experts(const std::vector<Spec>& dense) {
     size_t n_left = 0;
     std::string left;
     for (const Spec& sp : dense) {
-        const bool expert = sp.name.find(".experts.") != std::string::npos && sp.shape.size() == 2;
-        if (!expert) {
+        if (!sp.routed_expert) {
             out.push_back(sp);
             continue;
         }
@@ -154,8 +155,8 @@ std::vector<Spec> pack_experts(const std::vector<Spec>& dense) {
             continue;
         }
         const std::string module = sp.name.substr(0, sp.name.size() - 7);   // less ".weight"
-        out.push_back({module + ".weight_packed", DType::kU8, {rows, cols / 2}, sp.kind, Spec::kPacked, sp.name, cols});
-        out.push_back({module + ".weight_scale", DType::kU8, {rows, cols / kMxfp4Group}, sp.kind, Spec::kScale, sp.name, cols});
+        out.push_back({module + ".weight_packed", DType::kU8, {rows, cols / 2}, sp.kind, true, Spec::kPacked, sp.name, cols});
+        out.push_back({module + ".weight_scale", DType::kU8, {rows, cols / kMxfp4Group}, sp.kind, true, Spec::kScale, sp.name, cols});
     }
     if (n_left > 0)
         std::fprintf(stderr, "make-model: %zu expert weights stay BF16: input width not a multiple of 32, e.g. %s\n", n_left,
@@ -163,97 +164,27 @@ std::vector<Spec> pack_experts(const std::vector<Spec>& dense) {
     return out;
 }
 
-// Every tensor of the checkpoint, with the published dtypes of each model: Kimi Linear stores
-// A_log and dt_bias in F32, the rest (e_score_correction_bias included) in BF16; Kimi-K3
-// also keeps the conv weights, o_norm, the router bias and the model-level norms in F32.
+// Every tensor of the checkpoint: the text model's from its tensor layout (published names,
+// shapes and dtypes), then for K3 a few vision tower / projector tensors the text-model loader
+// must skip.
 std::vector<Spec> checkpoint_specs(const ModelConfig& c) {
     std::vector<Spec> s;
-    const std::string pre = c.tensor_prefix;
-    const bool k3 = c.is_k3_layout();
-    const DType small_f32 = k3 ? DType::kF32 : DType::kBF16;   // conv, o_norm, router bias, model norms
-    const int64_t d = c.hidden_size;
-    auto lin = [&](const std::string& n, int64_t out, int64_t in, Spec::Kind k = Spec::kLinear) {
-        s.push_back({pre + n, DType::kBF16, {out, in}, k});
-    };
-    auto vec = [&](const std::string& n, int64_t len, Spec::Kind k, DType t = DType::kBF16) { s.push_back({pre + n, t, {len}, k}); };
-    auto res = [&](const std::string& n, DType t) {   // AttnRes score pair
-        vec(n + "_norm.weight", d, Spec::kNorm, t);
-        lin(n + "_proj.weight", 1, d);
-        s.back().dtype = t;
-    };
-    s.push_back({pre + "model.embed_tokens.weight", DType::kBF16, {c.vocab_size, d}, Spec::kEmbed});
-    vec("model.norm.weight", d, Spec::kNorm, small_f32);
-    if (c.attn_res_block_size > 0) res("model.output_attn_res", small_f32);
-    if (!c.tie_word_embeddings) lin("lm_head.weight", c.vocab_size, d);
-    for (int64_t i = 0; i < c.n_layers; ++i) {
-        const std::string p = "model.layers." + std::to_string(i) + ".";
-        vec(p + "input_layernorm.weight", d, Spec::kNorm);
-        vec(p + "post_attention_layernorm.weight", d, Spec::kNorm);
-        if (c.attn_res_block_size > 0) {
-            res(p + "self_attention_res", DType::kBF16);
-            res(p + "mlp_res", DType::kBF16);
+    const TensorLayout layout(c);
+    for (const TensorRow& r : layout.rows()) {
+        Spec::Kind k = Spec::kLinear;
+        switch (r.role) {
+            case TensorRole::kEmbedding: k = Spec::kEmbed; break;
+            case TensorRole::kNorm: k = Spec::kNorm; break;
+            case TensorRole::kConv: k = Spec::kConv; break;
+            case TensorRole::kALog: k = Spec::kALog; break;
+            case TensorRole::kDtBias: k = Spec::kDtBias; break;
+            case TensorRole::kScoreBias: k = Spec::kScoreBias; break;
+            default: k = r.out_proj ? Spec::kOutLinear : Spec::kLinear;
         }
-        const std::string a = p + "self_attn.";
-        if (c.layer_kinds[size_t(i)] == LayerKind::kKda) {
-            const int64_t h = c.kda_heads, k = c.kda_head_dim, hk = h * k;
-            for (const char* n : {"q_proj", "k_proj", "v_proj"}) lin(a + n + ".weight", hk, d);
-            for (const char* n : {"q_conv1d", "k_conv1d", "v_conv1d"})
-                s.push_back({pre + a + n + ".weight", small_f32, {hk, 1, c.conv_kernel}, Spec::kConv});
-            lin(a + "f_a_proj.weight", k, d);
-            lin(a + "f_b_proj.weight", hk, k);
-            vec(a + "dt_bias", hk, Spec::kDtBias, DType::kF32);
-            if (k3)   // published as a vector padded to head_dim
-                s.push_back({pre + a + "A_log", DType::kF32, {std::max(h, k)}, Spec::kALog});
-            else
-                s.push_back({pre + a + "A_log", DType::kF32, {1, 1, h, 1}, Spec::kALog});
-            lin(a + "b_proj.weight", h, d);
-            if (c.kda_full_rank_gate) {
-                lin(a + "g_proj.weight", hk, d);
-            } else {
-                lin(a + "g_a_proj.weight", k, d);
-                lin(a + "g_b_proj.weight", hk, k);
-            }
-            vec(a + "o_norm.weight", k, Spec::kNorm, small_f32);
-            lin(a + "o_proj.weight", d, hk, Spec::kOutLinear);
-        } else {
-            const int64_t h = c.mla_heads;
-            if (c.q_lora_rank > 0) {
-                lin(a + "q_a_proj.weight", c.q_lora_rank, d);
-                vec(a + "q_a_layernorm.weight", c.q_lora_rank, Spec::kNorm);
-                lin(a + "q_b_proj.weight", h * c.mla_qk_dim(), c.q_lora_rank);
-            } else {
-                lin(a + "q_proj.weight", h * c.mla_qk_dim(), d);
-            }
-            lin(a + "kv_a_proj_with_mqa.weight", c.kv_lora_rank + c.qk_rope_dim, d);
-            vec(a + "kv_a_layernorm.weight", c.kv_lora_rank, Spec::kNorm);
-            lin(a + "kv_b_proj.weight", h * (c.qk_nope_dim + c.v_head_dim), c.kv_lora_rank);
-            if (c.mla_output_gate) lin(a + "g_proj.weight", h * c.v_head_dim, d);
-            lin(a + "o_proj.weight", d, h * c.v_head_dim, Spec::kOutLinear);
-        }
-        auto mlp = [&](const std::string& q, int64_t in, int64_t f, const char* g, const char* u, const char* dn) {
-            lin(q + g + ".weight", f, in);
-            lin(q + u + ".weight", f, in);
-            lin(q + dn + ".weight", in, f, Spec::kOutLinear);
-        };
-        if (c.is_moe_layer(i)) {
-            const std::string m = p + "block_sparse_moe.";
-            lin(m + "gate.weight", c.n_experts, d);
-            vec(m + "gate.e_score_correction_bias", c.n_experts, Spec::kScoreBias, small_f32);
-            const int64_t in = c.moe_expert_in_dim();
-            if (c.moe_latent_dim > 0) {
-                lin(m + "routed_expert_down_proj.weight", in, d);
-                if (c.moe_latent_norm) vec(m + "routed_expert_norm.weight", in, Spec::kNorm);
-                lin(m + "routed_expert_up_proj.weight", d, in, Spec::kOutLinear);
-            }
-            for (int64_t e = 0; e < c.n_experts; ++e)
-                mlp(m + "experts." + std::to_string(e) + ".", in, c.moe_intermediate_size, "w1", "w3", "w2");
-            if (c.n_shared_experts > 0)
-                mlp(m + "shared_experts.", d, c.moe_intermediate_size * c.n_shared_experts, "gate_proj", "up_proj", "down_proj");
-        } else {
-            mlp(p + "mlp.", d, c.intermediate_size, "gate_proj", "up_proj", "down_proj");
-        }
+        s.push_back({layout.prefix() + r.name, r.dtype, r.shape, k, r.role == TensorRole::kRoutedExpert});
     }
-    if (k3) {   // a few vision tower / projector tensors: the text-model loader must skip them
+    if (c.is_k3_layout()) {
+        const int64_t d = c.hidden_size;
         s.push_back({"vision_tower.patch_embed.proj.weight", DType::kBF16, {32, 3, 14, 14}, Spec::kVision});
         s.push_back({"vision_tower.encoder.blocks.0.attn.qkv.weight", DType::kBF16, {96, 32}, Spec::kVision});
         s.push_back({"vision_tower.encoder.final_layernorm.weight", DType::kF32, {32}, Spec::kVision});

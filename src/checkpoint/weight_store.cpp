@@ -137,8 +137,10 @@ void WeightStore::check_sample(const std::string& name, const Entry& e) const {
     }
 }
 
-Tensor WeightStore::get(const std::string& name, std::initializer_list<int64_t> shape) {
-    const Tensor want(nullptr, DType::kF32, shape);
+Tensor WeightStore::get(const std::string& name, std::span<const int64_t> shape) {
+    KIMI_CHECK(shape.size() <= 4, "rank > 4");
+    Tensor want;
+    for (int64_t v : shape) want.shape[size_t(want.rank++)] = v;
     const Entry& e = find(name, shape_str(want));
     if (want.rank != e.tensor.rank || want.shape != e.tensor.shape)
         throw Error(e.file->path() + ": tensor '" + prefix_ + name + "': shape " + shape_str(e.tensor) + ", expected " + shape_str(want));
@@ -163,7 +165,8 @@ Tensor WeightStore::linear(const std::string& module, int64_t out, int64_t in) {
                     ".weight_packed' (MXFP4) are present");
     if (!packed) {
         if (dense && quant_ && quant_->quantizes(full)) ++dense_but_targeted_[module_kind(module)];
-        return get(module + ".weight", {out, in});
+        const int64_t shape[2] = {out, in};
+        return get(module + ".weight", shape);
     }
     if (!quant_ || !quant_->quantizes(full))
         throw Error("tensor '" + full + ".weight_packed' is stored as MXFP4, but the config does not quantize module '" + full +
@@ -218,12 +221,16 @@ Tensor WeightStore::new_like(DType dt, std::initializer_list<int64_t> shape) {
 
 Tensor WeightStore::new_f32(std::initializer_list<int64_t> shape) { return new_like(DType::kF32, shape); }
 
-Tensor WeightStore::to_f32(const Tensor& src, std::initializer_list<int64_t> shape) {
-    Tensor t = new_f32(shape);
-    KIMI_CHECK(t.numel() == src.numel(), "to_f32: element count");
+Tensor WeightStore::to_f32(const Tensor& src) {
+    Tensor t = src;
+    t.dtype = DType::kF32;
+    owned_.emplace_back(new unsigned char[t.nbytes() + 64]());
+    t.data = owned_.back().get();
+    t.scale = nullptr;
     for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = element_f32(src, i);
     return t;
 }
+
 
 std::vector<std::pair<std::string, Tensor>> WeightStore::all_tensors() const {
     std::vector<std::pair<std::string, Tensor>> out;

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -42,7 +43,7 @@ public:
 
     // The tensor `name`, checked: present, float class (F32/BF16/F16), exactly `shape`.
     // Marks it used; finish() then rejects any tensor of the checkpoint never asked for.
-    Tensor get(const std::string& name, std::initializer_list<int64_t> shape);
+    Tensor get(const std::string& name, std::span<const int64_t> shape);
     // The same checks but any shape (the caller checks it, e.g. a padded vector).
     Tensor get_any_shape(const std::string& name);
     // The weight [out, in] of the linear layer `module` (name without ".weight"), in the form
@@ -76,7 +77,7 @@ public:
     // Load-time preparation buffers, owned by the store.
     Tensor new_f32(std::initializer_list<int64_t> shape);
     Tensor new_like(DType t, std::initializer_list<int64_t> shape);
-    Tensor to_f32(const Tensor& t, std::initializer_list<int64_t> shape);   // exact widening copy
+    Tensor to_f32(const Tensor& t);   // exact widening copy, same shape
 
     size_t n_files() const { return files_.size(); }
     uint64_t tensor_bytes() const;   // bytes of all checkpoint tensors

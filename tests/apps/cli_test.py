@@ -522,6 +522,91 @@ class K3Mxfp4(unittest.TestCase):
             self.assertTrue(json.load(fh))
 
 
+def safetensors_header(model_dir):
+    """{name: (shape, dtype)} of every tensor in a model directory, read from the files' headers."""
+    out = {}
+    for f in sorted(os.listdir(model_dir)):
+        if not f.endswith(".safetensors"):
+            continue
+        with open(os.path.join(model_dir, f), "rb") as fh:
+            n = int.from_bytes(fh.read(8), "little")
+            hdr = json.loads(fh.read(n))
+        for name, v in hdr.items():
+            if name != "__metadata__":
+                out[name] = (v["shape"], v["dtype"])
+    return out
+
+
+class TensorManifest(unittest.TestCase):
+    """inspect --tensors --json names exactly the tensors a checkpoint holds (names, shapes and
+    dtypes from the safetensors headers), in Kimi Linear, K3, K3 with MXFP4 experts and sharded
+    form, with each row's quantizable flag and tensor-parallel split axis."""
+
+    def manifest(self, d):
+        rc, out, err = run("inspect", "--model", d, "--tensors", "--json")
+        self.assertEqual(rc, 0, err)
+        rows = json.loads(out)
+        for r in rows:
+            self.assertEqual(set(r), {"name", "shape", "dtype", "quantizable", "split"})
+        self.assertEqual(len({r["name"] for r in rows}), len(rows))
+        self.assertEqual({r["name"]: (r["shape"], r["dtype"]) for r in rows}, safetensors_header(d))
+        return {r["name"]: r for r in rows}
+
+    def test_kimi_linear(self):
+        m = self.manifest(MODEL)
+        self.assertEqual(m["model.layers.0.self_attn.q_proj.weight"]["split"], 0)
+        self.assertEqual(m["model.layers.0.self_attn.o_proj.weight"]["split"], 1)
+        self.assertEqual(m["model.layers.0.self_attn.A_log"]["split"], 2)
+        self.assertIsNone(m["model.layers.0.input_layernorm.weight"]["split"])
+        self.assertIsNone(m["model.layers.1.block_sparse_moe.gate.weight"]["split"])
+        self.assertFalse(m["model.layers.1.block_sparse_moe.gate.weight"]["quantizable"])
+        self.assertTrue(m["model.layers.1.block_sparse_moe.experts.0.w2.weight"]["quantizable"])
+        self.assertEqual(m["model.layers.1.block_sparse_moe.experts.0.w2.weight"]["split"], 1)
+        self.assertFalse(m["model.embed_tokens.weight"]["quantizable"])
+        rc, text, err = run("inspect", "--model", MODEL, "--tensors")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("%d tensors" % len(m), text)
+
+    def test_k3_mxfp4_and_shards(self):
+        d = os.path.join(WORK, "k3-manifest")
+        rc, _, err = run("make-model", "--preset", "k3-tiny", "--seed", "2", "--out", d, "--quiet", "--mxfp4-experts",
+                         "--max-shard-size", "1", "--set", "text_config.vocab_size=8448")
+        self.assertEqual(rc, 0, err)
+        self.assertGreater(len([f for f in os.listdir(d) if f.endswith(".safetensors")]), 1)
+        m = self.manifest(d)
+        # w2's input (moe_intermediate_size 32) is MXFP4; w1/w3's (the 48-wide latent) stay BF16
+        pre = "language_model.model.layers.1.block_sparse_moe.experts.0."
+        self.assertFalse(pre + "w2.weight" in m)
+        self.assertTrue(m[pre + "w2.weight_packed"]["quantizable"])
+        self.assertEqual(m[pre + "w2.weight_scale"]["split"], 1)
+        self.assertEqual(m[pre + "w1.weight"]["dtype"], "BF16")
+        self.assertFalse(m[pre + "w1.weight"]["quantizable"])
+        self.assertIsNone(m["vision_tower.patch_embed.proj.weight"]["split"])
+        self.assertFalse(m["vision_tower.patch_embed.proj.weight"]["quantizable"])
+        self.assertEqual(m["language_model.model.layers.0.self_attn.A_log"]["split"], 0)   # padded vector
+
+    def test_missing_tensor_is_named(self):
+        d = os.path.join(WORK, "manifest-missing")
+        shutil.copytree(MODEL, d)
+        rc, _, err = run("inspect", "--model", d, "--tensors", "--json")
+        self.assertEqual(rc, 0, err)
+        with open(os.path.join(d, "config.json")) as fh:
+            cfg = json.load(fh)
+        cfg["tie_word_embeddings"] = True   # the file still holds lm_head: listed as an extra tensor
+        with open(os.path.join(d, "config.json"), "w") as fh:
+            json.dump(cfg, fh)
+        self.assertIn("lm_head.weight", self.manifest(d))
+        cfg["tie_word_embeddings"] = False
+        cfg["num_hidden_layers"] = 5   # a layer the files lack
+        cfg["linear_attn_config"]["kda_layers"] = [1, 2, 3, 5]
+        with open(os.path.join(d, "config.json"), "w") as fh:
+            json.dump(cfg, fh)
+        rc, _, err = run("inspect", "--model", d, "--tensors")
+        self.assertEqual(rc, 1)
+        self.assertIn("model.layers.4.", err)
+        self.assertIn("missing", err)
+
+
 class K3(unittest.TestCase):
     """A k3-tiny checkpoint (published K3 layout) through every local command."""
 

@@ -11,15 +11,15 @@ MODEL_DIR  ?= models/$(MODEL_PRESET)
 
 # Debian packages: compiler + build, libraries, test tooling (see README "Dependencies").
 DEB_PKGS := g++ cmake ninja-build pkg-config git \
-            nlohmann-json3-dev libpcre2-dev libcpp-httplib-dev libgtest-dev openmpi-bin libopenmpi-dev \
-            python3 python3-numpy python3-torch python3-jinja2 python3-jsonschema clang libclang-rt-14-dev
+            nlohmann-json3-dev libcpp-httplib-dev libgtest-dev openmpi-bin libopenmpi-dev \
+            python3 python3-numpy python3-torch python3-jinja2 python3-jsonschema clang libclang-rt-14-dev clang-format
 # node + npm: any install on PATH will do (a machine may carry a non-Debian Node.js whose
 # bundled npm conflicts with Debian's npm package); otherwise Debian's packages.
 NODE_PKGS := nodejs npm
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build build-asan test test-fast serve bench clean
+.PHONY: all deps build build-kimi build-asan test test-fast serve bench clean
 
 all: build
 
@@ -39,6 +39,10 @@ $(BUILD)/build.ninja:
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
+# The kimi-cpp binary alone (what `make serve` needs), no test executables.
+build-kimi: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target kimi-cpp
+
 # The loader and grammar tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
 $(BUILD_ASAN)/build.ninja:
 	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKIMI_SANITIZE=ON
@@ -53,6 +57,11 @@ test: build build-asan build-fuzz
 	ctest --test-dir $(BUILD_ASAN) -L sanitize --output-on-failure
 	python3 fuzz/run.py $(BUILD_FUZZ) $(FUZZ_TEST_SECONDS) $(BUILD_FUZZ)/fuzz-test.json --parallel $(JOBS)
 	ctest --test-dir $(BUILD) -LE 'slow|sanitize|soak' --output-on-failure -j $(JOBS)
+
+# The inner loop: the C++ suites (ops, model, golden, loader, runtime, grammar, chat, dist) without
+# the sanitizers, fuzzing, the tokenizer oracles and the end-to-end CLI and HTTP tests.
+test-fast: build
+	ctest --test-dir $(BUILD) -L 'unit|ops|model|golden|chat' -LE 'slow|sanitize|soak' --output-on-failure -j $(JOBS)
 
 # libFuzzer targets (fuzz/, clang + ASan + UBSan): `make fuzz` runs each for FUZZ_SECONDS on a copy
 # of its seed corpus; crash inputs land in $(BUILD_FUZZ)/fuzz-crashes/, the summary in fuzz-results.json.
@@ -69,7 +78,7 @@ build-fuzz: deps $(BUILD_FUZZ)/build.ninja
 fuzz: build-fuzz
 	python3 fuzz/run.py $(BUILD_FUZZ) $(FUZZ_SECONDS) $(BUILD_FUZZ)/fuzz-results.json --parallel $(FUZZ_JOBS)
 
-$(MODEL_DIR)/config.json: | build
+$(MODEL_DIR)/config.json: | build-kimi
 	$(KIMI) make-model --out $(MODEL_DIR) --preset $(MODEL_PRESET) --seed 0
 
 # The OpenAI-compatible server on the embedded tiny model (MODEL_PRESET=k3-tiny for Kimi-K3;
@@ -77,7 +86,7 @@ $(MODEL_DIR)/config.json: | build
 HOST       ?= 127.0.0.1
 PORT       ?= 8000
 SERVE_ARGS ?=
-serve: build $(MODEL_DIR)/config.json
+serve: build-kimi $(MODEL_DIR)/config.json
 	$(KIMI) serve --model $(MODEL_DIR) --served-model-name kimi-$(MODEL_PRESET) --host $(HOST) --port $(PORT) $(SERVE_ARGS)
 
 # Benchmarks (never fail on speed): machine limits into bench/results/, then the slow ctest targets.
@@ -109,4 +118,4 @@ bench: build $(BENCH_MODEL)/config.json $(BENCH_K3_MODEL)/config.json
 	ctest --test-dir $(BUILD) -L slow --output-on-failure
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)

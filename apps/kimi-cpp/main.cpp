@@ -28,7 +28,7 @@ const Command kCommands[] = {
     {"chat-template", kimi::app::cmd_chat_template, "render a conversation (or a request) with the model's chat format"},
     {"chat-parse",    kimi::app::cmd_chat_parse,    "parse generated text into reasoning, content and tool calls"},
     {"eval",          kimi::app::cmd_eval,          "evaluations: eval gsm8k, eval compare A.jsonl B.jsonl (exact McNemar)"},
-    {"bench",         kimi::app::cmd_bench,         "benchmarks: bench decode (direct/copy A/B), bench serve (load generator), bench tokenizer"},
+    {"bench",         kimi::app::cmd_bench,         "benchmarks: bench decode (direct/copy A/B), serve (load generator), machine (bandwidth and compute limits), model (llama-bench matrix vs the roofline), tokenizer"},
 };
 
 void usage(FILE* f) {

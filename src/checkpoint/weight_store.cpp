@@ -244,10 +244,4 @@ uint64_t WeightStore::tensor_bytes() const {
     return n;
 }
 
-int64_t WeightStore::n_params() const {
-    int64_t n = 0;
-    for (const auto& [name, e] : tensors_) n += e.tensor.numel();
-    return n;
-}
-
 }  // namespace kimi

@@ -82,7 +82,6 @@ public:
     size_t n_files() const { return files_.size(); }
     uint64_t tensor_bytes() const;   // bytes of all checkpoint tensors
     uint64_t bytes_used() const { return bytes_used_; }   // bytes of the tensors checked so far
-    int64_t n_params() const;        // elements of all checkpoint tensors
 
 private:
     struct Entry {

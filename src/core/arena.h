@@ -27,7 +27,6 @@ public:
     // that block is touched here, so its pages fault in between steps, not during one.
     // Blocks of 2 MiB and more are 2 MiB-aligned and asked for transparent huge pages.
     void reset();
-    size_t high_water() const { return high_water_; }
 
 private:
     struct Free {

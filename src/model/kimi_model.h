@@ -33,7 +33,6 @@ public:
 
     const ModelConfig& config() const { return cfg_; }
     // The config of this rank's part: cfg_ with its own KDA and MLA head counts.
-    const ModelConfig& local_config() const { return local_; }
     const Shard& shard() const { return shard_; }
     const ModelWeights& weights() const { return weights_; }
     const WeightStore& store() const { return *store_; }

@@ -113,7 +113,6 @@ struct Cursor {
 
 }  // namespace
 
-const char* pattern_name(Pattern p) { return p == Pattern::kimi ? "kimi" : "o200k"; }
 
 const char* pattern_regex(Pattern p) {
     if (p == Pattern::kimi)

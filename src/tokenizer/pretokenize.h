@@ -22,7 +22,6 @@ namespace kimi::tok {
 
 enum class Pattern { kimi, o200k };
 
-const char* pattern_name(Pattern p);
 const char* pattern_regex(Pattern p);   // the pat_str this matcher implements, verbatim
 
 class Splitter {

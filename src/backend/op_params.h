@@ -1,4 +1,4 @@
-// Parameter structs of the ops (ops/ops.h): how per-sequence state, sequence spans, the
+// Parameter structs of the ops (op_table.h): how per-sequence state, sequence spans, the
 // paged latent cache and MoE routing options are described to a kernel. Integers and
 // pointers only; they live here so backend kernels need nothing above the backend layer.
 #pragma once

@@ -1,5 +1,6 @@
-// Op contracts: every shape/dtype rule of ops.h is checked here, once, then the CPU kernel
-// runs. A violated contract is a programmer error (KIMI_CHECK aborts with file:line).
+// Op contracts: every shape/dtype rule of the op table (backend/op_table.h) is checked here,
+// once, then the CPU kernel runs. A violated contract is a programmer error (KIMI_CHECK aborts
+// with file:line).
 #include "ops/ops.h"
 
 #include "backend/cpu/cpu_ops.h"

@@ -155,7 +155,7 @@ TEST_P(Mxfp4Ops, ProductsMatchTheReference) {
             for (auto& v : x) v = float(rng.normal());
             Tensor xt(x.data(), DType::kF32, {t, in}), yt(y.data(), DType::kF32, {t, out}), yrt(yr.data(), DType::kF32, {t, out});
             ops::matmul(r.ex, xt, w.t, p, yt);
-            ref::matmul(xt, w.t, p, yrt);
+            ref::matmul(r.ex, xt, w.t, p, yrt);
             EXPECT_LT(rel_err(y, yr), 2e-6) << "T=" << t << " I=" << in << " O=" << out << (p == Precision::kBF16 ? " bf16" : " f32");
             // the f32 path equals the product with the dequantized weights, as widened BF16
             if (p == Precision::kF32) {
@@ -271,7 +271,7 @@ TEST_P(Mxfp4Ops, ExtremeScalesAreExact) {
                 Tensor xt(x.data(), DType::kF32, {t, in}), yt(y.data(), DType::kF32, {t, out}), yrt(yr.data(), DType::kF32, {t, out});
                 Tensor ypt(y_plain.data(), DType::kF32, {t, out});
                 ops::matmul(r.ex, xt, w.t, p, yt);
-                ref::matmul(xt, w.t, p, yrt);
+                ref::matmul(r.ex, xt, w.t, p, yrt);
                 ops::matmul(r.ex, xt, plain.t, p, ypt);
                 for (int64_t r0 = 0; r0 < t; ++r0)
                     for (int64_t o = 0; o < out; ++o) {

@@ -90,14 +90,6 @@ Isa matmul_isa() {
     return isa;
 }
 
-const char* isa_name(Isa isa) {
-    switch (isa) {
-        case Isa::kAvx512: return "avx512";
-        case Isa::kAvx2: return "avx2";
-        default: return "scalar";
-    }
-}
-
 bool use_avx512() { return matmul_isa() == Isa::kAvx512; }
 
 bool use_avx512_bf16() { return use_avx512() && cpu_features().avx512bf16; }

@@ -1,4 +1,6 @@
-// Scalar reference ops (see ref_ops.h). Formulas: docs/model.md#kda, docs/model.md#mla, docs/model.md#moe.
+// Scalar reference ops (see ref_ops.h), in the order of the op table. Every element is
+// computed in double from the definition and rounded once to f32; the Exec is never used.
+// Formulas: docs/model.md#kda, docs/model.md#mla, docs/model.md#moe, docs/model.md#attnres.
 #include "backend/ref/ref_ops.h"
 
 #include <algorithm>
@@ -11,22 +13,52 @@ namespace kimi::ref {
 namespace {
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 double softplus(double x) { return x > 20.0 ? x : std::log1p(std::exp(x)); }
-}  // namespace
 
-void matmul(const Tensor& x, const Tensor& w, Precision p, Tensor& y) {
-    const int64_t n = x.dim(0), in = x.dim(1), out = w.dim(0);
-    for (int64_t t = 0; t < n; ++t)
+// y[t, o] = Σ_i x[t, i] · w[o, i] for n_rows rows of x (every ldx floats) into rows of y (every
+// ldy floats); x rounded to bf16 first in Precision::kBF16.
+void product_rows(const float* x, int64_t n_rows, int64_t ldx, const Tensor& w, Precision p, float* y, int64_t ldy) {
+    const int64_t out = w.dim(0), in = w.dim(1);
+    for (int64_t t = 0; t < n_rows; ++t)
         for (int64_t o = 0; o < out; ++o) {
             double acc = 0;
             for (int64_t i = 0; i < in; ++i) {
-                const float xv = x.f32()[t * in + i];
+                const float xv = x[t * ldx + i];
                 acc += double(p == Precision::kBF16 ? round_to_bf16(xv) : xv) * element_f32(w, o * in + i);
             }
-            y.f32()[t * out + o] = float(acc);
+            y[t * ldy + o] = float(acc);
         }
 }
 
-void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) {
+// Offset (in elements) of position `pos` of sequence b in the paged latent cache.
+int64_t latent_offset(const PagedLatents& cache, int64_t b, int64_t pos) {
+    const int32_t block = cache.block_tables[size_t(b * cache.max_blocks + pos / cache.block_size)];
+    return (int64_t(block) * cache.block_size + pos % cache.block_size) * cache.row_width;
+}
+}  // namespace
+
+// ---- matrix products
+
+void matmul(Exec&, const Tensor& x, const Tensor& w, Precision p, Tensor& y) {
+    product_rows(x.f32(), x.dim(0), x.dim(1), w, p, y.f32(), y.dim(1));
+}
+
+void matmul_strided(Exec&, const float* x, int64_t n_rows, int64_t ldx, const Tensor& w, Precision p, float* y,
+                    int64_t ldy) {
+    product_rows(x, n_rows, ldx, w, p, y, ldy);
+}
+
+void matmul_grouped(Exec&, const Tensor& x, std::span<const Tensor* const> ws, std::span<const int32_t> starts,
+                    Precision p, Tensor& y) {
+    const int64_t in = x.dim(1), out = y.dim(1);
+    for (size_t g = 0; g < ws.size(); ++g) {
+        if (starts[g] == starts[g + 1]) continue;   // an empty group's weight may be absent
+        product_rows(x.f32() + starts[g] * in, starts[g + 1] - starts[g], in, *ws[g], p, y.f32() + starts[g] * out, out);
+    }
+}
+
+// ---- normalizations
+
+void rms_norm(Exec&, const Tensor& x, const Tensor& w, float eps, Tensor& y) {
     const int64_t n = x.dim(0), d = x.dim(1);
     for (int64_t t = 0; t < n; ++t) {
         double ss = 0;
@@ -36,27 +68,7 @@ void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) {
     }
 }
 
-void causal_conv1d_silu(const Tensor& x, const Tensor& w, SlotState state, const SeqLayout& seqs, Tensor& y) {
-    const int64_t c_total = x.dim(1), width = w.dim(2);
-    for (size_t b = 0; b < seqs.slots.size(); ++b) {
-        float* st = state.base + int64_t(seqs.slots[b]) * state.slot_stride;
-        const int64_t t0 = seqs.seq_starts[b], t1 = seqs.seq_starts[b + 1];
-        for (int64_t c = 0; c < c_total; ++c) {
-            // history = the W-1 stored inputs followed by this sequence's new inputs
-            std::vector<double> hist;
-            for (int64_t i = 0; i < width - 1; ++i) hist.push_back(st[i * c_total + c]);
-            for (int64_t t = t0; t < t1; ++t) hist.push_back(x.f32()[t * c_total + c]);
-            for (int64_t t = t0; t < t1; ++t) {
-                double acc = 0;
-                for (int64_t i = 0; i < width; ++i) acc += element_f32(w, c * width + i) * hist[size_t(t - t0 + i)];
-                y.f32()[t * c_total + c] = float(acc * sigmoid(acc));
-            }
-            for (int64_t i = 0; i < width - 1; ++i) st[i * c_total + c] = float(hist[hist.size() - size_t(width - 1) + size_t(i)]);
-        }
-    }
-}
-
-void l2_norm_heads(Tensor& x, float eps, float scale) {
+void l2_norm_heads(Exec&, Tensor& x, float eps, float scale) {
     const int64_t rows = x.dim(0) * x.dim(1), k = x.dim(2);
     for (int64_t r = 0; r < rows; ++r) {
         double ss = 0;
@@ -66,14 +78,89 @@ void l2_norm_heads(Tensor& x, float eps, float scale) {
     }
 }
 
-void kda_gate(const Tensor& f, const Tensor& neg_exp_a, const Tensor& dt_bias, Tensor& g) {
+void gated_rms_norm(Exec&, const Tensor& x, const Tensor& w, const Tensor& z, float eps, Tensor& y) {
+    const int64_t rows = x.dim(0) * x.dim(1), v = x.dim(2);
+    for (int64_t r = 0; r < rows; ++r) {
+        double ss = 0;
+        for (int64_t i = 0; i < v; ++i) ss += double(x.f32()[r * v + i]) * x.f32()[r * v + i];
+        const double inv = 1.0 / std::sqrt(ss / double(v) + eps);
+        for (int64_t i = 0; i < v; ++i)
+            y.f32()[r * v + i] = float(x.f32()[r * v + i] * inv * element_f32(w, i) * sigmoid(z.f32()[r * v + i]));
+    }
+}
+
+// ---- element-wise
+
+void add_inplace(Exec&, Tensor& acc, const Tensor& a) {
+    for (int64_t i = 0; i < acc.numel(); ++i) acc.f32()[i] = float(double(acc.f32()[i]) + double(a.f32()[i]));
+}
+
+void embedding(Exec&, const Tensor& table, std::span<const int32_t> ids, Tensor& y) {
+    const int64_t d = table.dim(1);
+    for (size_t t = 0; t < ids.size(); ++t)
+        for (int64_t i = 0; i < d; ++i) y.f32()[int64_t(t) * d + i] = element_f32(table, int64_t(ids[t]) * d + i);
+}
+
+void sigmoid_inplace(Exec&, Tensor& x) {
+    for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = float(sigmoid(x.f32()[i]));
+}
+
+void mul_sigmoid_inplace(Exec&, Tensor& x, const Tensor& gate) {
+    for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = float(double(x.f32()[i]) * sigmoid(gate.f32()[i]));
+}
+
+void silu_mul(Exec&, const Tensor& gate, const Tensor& up, Tensor& y) {
+    for (int64_t i = 0; i < y.numel(); ++i) {
+        const double g = gate.f32()[i];
+        y.f32()[i] = float(g * sigmoid(g) * up.f32()[i]);
+    }
+}
+
+void situ_mul(Exec&, const Tensor& gate, const Tensor& up, float beta, float linear_beta, Tensor& y) {
+    for (int64_t i = 0; i < y.numel(); ++i) {
+        const double g = gate.f32()[i], u = up.f32()[i];
+        const double b = linear_beta > 0.0f ? double(linear_beta) * std::tanh(u / linear_beta) : u;
+        y.f32()[i] = float(double(beta) * std::tanh(g / beta) * sigmoid(g) * b);
+    }
+}
+
+// ---- KDA
+
+void causal_conv1d_silu(Exec&, const Tensor& x, const Tensor& w, SlotState state, const SeqLayout& seqs, Tensor& y) {
+    const int64_t c_total = x.dim(1), width = w.dim(2);
+    for (size_t b = 0; b < seqs.slots.size(); ++b) {
+        float* st = state.base + int64_t(seqs.slots[b]) * state.slot_stride;
+        const int64_t t0 = seqs.seq_starts[b], t1 = seqs.seq_starts[b + 1];
+        for (int64_t c = 0; c < c_total; ++c) {
+            // history = the W-1 stored inputs followed by this sequence's new inputs; the window
+            // after n tokens is hist[n, n + W-1)
+            std::vector<double> hist;
+            for (int64_t i = 0; i < width - 1; ++i) hist.push_back(st[i * c_total + c]);
+            for (int64_t t = t0; t < t1; ++t) hist.push_back(x.f32()[t * c_total + c]);
+            for (int64_t t = t0; t < t1; ++t) {
+                double acc = 0;
+                for (int64_t i = 0; i < width; ++i) acc += element_f32(w, c * width + i) * hist[size_t(t - t0 + i)];
+                y.f32()[t * c_total + c] = float(acc * sigmoid(acc));
+            }
+            for (const StateCapture& cap : seqs.captures) {
+                if (cap.seq != int32_t(b)) continue;
+                float* dst = state.base + int64_t(cap.slot) * state.slot_stride;
+                for (int64_t i = 0; i < width - 1; ++i) dst[i * c_total + c] = float(hist[size_t(cap.t + i)]);
+            }
+            for (int64_t i = 0; i < width - 1; ++i) st[i * c_total + c] = float(hist[size_t(t1 - t0 + i)]);
+        }
+    }
+}
+
+void kda_gate(Exec&, const Tensor& f, const Tensor& neg_exp_a, const Tensor& dt_bias, Tensor& g) {
     const int64_t n = f.dim(0), hk = f.dim(1), k = hk / neg_exp_a.numel();
     for (int64_t t = 0; t < n; ++t)
         for (int64_t c = 0; c < hk; ++c)
             g.f32()[t * hk + c] = float(double(neg_exp_a.f32()[c / k]) * softplus(double(f.f32()[t * hk + c]) + dt_bias.f32()[c]));
 }
 
-void kda_gate_lower_bound(const Tensor& f, const Tensor& neg_exp_a, const Tensor& dt_bias, float lower_bound, Tensor& g) {
+void kda_gate_lower_bound(Exec&, const Tensor& f, const Tensor& neg_exp_a, const Tensor& dt_bias, float lower_bound,
+                          Tensor& g) {
     const int64_t n = f.dim(0), hk = f.dim(1), k = hk / neg_exp_a.numel();
     for (int64_t t = 0; t < n; ++t)
         for (int64_t c = 0; c < hk; ++c) {
@@ -82,18 +169,15 @@ void kda_gate_lower_bound(const Tensor& f, const Tensor& neg_exp_a, const Tensor
         }
 }
 
-void mul_sigmoid_inplace(Tensor& x, const Tensor& gate) {
-    for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = float(double(x.f32()[i]) * sigmoid(gate.f32()[i]));
-}
-
-void kda_recurrent(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+void kda_recurrent(Exec&, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
                    SlotState state, const SeqLayout& seqs, Tensor& o) {
     const int64_t n_heads = q.dim(1), dk = q.dim(2), dv = v.dim(2);
     for (size_t b = 0; b < seqs.slots.size(); ++b)
         for (int64_t h = 0; h < n_heads; ++h) {
             float* sp = state.base + int64_t(seqs.slots[b]) * state.slot_stride + h * dk * dv;
             std::vector<double> s(sp, sp + dk * dv);
-            for (int64_t t = seqs.seq_starts[b]; t < seqs.seq_starts[b + 1]; ++t) {
+            const int64_t t0 = seqs.seq_starts[b];
+            for (int64_t t = t0; t < seqs.seq_starts[b + 1]; ++t) {
                 const int64_t row = t * n_heads + h;
                 std::vector<double> u(size_t(dv), 0.0);
                 for (int64_t d = 0; d < dk; ++d)
@@ -110,23 +194,33 @@ void kda_recurrent(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
                     }
                     o.f32()[row * dv + j] = float(acc);
                 }
+                for (const StateCapture& cap : seqs.captures)   // the state after the first cap.t tokens
+                    if (cap.seq == int32_t(b) && t - t0 + 1 == cap.t) {
+                        float* dst = state.base + int64_t(cap.slot) * state.slot_stride + h * dk * dv;
+                        for (int64_t i = 0; i < dk * dv; ++i) dst[i] = float(s[size_t(i)]);
+                    }
             }
             for (int64_t i = 0; i < dk * dv; ++i) sp[i] = float(s[size_t(i)]);
         }
 }
 
-void gated_rms_norm(const Tensor& x, const Tensor& w, const Tensor& z, float eps, Tensor& y) {
-    const int64_t rows = x.dim(0) * x.dim(1), v = x.dim(2);
-    for (int64_t r = 0; r < rows; ++r) {
-        double ss = 0;
-        for (int64_t i = 0; i < v; ++i) ss += double(x.f32()[r * v + i]) * x.f32()[r * v + i];
-        const double inv = 1.0 / std::sqrt(ss / double(v) + eps);
-        for (int64_t i = 0; i < v; ++i)
-            y.f32()[r * v + i] = float(x.f32()[r * v + i] * inv * element_f32(w, i) * sigmoid(z.f32()[r * v + i]));
-    }
+// ---- MLA
+
+void mla_cache_write(Exec&, const Tensor& latents, const PagedLatents& cache, std::span<const int32_t> seq_starts,
+                     std::span<const int32_t> n_past) {
+    const int64_t w = latents.dim(1);
+    for (size_t b = 0; b + 1 < seq_starts.size(); ++b)
+        for (int64_t t = seq_starts[b]; t < seq_starts[b + 1]; ++t) {
+            const int64_t off = latent_offset(cache, int64_t(b), n_past[b] + (t - seq_starts[b]));
+            for (int64_t i = 0; i < w; ++i) {
+                const float v = latents.f32()[t * w + i];
+                if (cache.base) cache.base[off + i] = v;
+                else cache.base_bf16[off + i] = f32_to_bf16(v);
+            }
+        }
 }
 
-void mla_attention(const Tensor& q_abs, const PagedLatents& cache, std::span<const int32_t> seq_starts,
+void mla_attention(Exec&, const Tensor& q_abs, const PagedLatents& cache, std::span<const int32_t> seq_starts,
                    std::span<const int32_t> n_past, float scale, Tensor& o_lat) {
     const int64_t n_heads = q_abs.dim(1), width = q_abs.dim(2), rank = o_lat.dim(2);
     for (size_t b = 0; b + 1 < seq_starts.size(); ++b)
@@ -137,8 +231,7 @@ void mla_attention(const Tensor& q_abs, const PagedLatents& cache, std::span<con
                 std::vector<double> s(static_cast<size_t>(ctx));
                 std::vector<std::vector<double>> rows(static_cast<size_t>(ctx));
                 for (int64_t j = 0; j < ctx; ++j) {
-                    const int32_t block = cache.block_tables[size_t(int64_t(b) * cache.max_blocks + j / cache.block_size)];
-                    const int64_t off = (int64_t(block) * cache.block_size + j % cache.block_size) * cache.row_width;
+                    const int64_t off = latent_offset(cache, int64_t(b), j);
                     for (int64_t i = 0; i < cache.row_width; ++i)
                         rows[size_t(j)].push_back(cache.base ? double(cache.base[off + i]) : double(bf16_to_f32(cache.base_bf16[off + i])));
                     double acc = 0;
@@ -157,14 +250,36 @@ void mla_attention(const Tensor& q_abs, const PagedLatents& cache, std::span<con
         }
 }
 
-void silu_mul(const Tensor& gate, const Tensor& up, Tensor& y) {
-    for (int64_t i = 0; i < y.numel(); ++i) {
-        const double g = gate.f32()[i];
-        y.f32()[i] = float(g * sigmoid(g) * up.f32()[i]);
+// ---- residual mixing and routing
+
+void attn_res_mix(Exec&, std::span<const Tensor* const> blocks, const Tensor& partial, const Tensor& score_w, float eps,
+                  Tensor& y) {
+    const int64_t n = partial.dim(0), d = partial.dim(1);
+    std::vector<const Tensor*> entries(blocks.begin(), blocks.end());
+    entries.push_back(&partial);
+    for (int64_t t = 0; t < n; ++t) {
+        std::vector<double> s;
+        for (const Tensor* e : entries) {
+            double ss = 0, dot = 0;
+            for (int64_t j = 0; j < d; ++j) {
+                const double v = e->f32()[t * d + j];
+                ss += v * v;
+                dot += v * score_w.f32()[j];
+            }
+            s.push_back(dot / std::sqrt(ss / double(d) + eps));
+        }
+        const double top = *std::max_element(s.begin(), s.end());
+        double total = 0;
+        for (double& v : s) total += (v = std::exp(v - top));
+        for (int64_t j = 0; j < d; ++j) {
+            double acc = 0;
+            for (size_t i = 0; i < entries.size(); ++i) acc += s[i] / total * entries[i]->f32()[t * d + j];
+            y.f32()[t * d + j] = float(acc);
+        }
     }
 }
 
-void moe_route(const Tensor& logits, const Tensor& bias, const RouteParams& p, Tensor& ids, Tensor& weights) {
+void moe_route(Exec&, const Tensor& logits, const Tensor& bias, const RouteParams& p, Tensor& ids, Tensor& weights) {
     const int64_t n = logits.dim(0), n_exp = logits.dim(1), per_group = n_exp / p.n_groups;
     for (int64_t t = 0; t < n; ++t) {
         std::vector<double> s(static_cast<size_t>(n_exp)), sel(static_cast<size_t>(n_exp));
@@ -194,40 +309,6 @@ void moe_route(const Tensor& logits, const Tensor& bias, const RouteParams& p, T
             ids.i32()[t * p.top_k + r] = int32_t(order[size_t(r)]);
             const double w = s[size_t(order[size_t(r)])];
             weights.f32()[t * p.top_k + r] = float((p.renormalize ? w / total : w) * p.scale);
-        }
-    }
-}
-
-void situ_mul(const Tensor& gate, const Tensor& up, float beta, float linear_beta, Tensor& y) {
-    for (int64_t i = 0; i < y.numel(); ++i) {
-        const double g = gate.f32()[i], u = up.f32()[i];
-        const double b = linear_beta > 0.0f ? double(linear_beta) * std::tanh(u / linear_beta) : u;
-        y.f32()[i] = float(double(beta) * std::tanh(g / beta) * sigmoid(g) * b);
-    }
-}
-
-void attn_res_mix(std::span<const Tensor* const> blocks, const Tensor& partial, const Tensor& score_w, float eps, Tensor& y) {
-    const int64_t n = partial.dim(0), d = partial.dim(1);
-    std::vector<const Tensor*> entries(blocks.begin(), blocks.end());
-    entries.push_back(&partial);
-    for (int64_t t = 0; t < n; ++t) {
-        std::vector<double> s;
-        for (const Tensor* e : entries) {
-            double ss = 0, dot = 0;
-            for (int64_t j = 0; j < d; ++j) {
-                const double v = e->f32()[t * d + j];
-                ss += v * v;
-                dot += v * score_w.f32()[j];
-            }
-            s.push_back(dot / std::sqrt(ss / double(d) + eps));
-        }
-        const double top = *std::max_element(s.begin(), s.end());
-        double total = 0;
-        for (double& v : s) total += (v = std::exp(v - top));
-        for (int64_t j = 0; j < d; ++j) {
-            double acc = 0;
-            for (size_t i = 0; i < entries.size(); ++i) acc += s[i] / total * entries[i]->f32()[t * d + j];
-            y.f32()[t * d + j] = float(acc);
         }
     }
 }

@@ -16,6 +16,9 @@ For each config below:
               median over positions of max_t|diff| / max_t|ref|   <= 0.1
               argmax agreement                                     >= 70 %
 
+Also: every tensor the reference reads is a row of the engine's tensor manifest (`inspect
+--tensors --json`) with the manifest's shape.
+
 On an f32 failure the reference is re-run with one plausible misreading at a time
 (diagnose) and the model is cut to its first n layers for n = 1..N to find the first layer
 where engine and reference part (bisect_layers).
@@ -665,13 +668,15 @@ def run_config(kimi, c, work, log):
     tok_s = ",".join(map(str, toks))
     t0 = time.time()
     dump = {}
+    W = ReadLog(W)
     ref = R.forward(cfg, W, toks, dump=dump)
     t_ref = time.time() - t0
+    n_read = check_reads_against_manifest(kimi, mdir, W, log)
     ref.astype("<f4").tofile(os.path.join(work, "ref.bin"))
     np.savez(os.path.join(work, "ref_dump.npz"), **dump)
     with open(os.path.join(work, "tokens.txt"), "w") as fh:
         fh.write(tok_s + "\n")
-    res = {"T": len(toks), "vocab": V, "t_ref": t_ref}
+    res = {"T": len(toks), "vocab": V, "t_ref": t_ref, "manifest_rows_read": n_read}
     for dt in ("f32", "bf16"):
         out = os.path.join(work, f"{dt}.bin")
         run([kimi, "score", "--model", mdir, "--tokens", tok_s, "--out", out, "--activation-dtype", dt], log)
@@ -682,6 +687,38 @@ def run_config(kimi, c, work, log):
     res["_mdir"] = mdir
     res["_toks"] = toks
     return res
+
+
+class ReadLog(dict):
+    """The reference's weights, remembering which names it read."""
+
+    def __init__(self, w):
+        super().__init__(w)
+        self.read = set()
+
+    def __getitem__(self, k):
+        self.read.add(k)
+        return super().__getitem__(k)
+
+
+def check_reads_against_manifest(kimi, mdir, W, log):
+    """Every tensor the reference read is a row of the engine's tensor manifest (`inspect --tensors
+    --json`), with the manifest's shape (an MXFP4 pair as the module's [out, in] weight, which is
+    what the reference dequantizes it into)."""
+    out = run([kimi, "inspect", "--model", mdir, "--tensors", "--json"], log)
+    shapes = {}
+    for r in json.loads(out.stdout):
+        name, shape = r["name"], r["shape"]
+        if name.endswith(".weight_packed"):
+            shapes[name[: -len("_packed")]] = [shape[0], shape[1] * 2]
+        elif not name.endswith(".weight_scale"):
+            shapes[name] = shape
+    for name in sorted(W.read):
+        if name not in shapes:
+            raise RuntimeError(f"the reference read {name}, which the engine's tensor manifest does not list")
+        if list(W[name].shape) != shapes[name]:
+            raise RuntimeError(f"{name}: the reference read shape {list(W[name].shape)}, the manifest says {shapes[name]}")
+    return len(W.read)
 
 
 def judge(c, res):

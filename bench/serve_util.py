@@ -1,28 +1,28 @@
 """Shared helpers of the `kimi-cpp serve` benchmarks (bench/prefix_cache.py, bench/structured_output.py).
 
-Standard library only. Holds: Server (one `kimi-cpp serve` on --port 0, its port read from its
-output, ready once /health is 200, stopped with SIGTERM then SIGKILL) with serve_cmd and stop_all;
+Standard library only. Holds: Server (one `kimi-cpp serve` on --port 0, a KimiServer of
+tests/common/kimi_server.py: its port read from its output, ready once /health is 200, stopped with
+SIGTERM then SIGKILL) with serve_cmd and stop_all (kimi_server's, also run at exit);
 the HTTP helpers request, server_version, metrics (the unlabelled /metrics samples), wait_idle and
 sse_events; machine_info (/proc/cpuinfo + `kimi-cpp bench machine`); the command-line checks
 check_inputs and exit_on_signals; and the report helpers order_for, fmt, quote, machine_line and
 model_line. Functions that print or fail take `prog`, the calling script's name, which prefixes
 their messages.
 """
-import collections
 import http.client
 import json
 import os
-import re
 import shlex
 import signal
 import subprocess
 import sys
-import threading
 import time
 
-LISTEN_RE = re.compile(r"serve: listening on http://127\.0\.0\.1:(\d+)")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "common"))
+import kimi_server  # noqa: E402
+from kimi_server import KimiServer, ServerError  # noqa: E402
 
-_SERVERS = []
+stop_all = kimi_server.stop_all      # stops every Server still running (also run at exit)
 
 
 def log(prog, msg):
@@ -53,97 +53,26 @@ def serve_cmd(args, extra=()):
     return cmd + shlex.split(args.serve_args)
 
 
-class Server:
-    """One `kimi-cpp serve` on --port 0 (the port is read from its stderr), ready once /health is 200."""
+class Server(KimiServer):
+    """One `kimi-cpp serve` on --port 0 (tests/common/kimi_server.py: the port is read from its
+    stderr), ready once /health is 200; a failed start stops it and exits with its output's tail."""
 
     def __init__(self, cmd, prog, startup_timeout):
         self.cmd = list(cmd)
         self.prog = prog
-        self.lines = collections.deque(maxlen=200)
-        self.cond = threading.Condition()
-        self.port = None
-        self.eof = 0
-        self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        _SERVERS.append(self)
-        self.readers = [threading.Thread(target=self._pump, args=(f,), daemon=True) for f in (self.proc.stdout, self.proc.stderr)]
-        for t in self.readers:
-            t.start()
-        self._wait_ready(startup_timeout)
-
-    def _pump(self, f):
-        for raw in iter(f.readline, b""):
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            with self.cond:
-                self.lines.append(line)
-                m = LISTEN_RE.search(line)
-                if m and self.port is None:
-                    self.port = int(m.group(1))
-                self.cond.notify_all()
-        with self.cond:
-            self.eof += 1
-            self.cond.notify_all()
+        try:
+            super().__init__(self.cmd, timeout=startup_timeout)
+        except ServerError as e:
+            raise SystemExit(f"{prog}: server ({' '.join(self.cmd)}) {e.why}\n"
+                             f"--- server output (tail) ---\n{self.log_tail()}")
 
     def log_tail(self):
-        with self.cond:
-            return "\n".join(self.lines)
-
-    def _fail(self, why):
-        self.stop()
-        raise SystemExit(f"{self.prog}: server ({' '.join(self.cmd)}) {why}\n--- server output (tail) ---\n{self.log_tail()}")
-
-    def _wait_ready(self, timeout):
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while self.port is None:
-                if self.eof == 2 or self.proc.poll() is not None:
-                    break
-                if time.monotonic() > deadline:
-                    break
-                self.cond.wait(0.2)
-        if self.port is None:
-            self._fail(f"exited with code {self.proc.poll()} before listening" if self.proc.poll() is not None
-                       else f"did not listen within {timeout:.0f} s")
-        while True:
-            if self.proc.poll() is not None:
-                self._fail(f"exited with code {self.proc.returncode} while loading")
-            try:
-                status, _ = request(self.port, "GET", "/health", timeout=10)
-                if status == 200:
-                    return
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                self._fail(f"/health not 200 within {timeout:.0f} s (--startup-timeout)")
-            time.sleep(0.2)
+        return self.output(tail_lines=200).rstrip("\n")
 
     def stop(self, timeout=60.0):
         """SIGTERM, then SIGKILL if it has not exited after timeout seconds."""
-        if self.proc.poll() is None:
-            try:
-                self.proc.send_signal(signal.SIGTERM)
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-            except OSError:
-                pass
-        for t in self.readers:
-            t.join(2)
-        if self in _SERVERS:
-            _SERVERS.remove(self)
+        super().stop(timeout)
         return self.proc.returncode
-
-
-def stop_all():
-    """Stops every Server still running (on any exit of a script)."""
-    for s in list(_SERVERS):
-        try:
-            s.stop(timeout=15)
-        except BaseException:
-            try:
-                s.proc.kill()
-            except OSError:
-                pass
 
 
 # ------------------------------------------------------------------------------------------------

@@ -6,12 +6,14 @@ Run as: cli_bench_test.py --kimi build/bin/kimi-cpp [unittest args]. Standard li
 import argparse
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from kimi_server import READY_RE, KimiServer  # noqa: E402
 
 KIMI = None
 WORK = None
@@ -28,21 +30,14 @@ def run(*args, timeout=300):
 def setUpModule():
     global WORK, MODEL, SERVER, URL
     WORK = tempfile.mkdtemp(prefix="kimi-bench-")
+    unittest.addModuleCleanup(shutil.rmtree, WORK, ignore_errors=True)   # also when this setup fails
     MODEL = os.path.join(WORK, "tiny")
     rc, _, err = run("make-model", "--preset", "tiny", "--seed", "2", "--out", MODEL)
     assert rc == 0, err
-    SERVER = subprocess.Popen([KIMI, "serve", "--model", MODEL, "--port", "0", "--served-model-name", "kimi-tiny",
-                               "--max-num-seqs", "8", "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    line = SERVER.stdout.readline().decode()
-    m = re.search(r"at (http://[0-9.]+:[0-9]+)", line)
-    assert m, line
-    URL = m.group(1)
-
-
-def tearDownModule():
-    SERVER.terminate()
-    SERVER.wait(timeout=30)
-    shutil.rmtree(WORK, ignore_errors=True)
+    SERVER = KimiServer([KIMI, "serve", "--model", MODEL, "--port", "0", "--served-model-name", "kimi-tiny",
+                         "--max-num-seqs", "8", "--quiet"], timeout=120, ready=READY_RE)
+    unittest.addModuleCleanup(SERVER.stop, 30)    # runs before the rmtree above
+    URL = SERVER.url
 
 
 class BenchDecode(unittest.TestCase):

@@ -14,7 +14,6 @@ import argparse
 import http.client
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -22,58 +21,34 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from kimi_server import KimiServer, ServerError  # noqa: E402
+
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMPI_MCA_rmaps_base_oversubscribe="1")
 
 
-def wait_serving(p, err_lines=None):
-    """The port of a starting `serve` once /health is 200 (None if it exited first); the
-    stderr lines read on the way go to err_lines."""
-    port = None
-    deadline = time.monotonic() + 120
-    while port is None and time.monotonic() < deadline:
-        line = p.stderr.readline()
-        if err_lines is not None:
-            err_lines.append(line)
-        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line or "")
-        if m:
-            port = int(m.group(1))
-        if not line and p.poll() is not None:
-            return None
-    while time.monotonic() < deadline:   # ready once /health is 200
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        try:
-            c.request("GET", "/health")
-            if c.getresponse().status == 200:
-                break
-        except OSError:
-            pass
-        finally:
-            c.close()
-        time.sleep(0.2)
-    return port
+def start_serving(cmd):
+    """A starting `serve` (any command: mpirun ... serve too) in its own process group, once
+    /health is 200 (within 120 s); signalled and stopped as a group."""
+    return KimiServer(cmd, env=ENV, timeout=120, new_session=True)
 
 
 def serve_once(cmd, body):
     """Starts a server, sends one completion, stops it (SIGTERM); the completion's text."""
-    p = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        port = wait_serving(p)
-        if port is None:
-            return None
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        srv = start_serving(cmd)
+    except ServerError:
+        return None
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=120)
         c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
         r = c.getresponse()
         out = json.loads(r.read())
         c.close()
         return out["choices"][0]["text"] if r.status == 200 else None
     finally:
-        os.killpg(p.pid, signal.SIGTERM)
-        try:
-            p.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
+        srv.stop(60)
 
 
 def rank_pids(root_pid):
@@ -99,19 +74,18 @@ def rank_pids(root_pid):
 def serve_kill_follower(cmd, body):
     """Starts `mpirun -np 2 ... serve`, opens a long stream, kills rank 1 (SIGKILL) mid-stream.
     Returns (the stream's last data events, rank 0's stderr, mpirun's exit code, seconds to exit)."""
-    p = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    err_lines = []
     try:
-        port = wait_serving(p, err_lines)
-        if port is None:
-            return None, "".join(err_lines), p.returncode, 0
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        srv = start_serving(cmd)
+    except ServerError as e:
+        return None, e.log, None, 0
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
         c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
         r = c.getresponse()
         events = []
         for _ in range(5):   # a few tokens in
             events.append(r.readline())
-        pids = rank_pids(p.pid)
+        pids = rank_pids(srv.proc.pid)
         if 1 not in pids:
             return None, "no rank 1 found: %r" % pids, None, 0
         os.kill(pids[1], signal.SIGKILL)
@@ -126,17 +100,11 @@ def serve_kill_follower(cmd, body):
         except (OSError, http.client.HTTPException):
             pass
         c.close()
-        try:
-            rc = p.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            rc = None
+        rc = srv.wait(30)    # once exited, its stderr has been read to the end
         took = time.monotonic() - t0
-        err_lines.append(p.stderr.read() if rc is not None else "")
-        return [e for e in events if e.startswith(b"data: ")][-3:], "".join(err_lines), rc, took
+        return [e for e in events if e.startswith(b"data: ")][-3:], srv.stderr_text(), rc, took
     finally:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
+        srv.kill()           # SIGKILL of what is left of the group
 
 
 def main():

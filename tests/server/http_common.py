@@ -1,8 +1,9 @@
 """Shared helpers of the `kimi-cpp serve` HTTP tests (standard library only).
 
 Used by http_test.py (the runner) and its test modules http_*.py, and by make_serve_test.py:
-  * Server: one `kimi-cpp serve` on --port 0 (the port it listens on is read from its stderr),
-    stdout/stderr collected; kill_all() / cleanup() end every server and temporary directory;
+  * Server: one `kimi-cpp serve` on --port 0, a KimiServer of tests/common/kimi_server.py (the port
+    it listens on is read from its stderr, stdout/stderr collected); kill_all() / cleanup() end every
+    server and temporary directory;
   * setup_shared(): the random tiny model and the shared server, made once for all modules;
   * request/get/post, SSE framing (open_stream, sse_events, stream), Prometheus parsing
     (parse_prometheus, metrics, wait_metrics, idle), request bodies and the error-JSON check.
@@ -13,135 +14,56 @@ KIMI (set by the runner), MODEL_DIR, VOCAB and MAIN (set by setup_shared()).
 import http.client
 import json
 import os
-import resource
 import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
-import threading
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from kimi_server import READY_RE, KimiServer, stop_all  # noqa: E402
 
 KIMI = None            # path of kimi-cpp (--kimi)
 MODEL_DIR = None       # the random tiny model, made once
 SERVED = "kimi-tiny"
 VOCAB = None           # the model's vocab_size (from config.json)
 MAIN = None            # the shared server (--max-model-len 4096)
-_SERVERS = []          # every server started, killed at exit
 TMPDIRS = []           # every temporary directory made, removed at exit
-
-READY_RE = re.compile(r"kimi\.cpp (\S+) serving '([^']*)' at http://127\.0\.0\.1:(\d+)")
-LISTEN_RE = re.compile(r"serve: listening on http://127\.0\.0\.1:(\d+)")
 
 
 # ----------------------------------------------------------------------------------------------
 # Servers
 # ----------------------------------------------------------------------------------------------
 
-class Server:
-    """One `kimi-cpp serve` process on --port 0; stdout/stderr collected by reader threads."""
+class Server(KimiServer):
+    """One `kimi-cpp serve` process on --port 0 (tests/common/kimi_server.py), ready once it prints
+    its banner; wait_line takes the list to search (self.out or self.err)."""
 
     def __init__(self, *extra, model=None, wait_ready=True, timeout=60.0, served=SERVED, env=None, address_space=None):
         named = ["--served-model-name", served] if served else []   # served=None: the server's default name
         self.served = served
-        self.args = [KIMI, "serve", "--model", model or MODEL_DIR, "--port", "0", *named, "--threads", "2", *extra]
-        self.out, self.err = [], []
-        self.cond = threading.Condition()
-        # address_space: an RLIMIT_AS in bytes, so that memory runs out at a known size
-        limit = (lambda: resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))) if address_space else None
-        self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env=dict(os.environ, **env) if env else None, preexec_fn=limit)
-        _SERVERS.append(self)
-        self.readers = [threading.Thread(target=self._pump, args=(self.proc.stdout, self.out), daemon=True),
-                        threading.Thread(target=self._pump, args=(self.proc.stderr, self.err), daemon=True)]
-        for t in self.readers:
-            t.start()
-        self.port = None
         self.version = None
-        m = self.wait_line(self.err, LISTEN_RE, timeout)
-        self.port = int(m.group(1))
-        if wait_ready:
-            self.wait_ready(timeout)
-
-    def _pump(self, f, lines):
-        for raw in iter(f.readline, b""):
-            with self.cond:
-                lines.append(raw.decode("utf-8", "replace"))
-                self.cond.notify_all()
-        with self.cond:
-            lines.append(None)        # EOF marker
-            self.cond.notify_all()
+        self.args = [KIMI, "serve", "--model", model or MODEL_DIR, "--port", "0", *named, "--threads", "2", *extra]
+        super().__init__(self.args, env=dict(os.environ, **env) if env else None, timeout=timeout,
+                         wait_ready=wait_ready, address_space=address_space, ready=READY_RE)
 
     def wait_line(self, lines, regex, timeout):
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while True:
-                for ln in lines:
-                    if ln is not None:
-                        m = regex.search(ln)
-                        if m:
-                            return m
-                if lines and lines[-1] is None:
-                    raise AssertionError("server exited (rc %r) before printing %r\n%s" %
-                                         (self.proc.poll(), regex.pattern, self.log()))
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError("server did not print %r within %.0f s\n%s" % (regex.pattern, timeout, self.log()))
-                self.cond.wait(min(left, 0.5))
+        return super().wait_line(regex, timeout, "out" if lines is self.out else "err")
 
     def wait_ready(self, timeout=60.0):
-        m = self.wait_line(self.out, READY_RE, timeout)
+        m = super().wait_ready(timeout)
         self.version = m.group(1)
         assert self.served is None or m.group(2) == self.served, m.group(0)
         assert int(m.group(3)) == self.port, "ready line port %s != listening port %d" % (m.group(3), self.port)
 
-    def stdout_text(self):
-        with self.cond:
-            return "".join(ln for ln in self.out if ln is not None)
-
-    def log(self):
-        with self.cond:
-            return ("--- server stdout ---\n" + "".join(ln for ln in self.out if ln is not None) +
-                    "--- server stderr ---\n" + "".join(ln for ln in self.err if ln is not None))[-6000:]
-
-    def alive(self):
-        return self.proc.poll() is None
-
-    def send(self, sig):
-        if self.alive():
-            self.proc.send_signal(sig)
-
-    def wait(self, timeout):
-        """Exit code, or None if still running after timeout seconds."""
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return None
-
     def stop(self, sig=signal.SIGTERM, timeout=15.0):
-        self.send(sig)
-        rc = self.wait(timeout)
-        if rc is None:
-            self.kill()
-        return rc
-
-    def kill(self):
-        if self.alive():
-            self.proc.kill()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            pass
-        for t in self.readers:
-            t.join(2)
+        return super().stop(timeout, sig)
 
 
 def kill_all():
-    for s in _SERVERS:
-        try:
-            s.kill()
-        except Exception:
-            pass
+    stop_all(timeout=0)
 
 
 def make_model(seed=1, preset="tiny", extra=()):

@@ -14,19 +14,17 @@ server as 'kimi-tiny'), then:
 Exits non-zero on failure; whatever is left of the process group is killed in any case.
 """
 import argparse
-import http.client
 import json
 import os
 import re
 import signal
 import socket
-import subprocess
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from http_common import request  # noqa: E402
+from kimi_server import KimiServer, ServerError  # noqa: E402  (tests/common, put on sys.path by http_common)
 
 
 def free_port():
@@ -56,23 +54,6 @@ def group_pids(pgid):
     return out
 
 
-class Pump:
-    def __init__(self, f):
-        self.lines = []
-        self.lock = threading.Lock()
-        self.t = threading.Thread(target=self._run, args=(f,), daemon=True)
-        self.t.start()
-
-    def _run(self, f):
-        for raw in iter(f.readline, b""):
-            with self.lock:
-                self.lines.append(raw.decode("utf-8", "replace"))
-
-    def text(self):
-        with self.lock:
-            return "".join(self.lines)
-
-
 def http_request(port, method, path, body=None, timeout=60):
     """(status, body bytes) of one request on a fresh connection; body: a dict sent as JSON."""
     r = request(port, method, path, body, timeout=timeout)
@@ -99,49 +80,40 @@ def main():
     print("make_serve_test: %s (in %s)" % (" ".join(cmd), repo), flush=True)
 
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=repo, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
-    pgid = proc.pid             # a new session: make leads its own process group
-    out, err = Pump(proc.stdout), Pump(proc.stderr)
+    srv = None
     failures = []
 
     def log():
-        return ("--- make stdout ---\n%s--- make stderr ---\n%s" % (out.text()[-6000:], err.text()[-6000:]))
+        return ("--- make stdout ---\n%s--- make stderr ---\n%s" % (srv.stdout_text()[-6000:], srv.stderr_text()[-6000:]))
 
     def fail(msg):
         failures.append(msg)
         print("FAIL: " + msg, flush=True)
 
     try:
-        # 1. /health 200 on the port, within the timeout
-        ready = False
-        last = None
-        while time.monotonic() - t0 < args.timeout:
-            if proc.poll() is not None:
-                break
-            try:
-                status, body = http_request(port, "GET", "/health", timeout=5)
-                last = (status, body)
-                if status == 200:
-                    ready = True
-                    break
-            except (OSError, http.client.HTTPException) as e:
-                last = e
-            time.sleep(0.5)
+        # 1. kimi-cpp's listening line (through make's stderr), then /health 200 on it, within the
+        # timeout; in a new session: make leads its own process group, signalled and killed as a group
+        try:
+            srv = KimiServer(cmd, cwd=repo, env=env, timeout=args.timeout, wait_ready=False, new_session=True)
+            srv.wait_ready(max(1.0, args.timeout - (time.monotonic() - t0)))
+        except ServerError as e:
+            raise AssertionError("no GET /health 200 on port %d after %.0f s (make rc %r): %s\n%s" %
+                                 (port, time.monotonic() - t0, srv and srv.proc.poll(), e.why,
+                                  log() if srv else e.log))
+        pgid = srv.proc.pid      # make's process group
         t_ready = time.monotonic() - t0
-        if not ready:
-            raise AssertionError("no GET /health 200 on port %d after %.0f s (make rc %r, last %r)\n%s" %
-                                 (port, t_ready, proc.poll(), last, log()))
+        if srv.port != port:
+            fail("kimi-cpp listens on port %d, want %d (PORT=)" % (srv.port, port))
         print("make_serve_test: /health 200 after %.1f s" % t_ready, flush=True)
-        if json.loads(last[1]) != {"status": "ok"}:
-            fail("/health body %r" % last[1])
+        if json.loads(srv.ready_match) != {"status": "ok"}:
+            fail("/health body %r" % srv.ready_match)
 
         # 2. the banner: the URL and a curl example (printed once ready; give it a moment)
         url = "http://127.0.0.1:%d" % port
         deadline = time.monotonic() + 10
-        while "curl " not in out.text() and time.monotonic() < deadline:
+        while "curl " not in srv.stdout_text() and time.monotonic() < deadline:
             time.sleep(0.1)
-        text = out.text()
+        text = srv.stdout_text()
         m = re.search(r"kimi\.cpp \S+ serving '([^']*)' at (http://\S+)", text)
         if not m:
             fail("stdout has no 'kimi.cpp ... serving ... at URL' line\n" + log())
@@ -199,11 +171,11 @@ def main():
         if not servers:
             fail("no kimi-cpp serve process in make's process group: %r" % before)
         t_int = time.monotonic()
-        os.killpg(pgid, signal.SIGINT)
-        try:
-            rc = proc.wait(30)
+        srv.send(signal.SIGINT)    # to the whole group
+        rc = srv.wait(30)
+        if rc is not None:
             print("make_serve_test: make exited %d %.1f s after SIGINT" % (rc, time.monotonic() - t_int), flush=True)
-        except subprocess.TimeoutExpired:
+        else:
             fail("make still running 30 s after SIGINT\n" + log())
         deadline = time.monotonic() + 15
         left = {p: c for p, c in group_pids(pgid).items() if p in before}
@@ -215,7 +187,7 @@ def main():
         for p in servers:
             if os.path.exists("/proc/%d" % p) and p in group_pids(pgid):
                 fail("kimi-cpp (pid %d) still running after SIGINT" % p)
-        if "serve: stopped" not in err.text():
+        if "serve: stopped" not in srv.stderr_text():
             fail("kimi-cpp did not report a clean stop ('serve: stopped') after SIGINT\n" + log())
         try:
             socket.create_connection(("127.0.0.1", port), timeout=2).close()
@@ -225,14 +197,8 @@ def main():
     except AssertionError as e:
         fail(str(e))
     finally:
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            pass
+        if srv is not None:
+            srv.kill()             # SIGKILL of whatever is left of the process group
 
     dt = time.monotonic() - t0
     if failures:

@@ -1,7 +1,6 @@
 // ModelRunner implementation (see model_runner.h).
 #include "runtime/model_runner.h"
 
-#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -44,7 +43,7 @@ Tensor ModelRunner::execute(Exec& ex, const ScheduleOutput& plan, std::span<cons
             sample_reqs.push_back(&r);
         }
     }
-    if (lead_) send(0, max_blocks, captures);
+    if (lead_) send(RankMessage::kStep, max_blocks, captures);
     const ForwardBatch batch{ids_, starts_, past_, slots_, tables_, max_blocks, rows_, captures};
     ex.arena->reset();
     return model_.forward(ex, batch, storage_);
@@ -66,53 +65,30 @@ const int32_t* get(const int32_t* p, std::vector<T>& v) {
     return p + v.size() * (sizeof(T) / sizeof(int32_t));
 }
 
-// The runners of this process, in order: leading (rank 0) or joined (the other ranks).
-int32_t& lead_count() {
-    static int32_t n = 0;
-    return n;
-}
-int32_t& join_count() {
-    static int32_t n = 0;
-    return n;
-}
-struct Joined {
-    int32_t index;
-    ModelRunner* runner;
-    Exec* ex;
-};
-std::vector<Joined>& joined() {   // joined and not yet stopped
-    static std::vector<Joined> r;
-    return r;
-}
 }  // namespace
 
 void ModelRunner::lead(dist::Comm& comm) {
     lead_ = &comm;
-    index_ = lead_count()++;
+    index_ = RankGroup::process().lead();
     slot_ops_.reserve(1024);
     storage_.log_slot_ops(&slot_ops_);
 }
 
 void ModelRunner::join(Exec& ex) {
-    index_ = join_count()++;
-    joined().push_back({index_, this, &ex});
+    index_ = RankGroup::process().join(*this, ex);
 }
 
-// Message: kind (0 step, 1 stop), the runner's index, max_blocks, then each list as its length
-// and its items: slot ops, ids, starts, past, slots, tables, rows, captures.
-void ModelRunner::send(int32_t kind, int32_t max_blocks, std::span<const ops::StateCapture> captures) {
-    msg_.clear();
-    msg_.push_back(kind);
-    msg_.push_back(index_);
+// Payload (after the header: kind, the runner's index): max_blocks, then each list as its
+// length and its items: slot ops, ids, starts, past, slots, tables, rows, captures.
+void ModelRunner::send(RankMessage kind, int32_t max_blocks, std::span<const ops::StateCapture> captures) {
+    begin_rank_message(msg_, kind, index_);
     msg_.push_back(max_blocks);
     put(msg_, slot_ops_);
     for (const auto* v : {&ids_, &starts_, &past_, &slots_, &tables_, &rows_}) put(msg_, *v);
     captures_in_.assign(captures.begin(), captures.end());
     put(msg_, captures_in_);
     slot_ops_.clear();
-    int64_t n = int64_t(msg_.size());
-    lead_->broadcast(&n, sizeof n);
-    lead_->broadcast(msg_.data(), n * int64_t(sizeof(int32_t)));
+    send_rank_message(*lead_, msg_);
 }
 
 void ModelRunner::run_message(const int32_t* p, Exec& ex) {
@@ -126,26 +102,10 @@ void ModelRunner::run_message(const int32_t* p, Exec& ex) {
     model_.forward(ex, batch, storage_);
 }
 
-void ModelRunner::follow_all() {
-    dist::Comm& comm = dist::Comm::world();
-    std::vector<int32_t> msg;
-    while (!joined().empty()) {
-        int64_t n = 0;
-        comm.broadcast(&n, sizeof n);
-        msg.resize(size_t(n));
-        comm.broadcast(msg.data(), n * int64_t(sizeof(int32_t)));
-        KIMI_CHECK(n >= 3, "a malformed step message");
-        auto it = std::find_if(joined().begin(), joined().end(), [&](const Joined& j) { return j.index == msg[1]; });
-        KIMI_CHECK(it != joined().end(), "a step message for an unknown engine");
-        if (msg[0] == 1) joined().erase(it);
-        else it->runner->run_message(msg.data() + 2, *it->ex);
-    }
-}
-
 void ModelRunner::stop_followers() {
     if (!lead_) return;
     ids_.clear(), starts_.clear(), past_.clear(), slots_.clear(), tables_.clear(), rows_.clear();
-    send(1, 0, {});
+    send(RankMessage::kStop, 0, {});
     lead_ = nullptr;
     storage_.log_slot_ops(nullptr);
 }

@@ -13,6 +13,7 @@
 #include "cache/checkpoint_store.h"
 #include "dist/comm.h"
 #include "model/kimi_model.h"
+#include "runtime/rank_protocol.h"
 #include "runtime/scheduler.h"
 
 namespace kimi {
@@ -29,29 +30,26 @@ public:
     Tensor execute(Exec& ex, const ScheduleOutput& plan, std::span<const ops::StateCapture> captures,
                    std::vector<Request*>& sample_reqs);
 
-    // A model split over MPI ranks: rank 0 leads — before each forward it broadcasts the
-    // slot changes made since the last one (logged by the storage) and the batch — and every
-    // other rank follows: applies them and runs the same forward on its part of the model,
-    // until the leader stops them. A process may hold several engines (bench decode --ab, one
-    // after another in eval gsm8k --ab): runners are numbered in the order they lead (rank 0)
-    // or join (the others), which is the order both sides build them, and follow_all() serves
-    // every joined runner until each is stopped.
+    // A model split over MPI ranks (rank_protocol.h): rank 0 leads — before each forward it
+    // broadcasts the slot changes made since the last one (logged by the storage) and the
+    // batch — and every other rank joins RankGroup::process(), whose follow_all() applies them
+    // and runs the same forward on its part of the model, until the leader stops them.
     void lead(dist::Comm& comm);
     void join(Exec& ex);
-    static void follow_all();
     void stop_followers();
 
 private:
+    friend class RankGroup;   // runs the step messages on a following rank
     const KimiModel& model_;
     CacheStorage& storage_;
     const CacheManager& cache_;
     CheckpointStore* ckpt_;
-    void send(int32_t kind, int32_t max_blocks, std::span<const ops::StateCapture> captures);
-    void run_message(const int32_t* p, Exec& ex);   // a step message after its header
+    void send(RankMessage kind, int32_t max_blocks, std::span<const ops::StateCapture> captures);
+    void run_message(const int32_t* p, Exec& ex);   // a step message's payload (after its header)
 
     std::vector<int32_t> ids_, starts_, past_, slots_, tables_, rows_;
     dist::Comm* lead_ = nullptr;
-    int32_t index_ = -1;                     // among the runners of this process (split models)
+    int32_t index_ = -1;                     // in RankGroup::process() (split models)
     std::vector<SlotOp> slot_ops_;           // since the last forward (the leader's log)
     std::vector<int32_t> msg_;               // one step, flattened
     std::vector<ops::StateCapture> captures_in_;

@@ -1,0 +1,33 @@
+// CacheSizing: how big an engine's cache is — KDA state slots, MLA blocks and prefix-cache
+// checkpoints — worked out from the EngineConfig and the model's cache geometry, and the
+// startup line the commands print (docs/runtime.md "Cache"). On a model split over MPI ranks
+// every rank takes rank 0's sizes.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "model/kimi_model.h"
+#include "runtime/engine_config.h"
+
+namespace kimi {
+
+// What the engine sized its cache to (printed at start by the commands).
+struct CacheSizing {
+    int32_t n_slots = 0, n_blocks = 0, block_size = 0, max_model_len = 0;
+    int64_t slot_bytes = 0, block_bytes = 0;   // one slot (all KDA layers), one block (all MLA layers)
+    bool prefix_caching = false;
+    int32_t n_checkpoints = 0, checkpoint_interval = 0;   // KDA checkpoints of slot_bytes each
+    int64_t total_bytes() const { return int64_t(n_slots) * slot_bytes + int64_t(n_blocks) * block_bytes; }
+    int64_t cached_tokens() const { return int64_t(n_blocks) * block_size; }
+    std::string describe() const;
+};
+
+// The sizes for config `c` on model `m`. Throws kimi::Error on a bad limit or when the cache
+// or prefix-cache memory cannot hold what it must.
+CacheSizing size_cache(const KimiModel& m, const EngineConfig& c);
+
+// The prefix cache's default KDA checkpoint memory: eight checkpoints per sequence slot, at
+// most an eighth of the memory available now.
+int64_t default_prefix_cache_bytes(int64_t slot_bytes, int32_t max_num_seqs);
+
+}  // namespace kimi

@@ -1,0 +1,36 @@
+// EngineConfig: what an Engine is built with — threads, activation precision, batch limits,
+// cache sizes and the prefix cache (docs/runtime.md). The commands fill it from the runtime
+// flags; CacheSizing (cache_sizing.h) turns it into the cache's actual sizes.
+#pragma once
+#include <cstdint>
+
+#include "backend/exec.h"
+
+namespace kimi {
+
+struct EngineConfig {
+    int threads = 1;
+    Precision precision = Precision::kBF16;
+    AttnOutputMode attn_output = AttnOutputMode::kDirect;
+    int32_t max_num_seqs = 8;
+    int32_t max_num_batched_tokens = 256;
+    int32_t max_model_len = 0;        // 0: min(model_max_length, 4096)
+    int32_t block_size = 16;
+    bool kv_cache_bf16 = false;       // MLA latents stored as bf16 (half the cache bytes)
+    // MLA cache blocks: n_blocks if > 0 (tests); else as many as fit in cache_memory_bytes
+    // after the KDA state slots; else (both 0) enough for max_num_seqs full-length sequences.
+    int32_t n_blocks = 0;
+    int64_t cache_memory_bytes = 0;
+    // Prefix caching (docs/runtime.md): full MLA blocks named by the hash chain of their prefix;
+    // KDA state checkpoints at every multiple of prefix_checkpoint_interval tokens (rounded up
+    // to whole blocks; 0: kDefaultCheckpointInterval), at every prompt's last full block (and
+    // the one before its last token), and at each sequence's latest full block past its prompt —
+    // taken inside a step, so the
+    // schedule is unchanged — kept in prefix_cache_memory_bytes (0: default_prefix_cache_bytes()).
+    static constexpr int32_t kDefaultCheckpointInterval = 256;
+    bool enable_prefix_caching = true;
+    int32_t prefix_checkpoint_interval = 0;
+    int64_t prefix_cache_memory_bytes = 0;
+};
+
+}  // namespace kimi

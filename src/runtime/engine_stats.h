@@ -1,0 +1,35 @@
+// The engine's counters: EngineStepStats, what one step did (Engine::last_step(), the
+// commands' --step-stats), and EngineSnapshot, a consistent copy of every counter taken at the
+// end of each step for other threads (the server's /metrics).
+#pragma once
+#include <cstdint>
+
+namespace kimi {
+
+struct EngineStepStats {
+    int32_t n_seqs = 0, n_tokens = 0, n_prefill_tokens = 0, n_decode_seqs = 0;
+    int32_t n_running = 0, n_waiting = 0, n_preempted = 0;  // after scheduling
+    int32_t blocks_used = 0, slots_used = 0;
+    double step_ms = 0.0;
+    int64_t attn_output_copies = 0, heap_allocations = 0;   // forward pass, all threads
+    int64_t step_heap_allocations = 0;                      // the whole step (schedule → publish)
+};
+
+// A consistent, thread-safe copy of the engine's counters (for /metrics).
+struct EngineSnapshot {
+    int32_t n_running = 0, n_waiting = 0;
+    int32_t blocks_used = 0, blocks_total = 0, slots_used = 0, slots_total = 0;
+    int64_t steps = 0, prompt_tokens_computed = 0, generated_tokens = 0, preemptions = 0;
+    int64_t fair_preemptions = 0;   // sequences preempted to share the batch between client requests
+    int64_t attn_output_copies = 0, forward_heap_allocations = 0, step_heap_allocations = 0;
+    // Prefix cache: prompt tokens looked up and served at first admission, cached (ref 0) MLA
+    // blocks, KDA checkpoints resident / capacity and their bytes, checkpoints written.
+    int64_t prefix_queries = 0, prefix_hits = 0;
+    int32_t blocks_cached = 0, checkpoints = 0, checkpoints_total = 0;
+    int64_t checkpoint_bytes = 0, checkpoints_saved = 0;
+    // Memory the engine holds from start to end: the KV/state cache and the checkpoint capacity.
+    int64_t cache_bytes = 0, checkpoint_capacity_bytes = 0;
+    EngineStepStats last;
+};
+
+}  // namespace kimi

@@ -1,0 +1,115 @@
+// OutputProcessor implementation (see output_processor.h).
+#include "runtime/output_processor.h"
+
+#include <algorithm>
+#include <new>
+
+namespace kimi {
+
+OutputProcessor::OutputProcessor(int64_t vocab_size, int32_t eos_token_id, int32_t max_model_len)
+    : sampler_(vocab_size), vocab_(vocab_size), eos_(eos_token_id), max_model_len_(max_model_len) {}
+
+void OutputProcessor::postprocess(const Tensor& logits, std::span<Request* const> sample_reqs, LiveRequests& live,
+                                  Scheduler& sched) {
+    for (size_t i = 0; i < sample_reqs.size(); ++i) {
+        Request& r = *sample_reqs[i];
+        const uint64_t id = r.id;
+        LiveRequest& l = *live.at(id);
+        TokenEvent e;
+        e.cached_tokens = r.n_cached_tokens;
+        SampledToken tok;
+        if (!l.top_pool.empty()) {
+            tok.top = std::move(l.top_pool.back());
+            l.top_pool.pop_back();
+        }
+        const std::span<const float> row(logits.f32() + int64_t(i) * vocab_, size_t(vocab_));
+        if (!sample(l, row, tok)) {   // nothing can follow (no token can go on with the grammar)
+            sched.finish(&r, FinishReason::kStop);
+            publish_finish(l, FinishReason::kStop);
+            live.erase(id);
+            continue;
+        }
+        r.output.push_back(tok.token);
+        e.token = tok.token;
+        e.logprob = tok.logprob;
+        e.top = std::move(tok.top);
+        const FinishReason why = check_stop(l, tok.token, e);
+        e.finish = why;
+        e.time_ms = event_clock_ms() - l.t0_ms;
+        l.stream->push(std::move(e));
+        if (why != FinishReason::kNone) {
+            sched.finish(&r, why);
+            live.erase(id);
+        }
+    }
+}
+
+// Structured output: the unmasked draw when it is allowed and that is exact, else the masked one.
+bool OutputProcessor::sample(LiveRequest& l, std::span<const float> row, SampledToken& tok) {
+    Request& r = l.req;
+    if (!l.grammar) {
+        sampler_.sample(row, r.params, r.prompt, r.output, r.seed, r.output.size(), tok);
+        return true;
+    }
+    end_ids_.assign(r.params.stop_token_ids.begin(), r.params.stop_token_ids.end());
+    end_ids_.push_back(eos_);
+    if (Sampler::mask_can_wait(r.params)) {
+        sampler_.sample(row, r.params, r.prompt, r.output, r.seed, r.output.size(), tok);
+        if (l.grammar->try_accept(tok.token, end_ids_)) return true;
+    }
+    if (!l.grammar->mask(end_ids_, mask_)) return false;
+    sampler_.sample(row, r.params, r.prompt, r.output, r.seed, r.output.size(), tok, mask_, 1);
+    l.grammar->accept(tok.token);
+    return true;
+}
+
+FinishReason OutputProcessor::check_stop(LiveRequest& l, int32_t token, TokenEvent& e) const {
+    const Request& r = l.req;
+    if (l.text && l.text->push(token, e.text)) {
+        e.stop_index = l.text->stop_index();
+        return FinishReason::kStop;
+    }
+    const bool stop_id = std::find(r.params.stop_token_ids.begin(), r.params.stop_token_ids.end(), token) !=
+                         r.params.stop_token_ids.end();
+    FinishReason why = FinishReason::kNone;
+    // a grammar's end: its end-of-sequence finishes the request even with ignore_eos
+    if (((!r.params.ignore_eos || l.grammar) && token == eos_) || stop_id) why = FinishReason::kStop;
+    else if (int32_t(r.output.size()) >= r.params.max_tokens || r.num_tokens() >= max_model_len_) why = FinishReason::kLength;
+    if (why != FinishReason::kNone && l.text) l.text->finish(e.text);
+    return why;
+}
+
+void OutputProcessor::finish_aborted(Scheduler& sched, LiveRequests& live) const {
+    for (Request* r : sched.finished()) {
+        auto it = live.find(r->id);
+        publish_finish(*it->second, FinishReason::kAbort);
+        live.erase(it);
+    }
+    sched.finished().clear();
+}
+
+void OutputProcessor::fail_all(Scheduler& sched, LiveRequests& live, const std::string& why) const {
+    for (auto& [id, l] : live) {
+        sched.finish(&l->req, FinishReason::kAbort);
+        TokenEvent e;
+        e.finish = FinishReason::kAbort;
+        e.error = why;
+        e.time_ms = event_clock_ms() - l->t0_ms;
+        try {
+            l->stream->push(std::move(e));
+        } catch (const std::bad_alloc&) {   // its events were reserved at submission; the consumer still sees the end
+        }
+    }
+    live.clear();
+}
+
+void OutputProcessor::publish_finish(LiveRequest& l, FinishReason why) {
+    TokenEvent e;
+    e.finish = why;
+    if (l.text) l.text->finish(e.text);
+    e.time_ms = event_clock_ms() - l.t0_ms;
+    e.cached_tokens = l.req.n_cached_tokens;
+    l.stream->push(std::move(e));
+}
+
+}  // namespace kimi

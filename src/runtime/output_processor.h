@@ -1,0 +1,54 @@
+// OutputProcessor: what happens to the requests after the model ran — nano-vllm's
+// Scheduler.postprocess and vLLM's check_stop, in one owner. postprocess() takes each
+// sampling request's logits row and samples it (for structured output: under its grammar's
+// mask, or unmasked when that draw is exact and allowed), appends the token, advances the
+// grammar, checks the stop conditions (check_stop: stop strings through the detokenizer, EOS,
+// stop_token_ids, max_tokens, max-model-len), publishes the event and finishes the requests
+// that stopped (out of the scheduler and the live table). The final events of aborted and
+// failed requests are published here too. No heap allocation per token in steady state: the
+// sampler's scratch and the mask are kept, top-logprob vectors are reserved at submission.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "runtime/live_request.h"
+#include "runtime/sampler.h"
+#include "runtime/scheduler.h"
+
+namespace kimi {
+
+class OutputProcessor {
+public:
+    OutputProcessor(int64_t vocab_size, int32_t eos_token_id, int32_t max_model_len);
+
+    // After a forward: logits [sample_reqs.size(), vocab], row i is sample_reqs[i]'s (each
+    // in `live`). Every one of them gets its next token, or ends.
+    void postprocess(const Tensor& logits, std::span<Request* const> sample_reqs, LiveRequests& live, Scheduler& sched);
+    // Whether request `l` stops with `token` (just appended): stop strings (appending the text
+    // piece to e.text and setting e.stop_index), EOS, stop ids, then the length limits. The text
+    // held back is flushed into e.text when it stops.
+    FinishReason check_stop(LiveRequest& l, int32_t token, TokenEvent& e) const;
+
+    // The requests schedule() reaped as aborted: their final event, out of `live`.
+    void finish_aborted(Scheduler& sched, LiveRequests& live) const;
+    // Every request in `live` ends with `why` as its error (the engine failed it); `live` is emptied.
+    void fail_all(Scheduler& sched, LiveRequests& live, const std::string& why) const;
+    // The final event of a request that ends without a new token.
+    static void publish_finish(LiveRequest& l, FinishReason why);
+
+private:
+    // Samples l's next token from `row` into tok; false if its grammar lets nothing follow.
+    bool sample(LiveRequest& l, std::span<const float> row, SampledToken& tok);
+
+    Sampler sampler_;
+    int64_t vocab_;
+    int32_t eos_;
+    int32_t max_model_len_;
+    std::vector<uint64_t> mask_;     // the token mask of the request being sampled
+    std::vector<int32_t> end_ids_;   // its stop_token_ids and EOS (structured output)
+};
+
+}  // namespace kimi

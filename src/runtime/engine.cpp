@@ -117,7 +117,6 @@ std::shared_ptr<RequestStream> Engine::submit(std::vector<int32_t> prompt, const
     {
         std::lock_guard<std::mutex> lk(inbox_mu_);
         live->req.id = next_id_++;
-        live->req.arrival_seq = int64_t(live->req.id);
         live->req.group = group != 0 ? group : live->req.id;
         // A request without a seed gets one derived from its id: reproducible per process.
         live->req.seed = params.seed ? *params.seed : Rng(live->req.id * 0x9e3779b97f4a7c15ull).next();

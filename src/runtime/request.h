@@ -13,7 +13,15 @@ namespace kimi {
 enum class RequestStatus : uint8_t { kWaiting, kRunning, kFinished };
 enum class FinishReason : uint8_t { kNone, kStop, kLength, kAbort };
 
-const char* finish_reason_name(FinishReason r);   // "stop", "length", "abort", ""
+inline const char* finish_reason_name(FinishReason r) {   // "stop", "length", "abort", ""
+    switch (r) {
+        case FinishReason::kStop: return "stop";
+        case FinishReason::kLength: return "length";
+        case FinishReason::kAbort: return "abort";
+        case FinishReason::kNone: return "";
+    }
+    return "";
+}
 
 struct Request {
     uint64_t id = 0;
@@ -28,7 +36,6 @@ struct Request {
     int32_t n_preemptions = 0;
     int64_t n_cached_tokens = 0;        // prompt tokens served from the prefix cache at admission
     uint64_t tail_checkpoint = 0;       // the KDA checkpoint this request moves forward as it decodes
-    int64_t arrival_seq = 0;            // submission order (FCFS)
     uint64_t group = 0;                 // the client request it belongs to (its n × prompts share one)
 
     int64_t num_tokens() const { return int64_t(prompt.size() + output.size()); }

@@ -7,16 +7,6 @@
 
 namespace kimi {
 
-const char* finish_reason_name(FinishReason r) {
-    switch (r) {
-        case FinishReason::kStop: return "stop";
-        case FinishReason::kLength: return "length";
-        case FinishReason::kAbort: return "abort";
-        case FinishReason::kNone: return "";
-    }
-    return "";
-}
-
 Scheduler::Scheduler(const SchedulerConfig& cfg, CacheManager& cache, const CheckpointStore* ckpt)
     : cfg_(cfg), cache_(cache), ckpt_(ckpt) {
     running_.reserve(size_t(cfg.max_num_seqs));

@@ -19,9 +19,9 @@
 
 namespace kimi {
 
-struct SchedulerConfig {
-    int32_t max_num_seqs = 16;
-    int32_t max_num_batched_tokens = 512;
+struct SchedulerConfig {   // the engine passes EngineConfig's (--max-num-seqs, --max-num-batched-tokens)
+    int32_t max_num_seqs = 8;
+    int32_t max_num_batched_tokens = 256;
 };
 
 struct ScheduledRequest {

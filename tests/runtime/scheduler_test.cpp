@@ -32,7 +32,6 @@ struct Harness {
     Request* add(int32_t prompt_len, int32_t max_tokens, uint64_t group = 0) {
         auto r = std::make_unique<Request>();
         r->id = next_id++;
-        r->arrival_seq = int64_t(r->id);
         r->group = group != 0 ? group : r->id + 1000000;
         for (int32_t i = 0; i < prompt_len; ++i) r->prompt.push_back(int32_t((r->id * 31 + uint64_t(i)) % 1000));
         r->params.max_tokens = max_tokens;

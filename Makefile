@@ -54,9 +54,19 @@ build-asan: deps $(BUILD_ASAN)/build.ninja
 # (the 10-minute soak is `ctest -L soak`; the benchmarks are `make bench`).
 FUZZ_TEST_SECONDS ?= 20
 test: build build-asan build-fuzz
+	$(MAKE) --no-print-directory format-check
 	ctest --test-dir $(BUILD_ASAN) -L sanitize --output-on-failure
 	python3 fuzz/run.py $(BUILD_FUZZ) $(FUZZ_TEST_SECONDS) $(BUILD_FUZZ)/fuzz-test.json --parallel $(JOBS)
 	ctest --test-dir $(BUILD) -LE 'slow|sanitize|soak' --output-on-failure -j $(JOBS)
+
+# C++ layout (.clang-format, 120 columns): `make format` rewrites, `make format-check` (part of
+# `make test`) fails on any file that differs.
+FORMAT_FILES = $(shell find src apps tests fuzz -name '*.h' -o -name '*.cpp' | sort)
+.PHONY: format format-check
+format:
+	clang-format -i $(FORMAT_FILES)
+format-check:
+	@clang-format --dry-run --Werror $(FORMAT_FILES) && echo "format-check: $(words $(FORMAT_FILES)) files follow .clang-format"
 
 # The inner loop: the C++ suites (ops, model, golden, loader, runtime, grammar, chat, dist) without
 # the sanitizers, fuzzing, the tokenizer oracles and the end-to-end CLI and HTTP tests.

@@ -65,7 +65,8 @@ void render_kimi_linear_mode(const J& j, bool allow_special) {
     ChatOptions opts;
     opts.allow_special_in_content = allow_special;
     if (j.is_object())
-        if (auto it = j.find("add_generation_prompt"); it != j.end() && it->is_boolean()) opts.add_generation_prompt = it->get<bool>();
+        if (auto it = j.find("add_generation_prompt"); it != j.end() && it->is_boolean())
+            opts.add_generation_prompt = it->get<bool>();
     try {
         check_prompt(tok, render_kimi_linear(tok, chat_messages_from_json(messages), tools, opts));
     } catch (const kimi::Error& e) {
@@ -105,9 +106,12 @@ Parsed run_parser(const ChatFormat& f, bool thinking, std::string_view text, siz
     Parsed r{p->message(), {}, {}, {}};
     for (const Delta& d : ds) {
         (void)delta_json(d);
-        if (d.kind == Delta::kReasoning) r.reasoning += d.text;
-        else if (d.kind == Delta::kContent) r.content += d.text;
-        else r.calls.push_back(d.call);
+        if (d.kind == Delta::kReasoning)
+            r.reasoning += d.text;
+        else if (d.kind == Delta::kContent)
+            r.content += d.text;
+        else
+            r.calls.push_back(d.call);
     }
     (void)merge_deltas(ds);
     return r;
@@ -124,7 +128,9 @@ void parse_mode(const ChatFormat& f, bool thinking, std::string_view text, size_
     const Parsed parts = run_parser(f, thinking, text, chunk);
     const std::string a = message_json(whole.msg).dump(-1, ' ', false, J::error_handler_t::replace);
     const std::string b = message_json(parts.msg).dump(-1, ' ', false, J::error_handler_t::replace);
-    fuzz_assert(a == b, "the message depends on the chunking (chunk " + std::to_string(chunk) + ")\nwhole:  " + a + "\nchunks: " + b);
+    fuzz_assert(
+        a == b,
+        "the message depends on the chunking (chunk " + std::to_string(chunk) + ")\nwhole:  " + a + "\nchunks: " + b);
     for (const Parsed* p : {&whole, &parts}) {
         fuzz_assert(p->content == p->msg.content.value_or(""), "content deltas != message content");
         fuzz_assert(p->reasoning == p->msg.reasoning_content.value_or(""), "reasoning deltas != message reasoning");
@@ -140,10 +146,11 @@ void tool_call_parsers(std::string_view text) {
     fuzz_assert(by_text.has_section == by_ids.has_section, "tool-call parsers disagree on the section");
     fuzz_assert(by_text.content == by_ids.content, "tool-call parsers disagree on the content");
     fuzz_assert(calls_text(by_text.calls) == calls_text(by_ids.calls),
-                "tool-call parsers disagree on the calls\ntext: " + calls_text(by_text.calls) + "\nids:  " + calls_text(by_ids.calls));
+                "tool-call parsers disagree on the calls\ntext: " + calls_text(by_text.calls) +
+                    "\nids:  " + calls_text(by_ids.calls));
 }
 
-}  // namespace
+}   // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Input in(data, size);

@@ -35,7 +35,7 @@ constexpr size_t kMaxRules = 100000;   // the server's bound (src/server/structu
 bool allowed_refusal(const kimi::Error& e, bool schema) {
     const std::string w = e.what();
     return w.find("expands to more than") != std::string::npos || w.find("repetition too large") != std::string::npos ||
-           (schema && w.find("left-recursive") != std::string::npos);
+        (schema && w.find("left-recursive") != std::string::npos);
 }
 
 // parse_grammar of text a compiler printed: a syntax error there is a compiler bug.
@@ -60,7 +60,9 @@ void exercise(const Grammar& g, std::string_view probe) {
 Grammar compile(int mode, const std::string& text) {
     switch (mode) {
         case 0: return parse_grammar(text, kMaxRules);
-        case 1: return parse_printed("root ::= " + regex_to_gbnf(text, RegexMode::kText), "regex_to_gbnf (text) printed bad GBNF");
+        case 1:
+            return parse_printed("root ::= " + regex_to_gbnf(text, RegexMode::kText),
+                                 "regex_to_gbnf (text) printed bad GBNF");
         case 2:
             return parse_printed("root ::= \"\\\"\" (" + regex_to_gbnf(text, RegexMode::kJsonString) + ") \"\\\"\"",
                                  "regex_to_gbnf (JSON string) printed bad GBNF");
@@ -87,7 +89,7 @@ Grammar compile(int mode, const std::string& text) {
     }
 }
 
-}  // namespace
+}   // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Input in(data, size);

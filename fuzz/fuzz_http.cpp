@@ -49,7 +49,7 @@ Outcome parse(std::string_view bytes, size_t piece, const HttpLimits& limits) {
     kimi::fuzz::fail("the parser did not make progress");
 }
 
-}  // namespace
+}   // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Input in(data, size);

@@ -49,7 +49,8 @@ std::vector<Grammar> make_grammars() {
         "required": ["name"],
         "$defs": {"node": {"type": "object", "properties": {"next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}}}}
     })")));
-    g.push_back(regex_grammar(R"((\+|-)?\d{1,3}(,\d{3})*(\.\d+)?([eE][+-]?\d+)?|[a-zé中😀]+(\.[a-z]+)*@[^\s@]{1,5}\.(com|org))"));
+    g.push_back(regex_grammar(
+        R"((\+|-)?\d{1,3}(,\d{3})*(\.\d+)?([eE][+-]?\d+)?|[a-zé中😀]+(\.[a-z]+)*@[^\s@]{1,5}\.(com|org))"));
     g.push_back(parse_grammar(R"G(
         root    ::= think? <|open|> "response" <|sep|> body <|close|> "response" <|sep|>
         think   ::= [^<]* <|close|> "think" <|sep|>
@@ -74,10 +75,13 @@ std::vector<Grammar> make_grammars() {
 std::vector<std::string> make_vocab() {
     std::vector<std::string> v;
     for (int b = 0x20; b < 0x7F; ++b) v.push_back(std::string(1, char(b)));
-    for (int b : {0x00, 0x09, 0x0A, 0x0D, 0x7F, 0x80, 0xA9, 0xBF, 0xC3, 0xE4, 0xF0, 0xF4, 0xFE, 0xFF}) v.push_back(std::string(1, char(b)));
-    for (const char* s : {"{\"", "\":", "\", \"", "\": ", "true", "false", "null", "  ", "\n", "123", "-0.5", "e+1", "]}",
-                          "[\"a\"", "é", "中", "\xC3", "\xA9", "\xF0\x9F", "😀", "@x.com", ",000", "aa", "abc", "response",
-                          "think", "2024-01-02T03:04:05Z", "\"name\"", ""})
+    for (int b : {0x00, 0x09, 0x0A, 0x0D, 0x7F, 0x80, 0xA9, 0xBF, 0xC3, 0xE4, 0xF0, 0xF4, 0xFE, 0xFF})
+        v.push_back(std::string(1, char(b)));
+    for (const char* s :
+         {"{\"",      "\":",  "\", \"", "\": ", "true",   "false", "null",     "  ",    "\n",
+          "123",      "-0.5", "e+1",    "]}",   "[\"a\"", "é",     "中",       "\xC3",  "\xA9",
+          "\xF0\x9F", "😀",    "@x.com", ",000", "aa",     "abc",   "response", "think", "2024-01-02T03:04:05Z",
+          "\"name\"", ""})
         v.push_back(s);
     for (const char* s : kSpecials) v.push_back(special_token_bytes(s));
     return v;
@@ -146,7 +150,7 @@ void check_mask(const Matcher& m) {
     }
 }
 
-}  // namespace
+}   // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const Fixture& f = fixture();

@@ -41,7 +41,8 @@ struct Model {
 };
 
 const Model& model(bool k3) {
-    static const Model kl{&kimi::fuzz::kimi_linear_tokenizer(), kimi::chat::chat_format_for(kimi::fuzz::kimi_linear_tokenizer()),
+    static const Model kl{&kimi::fuzz::kimi_linear_tokenizer(),
+                          kimi::chat::chat_format_for(kimi::fuzz::kimi_linear_tokenizer()),
                           kimi::fuzz::kimi_linear_tokenizer().n_base() + kimi::tok::kModelVocabExtra};
     static const Model k{&kimi::fuzz::k3_tokenizer(), kimi::chat::chat_format_for(kimi::fuzz::k3_tokenizer()),
                          kimi::fuzz::k3_tokenizer().n_base() + kimi::tok::kModelVocabExtra};
@@ -73,7 +74,8 @@ void check_job(const GenerationJob& job, const ParseContext& pc) {
         // Engine::submit (400), so the parser is held to the tokenizer's range only.
         for (int32_t id : pr.ids)
             fuzz_assert(in_range(id, pc.tok->n_vocab()), "prompt id " + std::to_string(id) + " outside the vocabulary");
-        fuzz_assert(int64_t(pr.ids.size()) + p.max_tokens <= int64_t(pc.max_model_len), "prompt + max_tokens past the context");
+        fuzz_assert(int64_t(pr.ids.size()) + p.max_tokens <= int64_t(pc.max_model_len),
+                    "prompt + max_tokens past the context");
     }
     int64_t total = 0;
     for (const PromptInput& pr : job.prompts) total += (int64_t(pr.ids.size()) + p.max_tokens) * job.n;
@@ -118,11 +120,12 @@ void handle(const uint8_t* data, size_t size) {
         check_job(chat ? parse_chat_request(b, pc) : parse_completion_request(b, pc), pc);
     } catch (const ApiError& e) {
         kimi::fuzz::note_refusal(e.what());
-        fuzz_assert(e.status >= 400 && e.status < 500, "an ApiError that is not a 4xx: " + std::to_string(e.status) + " " + e.what());
+        fuzz_assert(e.status >= 400 && e.status < 500,
+                    "an ApiError that is not a 4xx: " + std::to_string(e.status) + " " + e.what());
     }
 }
 
-}  // namespace
+}   // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     static const bool keep_going = std::getenv("KIMI_FUZZ_SAVE_500") != nullptr;

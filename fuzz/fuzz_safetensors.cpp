@@ -67,19 +67,22 @@ void config(Input& in) {
         fuzz_assert(c.n_expert_groups >= 1 && c.n_experts % c.n_expert_groups == 0, "expert groups");
         fuzz_assert(c.vocab_size >= 1 && c.hidden_size >= 1, "sizes");
         // the quantization matchers run on module names (std::regex for `re:` entries)
-        for (const char* module : {"model.layers.0.mlp.experts.1.w1", "language_model.model.layers.3.self_attn.q_proj", "lm_head"})
+        for (const char* module :
+             {"model.layers.0.mlp.experts.1.w1", "language_model.model.layers.3.self_attn.q_proj", "lm_head"})
             (void)c.quant.why_not(module);
     } catch (const kimi::Error& e) {
         kimi::fuzz::note_refusal(e.what());
     }
 }
 
-}  // namespace
+}   // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Input in(data, size);
     const uint8_t mode = in.byte();
-    if (mode & 1) config(in);
-    else safetensors(in, mode & 2);
+    if (mode & 1)
+        config(in);
+    else
+        safetensors(in, mode & 2);
     return 0;
 }

@@ -103,7 +103,8 @@ void decode_mode(const Tokenizer& tok, Input& in) {
         for (int32_t id : ids) (void)tok.token_bytes(id);
         check_stream(tok, ids);
         // Valid UTF-8 text re-encodes to text that decodes to the same bytes.
-        if (kimi::tok::utf8_valid(bytes)) fuzz_assert(tok.decode(tok.encode(bytes, true)) == bytes, "decode(encode(decode(ids)))");
+        if (kimi::tok::utf8_valid(bytes))
+            fuzz_assert(tok.decode(tok.encode(bytes, true)) == bytes, "decode(encode(decode(ids)))");
     } catch (const kimi::Error&) {
         fuzz_assert(out_of_range, "decode refused in-range ids");
     }
@@ -118,7 +119,8 @@ void load_mode(Input& in, bool model_file) {
     static const std::string byte_model = [] {
         std::filesystem::create_directories(dir);
         std::string m;
-        for (int b = 0; b < 256; ++b) m += kimi::tok::base64_encode(std::string(1, char(b))) + " " + std::to_string(b) + "\n";
+        for (int b = 0; b < 256; ++b)
+            m += kimi::tok::base64_encode(std::string(1, char(b))) + " " + std::to_string(b) + "\n";
         return m;
     }();
     const std::string_view file = in.rest();
@@ -136,7 +138,7 @@ void load_mode(Input& in, bool model_file) {
     }
 }
 
-}  // namespace
+}   // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Input in(data, size);

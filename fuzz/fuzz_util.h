@@ -24,8 +24,8 @@ namespace kimi::fuzz {
     std::fprintf(stderr, "fuzz property violated: %s\n%s\n", what, detail.c_str());
     std::abort();
 }
-#define fuzz_assert(cond, ...) \
-    do {                        \
+#define fuzz_assert(cond, ...)                                             \
+    do {                                                                   \
         if (!(cond)) ::kimi::fuzz::fail(#cond __VA_OPT__(, ) __VA_ARGS__); \
     } while (0)
 
@@ -94,4 +94,4 @@ private:
     size_t n_;
 };
 
-}  // namespace kimi::fuzz
+}   // namespace kimi::fuzz

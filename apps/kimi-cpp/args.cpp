@@ -71,7 +71,8 @@ std::vector<std::string> ArgParser::list(const std::string& name) {
     return out;
 }
 
-std::string ArgParser::choice(const std::string& name, const std::string& def, const std::vector<std::string>& allowed) {
+std::string ArgParser::choice(const std::string& name, const std::string& def,
+                              const std::vector<std::string>& allowed) {
     std::string v = str(name, def);
     for (const auto& a : allowed)
         if (a == v) return v;
@@ -126,4 +127,4 @@ std::vector<int32_t> parse_int_list(const std::string& what, const std::string& 
     return out;
 }
 
-}  // namespace kimi::app
+}   // namespace kimi::app

@@ -50,7 +50,7 @@ std::string trim(const std::string& s) {
     if (a == std::string::npos) return "";
     return s.substr(a, s.find_last_not_of(" \t\r") - a + 1);
 }
-}  // namespace
+}   // namespace
 
 int cmd_chat(int argc, char** argv) {
     ArgParser args("chat", argc, argv);
@@ -66,7 +66,8 @@ int cmd_chat(int argc, char** argv) {
     const SamplingParams base = parse_sampling_options(args, defaults);
     args.done();
 
-    auto model = load_model_with_progress(model_dir, quiet, engine_opts.weight_memory, engine_opts.shard, engine_opts.check_weights);
+    auto model = load_model_with_progress(model_dir, quiet, engine_opts.weight_memory, engine_opts.shard,
+                                          engine_opts.check_weights);
     const tok::Tokenizer tok = *load_tokenizer_for(tok_dir, model->config(), true);
     Engine engine(*model, engine_opts.with_model_precision(*model), &tok);
     if (!engine.leads()) {   // another rank of a split model (mpirun): rank 0 reads the conversation
@@ -140,7 +141,8 @@ int cmd_chat(int argc, char** argv) {
             for (const chat::Delta& d : deltas) {
                 if (d.kind == chat::Delta::kToolCall) continue;
                 const bool think = d.kind == chat::Delta::kReasoning;
-                if (think != in_think) std::fputs(think ? (tty ? "\x1b[2m" : "[think] ") : (tty ? "\x1b[0m" : "\n"), stdout);
+                if (think != in_think)
+                    std::fputs(think ? (tty ? "\x1b[2m" : "[think] ") : (tty ? "\x1b[0m" : "\n"), stdout);
                 in_think = think;
                 std::fwrite(d.text.data(), 1, d.text.size(), stdout);
             }
@@ -168,4 +170,4 @@ int cmd_chat(int argc, char** argv) {
     return 0;
 }
 
-}  // namespace kimi::app
+}   // namespace kimi::app

@@ -31,7 +31,7 @@ bool on_off(const std::string& flag, const std::string& v) {
     throw Error(flag + " must be on or off");
 }
 
-}  // namespace
+}   // namespace
 
 int cmd_chat_template(int argc, char** argv) {
     ArgParser args("chat-template", argc, argv);
@@ -45,8 +45,10 @@ int cmd_chat_template(int argc, char** argv) {
     const bool special_in_content = args.flag("--special-in-content");
     const bool json = args.flag("--json");
     args.done();
-    if (bool(messages_path) == bool(request_path)) throw Error("chat-template: give --messages M.json or --request R.json");
-    if (request_path && tools_path) throw Error("chat-template: --tools goes with --messages (a request carries its tools)");
+    if (bool(messages_path) == bool(request_path))
+        throw Error("chat-template: give --messages M.json or --request R.json");
+    if (request_path && tools_path)
+        throw Error("chat-template: --tools goes with --messages (a request carries its tools)");
 
     const tok::Tokenizer t = tok::Tokenizer::load(dir);
     const auto format = chat::chat_format_for(t);
@@ -102,4 +104,4 @@ int cmd_chat_parse(int argc, char** argv) {
     return 0;
 }
 
-}  // namespace kimi::app
+}   // namespace kimi::app

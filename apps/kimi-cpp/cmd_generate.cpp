@@ -30,7 +30,7 @@ nlohmann::ordered_json logprobs_json(const LocalResult& r) {
     }
     return out;
 }
-}  // namespace
+}   // namespace
 
 int cmd_generate(int argc, char** argv) {
     ArgParser args("generate", argc, argv);
@@ -51,10 +51,12 @@ int cmd_generate(int argc, char** argv) {
     args.done();
     if (bool(prompt_text) == bool(prompt_ids)) throw Error("give exactly one of --prompt TEXT or --tokens 1,2,3");
 
-    auto model = load_model_with_progress(model_dir, quiet, engine_opts.weight_memory, engine_opts.shard, engine_opts.check_weights);
-    const std::optional<tok::Tokenizer> tok = load_tokenizer_for(tok_dir, model->config(), bool(prompt_text) || bool(params.structured));
-    std::vector<int32_t> prompt = prompt_text ? tok->encode(*prompt_text, special == "all")
-                                              : parse_int_list("--tokens", *prompt_ids);
+    auto model = load_model_with_progress(model_dir, quiet, engine_opts.weight_memory, engine_opts.shard,
+                                          engine_opts.check_weights);
+    const std::optional<tok::Tokenizer> tok =
+        load_tokenizer_for(tok_dir, model->config(), bool(prompt_text) || bool(params.structured));
+    std::vector<int32_t> prompt =
+        prompt_text ? tok->encode(*prompt_text, special == "all") : parse_int_list("--tokens", *prompt_ids);
     if (prompt.empty()) throw Error("the prompt is empty");
 
     Engine engine(*model, engine_opts.with_model_precision(*model), tok ? &*tok : nullptr);
@@ -67,8 +69,10 @@ int cmd_generate(int argc, char** argv) {
     const bool stream_out = !json;
     auto on_event = [&](const TokenEvent& e) {
         if (!stream_out) return;
-        if (tok) std::fwrite(e.text.data(), 1, e.text.size(), stdout);
-        else if (e.token >= 0) std::printf("%d ", e.token);
+        if (tok)
+            std::fwrite(e.text.data(), 1, e.text.size(), stdout);
+        else if (e.token >= 0)
+            std::printf("%d ", e.token);
         std::fflush(stdout);
     };
     const LocalResult r = run_local(engine, std::move(prompt), params, on_event, quiet, json, step_stats);
@@ -98,4 +102,4 @@ int cmd_generate(int argc, char** argv) {
     return r.interrupted ? 130 : 0;
 }
 
-}  // namespace kimi::app
+}   // namespace kimi::app

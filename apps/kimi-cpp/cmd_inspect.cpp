@@ -25,7 +25,7 @@ std::string fmt_mib(double bytes) {
     std::snprintf(b, sizeof b, "%.1f MiB", bytes / 1048576.0);
     return b;
 }
-}  // namespace
+}   // namespace
 
 namespace {
 double mib(double b) { return b / 1048576.0; }
@@ -63,7 +63,8 @@ std::vector<HeldTensor> held_tensors(const std::string& dir) {
         const std::string full = layout.prefix() + r.name;
         if (take(full, r.quantizable(), r.split)) continue;
         const std::string module = layout.prefix() + r.module();
-        if (r.is_linear() && take(module + ".weight_packed", true, r.split) && take(module + ".weight_scale", true, r.split))
+        if (r.is_linear() && take(module + ".weight_packed", true, r.split) &&
+            take(module + ".weight_scale", true, r.split))
             continue;
         throw Error(dir + ": tensor '" + full + "' is missing (the config implies it)");
     }
@@ -88,13 +89,14 @@ int print_tensors(const std::string& dir, bool json) {
     for (const HeldTensor& r : rows) {
         std::string shape;
         for (int64_t d : r.shape) shape += (shape.empty() ? "[" : ", ") + std::to_string(d);
-        std::printf("%-64s %-20s %-5s %-11s %s\n", r.name.c_str(), (shape.empty() ? std::string("[]") : shape + "]").c_str(), r.dtype.c_str(),
+        std::printf("%-64s %-20s %-5s %-11s %s\n", r.name.c_str(),
+                    (shape.empty() ? std::string("[]") : shape + "]").c_str(), r.dtype.c_str(),
                     r.quantizable ? "yes" : "no", r.split < 0 ? "-" : std::to_string(r.split).c_str());
     }
     std::printf("%zu tensors\n", rows.size());
     return 0;
 }
-}  // namespace
+}   // namespace
 
 int cmd_inspect(int argc, char** argv) {
     ArgParser args("inspect", argc, argv);
@@ -120,13 +122,15 @@ int cmd_inspect(int argc, char** argv) {
                 (long long)c.hidden_size, (long long)c.n_layers, (long long)c.vocab_size, double(c.rms_norm_eps),
                 c.tie_word_embeddings ? "yes" : "no");
     if (c.is_k3_layout())
-        std::printf("layout:       Kimi-K3 multimodal checkpoint; text model under text_config / %s* (vision not served)\n",
-                    c.tensor_prefix.c_str());
+        std::printf(
+            "layout:       Kimi-K3 multimodal checkpoint; text model under text_config / %s* (vision not served)\n",
+            c.tensor_prefix.c_str());
     std::printf("KDA:          %lld heads x %lld, short conv %lld (%lld layers)\n", (long long)c.kda_heads,
                 (long long)c.kda_head_dim, (long long)c.conv_kernel, (long long)c.n_kda_layers());
     if (c.kda_has_lower_bound)
         std::printf("  gates:      forget %g*sigmoid(exp(A)*(f+dt_bias)) (lower bound %g); output %s\n",
-                    double(c.kda_gate_lower_bound), double(c.kda_gate_lower_bound), c.kda_full_rank_gate ? "full-rank g_proj" : "low-rank g_a/g_b");
+                    double(c.kda_gate_lower_bound), double(c.kda_gate_lower_bound),
+                    c.kda_full_rank_gate ? "full-rank g_proj" : "low-rank g_a/g_b");
     else
         std::printf("  gates:      forget -exp(A)*softplus(f+dt_bias); output %s\n",
                     c.kda_full_rank_gate ? "full-rank g_proj" : "low-rank g_a/g_b");
@@ -136,10 +140,11 @@ int cmd_inspect(int argc, char** argv) {
     std::printf("  query:      %s; output gate %s\n",
                 c.q_lora_rank > 0 ? ("q-LoRA rank " + std::to_string(c.q_lora_rank)).c_str() : "plain q_proj",
                 c.mla_output_gate ? "sigmoid(g_proj(x))" : "none");
-    std::printf("MoE:          %lld experts, top-%lld, %lld shared, width %lld, groups %lld/%lld, scale %g, renorm %s\n",
-                (long long)c.n_experts, (long long)c.n_experts_per_token, (long long)c.n_shared_experts,
-                (long long)c.moe_intermediate_size, (long long)c.topk_groups, (long long)c.n_expert_groups,
-                double(c.routed_scaling_factor), c.moe_renormalize ? "yes" : "no");
+    std::printf(
+        "MoE:          %lld experts, top-%lld, %lld shared, width %lld, groups %lld/%lld, scale %g, renorm %s\n",
+        (long long)c.n_experts, (long long)c.n_experts_per_token, (long long)c.n_shared_experts,
+        (long long)c.moe_intermediate_size, (long long)c.topk_groups, (long long)c.n_expert_groups,
+        double(c.routed_scaling_factor), c.moe_renormalize ? "yes" : "no");
     if (c.moe_latent_dim > 0)
         std::printf("  latent:     routed experts on a %lld-wide latent (down-proj -> experts -> %sup-proj)\n",
                     (long long)c.moe_latent_dim, c.moe_latent_norm ? "RMSNorm -> " : "");
@@ -160,7 +165,8 @@ int cmd_inspect(int argc, char** argv) {
     std::printf("\nlayer map (0-based):\n");
     for (int64_t i = 0; i < c.n_layers; ++i) {
         const LayerWeights& l = w.layers[size_t(i)];
-        std::printf("  %3lld  %-4s %s\n", (long long)i, l.kind == LayerKind::kKda ? "KDA" : "MLA", l.is_moe ? "MoE" : "dense");
+        std::printf("  %3lld  %-4s %s\n", (long long)i, l.kind == LayerKind::kKda ? "KDA" : "MLA",
+                    l.is_moe ? "MoE" : "dense");
     }
     const double decode_bytes = decode_step_traffic(*model, 1, 0).weight_bytes;
     const int64_t file_bytes = int64_t(model->store().tensor_bytes());
@@ -173,7 +179,8 @@ int cmd_inspect(int argc, char** argv) {
             const size_t n = std::strlen(suf);
             return name.size() > n && name.compare(name.size() - n, n, suf) == 0;
         };
-        const bool packed = t.dtype == DType::kU8 && ends(".weight_packed"), scale = t.dtype == DType::kU8 && ends(".weight_scale");
+        const bool packed = t.dtype == DType::kU8 && ends(".weight_packed"),
+                   scale = t.dtype == DType::kU8 && ends(".weight_scale");
         bytes_by_dtype[packed || scale ? "MXFP4" : dtype_name(t.dtype)] += double(t.nbytes());
         params += packed ? 2 * t.numel() : scale ? 0 : t.numel();
     }
@@ -185,21 +192,24 @@ int cmd_inspect(int argc, char** argv) {
         if (std::filesystem::exists(dir + "/tiktoken.model") || std::filesystem::exists(dir + "/tokenizer_config.json"))
             chat_format = std::string("unreadable tokenizer: ") + e.what();
     }
-    std::printf("\nparameters:   %lld (%.1f MiB of tensors in %zu file(s))\n", (long long)params, mib(double(file_bytes)),
-                model->store().n_files());
+    std::printf("\nparameters:   %lld (%.1f MiB of tensors in %zu file(s))\n", (long long)params,
+                mib(double(file_bytes)), model->store().n_files());
     std::string by;
     for (const auto& [dt, b] : bytes_by_dtype) by += (by.empty() ? "" : ", ") + dt + " " + fmt_mib(b);
-    std::printf("by dtype:     %s%s\n", by.c_str(), bytes_by_dtype.count("MXFP4") ? " (MXFP4: packed values + E8M0 scales)" : "");
+    std::printf("by dtype:     %s%s\n", by.c_str(),
+                bytes_by_dtype.count("MXFP4") ? " (MXFP4: packed values + E8M0 scales)" : "");
     const auto counts = [](const std::map<std::string, int64_t>& by_kind) {
         std::string out;
         for (const auto& [kind, n] : by_kind) out += (out.empty() ? "" : ", ") + std::to_string(n) + " " + kind;
         return out;
     };
     if (c.quant.mxfp4 || !model->store().mxfp4_linears().empty()) {
-        std::printf("quantization: %s; stored MXFP4: %s\n", c.quant.mxfp4 ? (c.quant.where + ", mxfp4-pack-quantized").c_str() : "none",
+        std::printf("quantization: %s; stored MXFP4: %s\n",
+                    c.quant.mxfp4 ? (c.quant.where + ", mxfp4-pack-quantized").c_str() : "none",
                     model->store().mxfp4_linears().empty() ? "none" : counts(model->store().mxfp4_linears()).c_str());
         if (!model->store().dense_but_targeted().empty())
-            std::printf("              targeted by the config, stored dense: %s\n", counts(model->store().dense_but_targeted()).c_str());
+            std::printf("              targeted by the config, stored dense: %s\n",
+                        counts(model->store().dense_but_targeted()).c_str());
     }
     if (model->store().n_skipped() > 0)
         std::printf("skipped:      %zu tensors, %.1f MiB (vision tower / projector: not part of the text model)\n",
@@ -207,8 +217,10 @@ int cmd_inspect(int argc, char** argv) {
     std::printf("decode read:  %.2f MiB of weights per step at batch 1 (selected experts only%s)\n", mib(decode_bytes),
                 model->store().mxfp4_bytes() > 0 ? ", MXFP4 linears at their packed size" : "");
     if (shard.split()) {
-        std::printf("ranks:        %d (%s parallel); weights held per rank:", shard.size, shard.expert_parallel ? "expert" : "tensor");
-        for (size_t r = 0; r < held_mib.size(); ++r) std::printf("%s rank %zu %.1f MiB", r ? "," : "", r, double(held_mib[r]));
+        std::printf("ranks:        %d (%s parallel); weights held per rank:", shard.size,
+                    shard.expert_parallel ? "expert" : "tensor");
+        for (size_t r = 0; r < held_mib.size(); ++r)
+            std::printf("%s rank %zu %.1f MiB", r ? "," : "", r, double(held_mib[r]));
         std::printf("\n");
     }
     std::printf("chat format:  %s\n", chat_format.c_str());
@@ -217,4 +229,4 @@ int cmd_inspect(int argc, char** argv) {
     return 0;
 }
 
-}  // namespace kimi::app
+}   // namespace kimi::app

@@ -27,22 +27,25 @@ int cmd_make_model(int argc, char** argv) {
     nlohmann::ordered_json config = model_preset(preset);
     for (const auto& s : sets) apply_config_override(config, s);
     Progress bar("make-model", quiet);
-    write_random_checkpoint(out, config, uint64_t(seed), [&](uint64_t done, uint64_t total) {
-        bar.update(double(done), double(total), "bytes");
-    }, uint64_t(shard_mib) << 20, mxfp4_experts);
+    write_random_checkpoint(
+        out, config, uint64_t(seed),
+        [&](uint64_t done, uint64_t total) { bar.update(double(done), double(total), "bytes"); },
+        uint64_t(shard_mib) << 20, mxfp4_experts);
     bar.finish();
     const auto& text = config.contains("text_config") ? config["text_config"] : config;
     const int64_t vocab = text["vocab_size"].get<int64_t>();
     if (vocab >= 512) {
         // a K3 checkpoint gets K3's tokenizer layout (its XTML markers), a Kimi Linear one its own
-        tok::write_synthetic_tokenizer(out, int32_t(vocab - 256), uint64_t(seed),
-                                       config.contains("text_config") ? tok::SpecialLayout::kKimiK3 : tok::SpecialLayout::kKimiLinear);
+        tok::write_synthetic_tokenizer(
+            out, int32_t(vocab - 256), uint64_t(seed),
+            config.contains("text_config") ? tok::SpecialLayout::kKimiK3 : tok::SpecialLayout::kKimiLinear);
     } else {
-        std::fprintf(stderr, "make-model: vocab_size %lld < 512: no tokenizer written (needs 256 byte tokens + 256 specials)\n",
+        std::fprintf(stderr,
+                     "make-model: vocab_size %lld < 512: no tokenizer written (needs 256 byte tokens + 256 specials)\n",
                      (long long)vocab);
     }
     std::fprintf(stderr, "make-model: wrote %s (preset %s, seed %lld)\n", out.c_str(), preset.c_str(), (long long)seed);
     return 0;
 }
 
-}  // namespace kimi::app
+}   // namespace kimi::app

@@ -35,8 +35,10 @@ int cmd_quantize(int argc, char** argv) {
     if (!plan.notices.empty()) {   // one line: the count and the first few
         std::string list;
         for (size_t i = 0; i < std::min<size_t>(3, plan.notices.size()); ++i) list += (i ? "; " : "") + plan.notices[i];
-        std::fprintf(stderr, "quantize: notice: %zu targeted linears stay as stored (listed in ignore): %s%s\n", plan.notices.size(),
-                     list.c_str(), plan.notices.size() > 3 ? ("; and " + std::to_string(plan.notices.size() - 3) + " more").c_str() : "");
+        std::fprintf(
+            stderr, "quantize: notice: %zu targeted linears stay as stored (listed in ignore): %s%s\n",
+            plan.notices.size(), list.c_str(),
+            plan.notices.size() > 3 ? ("; and " + std::to_string(plan.notices.size() - 3) + " more").c_str() : "");
     }
 
     std::fprintf(stderr, "quantize: %zu linears to MXFP4 (%s), %zu left as stored; %.2f GiB -> %.2f GiB; wrote %s\n",
@@ -45,4 +47,4 @@ int cmd_quantize(int argc, char** argv) {
     return 0;
 }
 
-}  // namespace kimi::app
+}   // namespace kimi::app

@@ -54,9 +54,10 @@ int cmd_score(int argc, char** argv) {
     if (std::fwrite(logits.data(), sizeof(float), logits.size(), f.get()) != logits.size())
         throw Error(out_path + ": write failed");
     std::fprintf(stderr, "score: %zu positions x %lld logits -> %s (%s, %d threads, attn-output %s)\n", tokens.size(),
-                 (long long)model->config().vocab_size, out_path.c_str(), run.precision == Precision::kF32 ? "f32" : "bf16",
-                 pool.size(), run.attn_output == AttnOutputMode::kDirect ? "direct" : "copy");
+                 (long long)model->config().vocab_size, out_path.c_str(),
+                 run.precision == Precision::kF32 ? "f32" : "bf16", pool.size(),
+                 run.attn_output == AttnOutputMode::kDirect ? "direct" : "copy");
     return 0;
 }
 
-}  // namespace kimi::app
+}   // namespace kimi::app

@@ -35,7 +35,8 @@ int cmd_serve(int argc, char** argv) {
     sc.port = int(port);
     sc.api_key = args.str("--api-key", "");
     // the default names the model by its directory's last component: no response shows a path
-    sc.served_model_name = args.str("--served-model-name", std::filesystem::path(model_dir).lexically_normal().filename().string());
+    sc.served_model_name =
+        args.str("--served-model-name", std::filesystem::path(model_dir).lexically_normal().filename().string());
     if (sc.served_model_name.empty())
         sc.served_model_name = std::filesystem::path(model_dir).lexically_normal().parent_path().filename().string();
     if (sc.served_model_name.empty()) sc.served_model_name = "kimi";
@@ -52,12 +53,14 @@ int cmd_serve(int argc, char** argv) {
     if (max_conn < 1 || max_conn > 65536) throw Error("--max-connections must be in [1, 65536]");
     sc.max_connections = int(max_conn);
     sc.request_timeout_s = args.real("--request-timeout", 30.0);
-    if (!(sc.request_timeout_s > 0 && sc.request_timeout_s <= 86400)) throw Error("--request-timeout must be in (0, 86400] seconds");
+    if (!(sc.request_timeout_s > 0 && sc.request_timeout_s <= 86400))
+        throw Error("--request-timeout must be in (0, 86400] seconds");
     sc.keep_alive_timeout_s = args.real("--keep-alive-timeout", 5.0);
     if (!(sc.keep_alive_timeout_s > 0 && sc.keep_alive_timeout_s <= 86400))
         throw Error("--keep-alive-timeout must be in (0, 86400] seconds");
     sc.shutdown_grace_s = args.real("--shutdown-grace", 5.0);
-    if (!(sc.shutdown_grace_s >= 0 && sc.shutdown_grace_s <= 3600)) throw Error("--shutdown-grace must be in [0, 3600] seconds");
+    if (!(sc.shutdown_grace_s >= 0 && sc.shutdown_grace_s <= 3600))
+        throw Error("--shutdown-grace must be in [0, 3600] seconds");
     const bool quiet = args.flag("--quiet");
     const EngineOptions eo = parse_engine_options(args);
     args.done();
@@ -103,7 +106,8 @@ int cmd_serve(int argc, char** argv) {
 
     server::HttpServer http(sc);
     http.start();
-    const std::string url = "http://" + (sc.host == "0.0.0.0" ? std::string("127.0.0.1") : sc.host) + ":" + std::to_string(http.port());
+    const std::string url =
+        "http://" + (sc.host == "0.0.0.0" ? std::string("127.0.0.1") : sc.host) + ":" + std::to_string(http.port());
     std::fprintf(stderr, "serve: listening on %s (loading %s)\n", url.c_str(), model_dir.c_str());
 
     // For tests of the loading state (/health 503, a signal while loading): loading waits while
@@ -124,11 +128,13 @@ int cmd_serve(int argc, char** argv) {
         std::lock_guard<std::mutex> lk(mu);
         ready = true;
     }
-    std::printf("kimi.cpp %s serving '%s' at %s  (Ctrl-C to stop)\n\n"
-                "  curl %s/v1/chat/completions -H 'Content-Type: application/json'%s \\\n"
-                "    -d '{\"model\": \"%s\", \"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}], \"max_tokens\": 32}'\n\n",
-                server::kVersion, sc.served_model_name.c_str(), url.c_str(), url.c_str(),
-                sc.api_key.empty() ? "" : " -H 'Authorization: Bearer $KIMI_API_KEY'", sc.served_model_name.c_str());
+    std::printf(
+        "kimi.cpp %s serving '%s' at %s  (Ctrl-C to stop)\n\n"
+        "  curl %s/v1/chat/completions -H 'Content-Type: application/json'%s \\\n"
+        "    -d '{\"model\": \"%s\", \"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}], \"max_tokens\": "
+        "32}'\n\n",
+        server::kVersion, sc.served_model_name.c_str(), url.c_str(), url.c_str(),
+        sc.api_key.empty() ? "" : " -H 'Authorization: Bearer $KIMI_API_KEY'", sc.served_model_name.c_str());
     std::fflush(stdout);
 
     // Until a signal, or until the engine fails for good (a lost MPI rank): its requests were
@@ -150,4 +156,4 @@ int cmd_serve(int argc, char** argv) {
     return 0;
 }
 
-}  // namespace kimi::app
+}   // namespace kimi::app

@@ -127,7 +127,7 @@ do {
 console.log(JSON.stringify({ seconds: elapsed, iterations: iters, bytes, tokens_per_iter: tokens / iters, hash: hash.toString() }));
 )JS";
 
-}  // namespace
+}   // namespace
 
 int cmd_tokenize(int argc, char** argv) {
     ArgParser args("tokenize", argc, argv);
@@ -185,7 +185,8 @@ int cmd_detokenize(int argc, char** argv) {
     const bool json = args.flag("--json");
     args.done();
     const tok::Tokenizer t = tok::Tokenizer::load(dir);
-    const std::vector<int32_t> ids = list.empty() ? std::vector<int32_t>{} : parse_int_list("detokenize --tokens", list);
+    const std::vector<int32_t> ids =
+        list.empty() ? std::vector<int32_t>{} : parse_int_list("detokenize --tokens", list);
     const std::string bytes = t.decode(ids);
     write_out(json ? json_text(bytes) + "\n" : bytes + "\n");
     return 0;
@@ -234,11 +235,15 @@ int cmd_bench_tokenizer(int argc, char** argv) {
     r["tokens"] = ids.size();
     r["special"] = special ? "all" : "none";
     r["load_seconds"] = load_s;
-    r["kimi_cpp"] = {{"threads", 1}, {"iterations", iters}, {"cpu_seconds", secs}, {"mb_per_s", mb / secs},
+    r["kimi_cpp"] = {{"threads", 1},
+                     {"iterations", iters},
+                     {"cpu_seconds", secs},
+                     {"mb_per_s", mb / secs},
                      {"tokens_per_s", double(ids.size()) * double(iters) / secs}};
     if (compare) {
         const std::string nm = find_node_modules(node_modules);
-        const auto script = std::filesystem::temp_directory_path() / ("kimi-bench-" + std::to_string(getpid()) + ".cjs");
+        const auto script =
+            std::filesystem::temp_directory_path() / ("kimi-bench-" + std::to_string(getpid()) + ".cjs");
         {
             std::ofstream f(script);
             f << kNodeBench;
@@ -249,9 +254,9 @@ int cmd_bench_tokenizer(int argc, char** argv) {
             for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
             return q + "'";
         };
-        const std::string cmd = "node " + quote(script.string()) + " " + quote(nm) + " " + quote(dir) + " " + quote(input) + " " +
-                                quote(std::to_string(min_seconds)) + " " + quote(special ? "all" : "none") + " " +
-                                quote(tok::pattern_regex(pattern));
+        const std::string cmd = "node " + quote(script.string()) + " " + quote(nm) + " " + quote(dir) + " " +
+            quote(input) + " " + quote(std::to_string(min_seconds)) + " " + quote(special ? "all" : "none") + " " +
+            quote(tok::pattern_regex(pattern));
         std::string output;
         FILE* p = popen(cmd.c_str(), "r");
         if (!p) throw Error("cannot run node");
@@ -272,14 +277,19 @@ int cmd_bench_tokenizer(int argc, char** argv) {
         const double js_iters = js["iterations"].get<double>();
         const double js_mb = double(text.size()) * js_iters / 1e6 / js_secs;
         const double js_tokens = js["tokens_per_iter"].get<double>();
-        r["tiktoken_npm"] = {{"threads", 1}, {"iterations", js_iters}, {"cpu_seconds", js_secs}, {"mb_per_s", js_mb},
+        r["tiktoken_npm"] = {{"threads", 1},
+                             {"iterations", js_iters},
+                             {"cpu_seconds", js_secs},
+                             {"mb_per_s", js_mb},
                              {"tokens_per_s", js_tokens * js_iters / js_secs}};
-        r["identical_tokens"] = js["hash"].get<std::string>() == std::to_string(hash) && js_tokens == double(ids.size());
+        r["identical_tokens"] =
+            js["hash"].get<std::string>() == std::to_string(hash) && js_tokens == double(ids.size());
         r["speedup"] = (mb / secs) / js_mb;
     }
     write_out(r.dump(2) + "\n");
-    if (compare && !r["identical_tokens"].get<bool>()) throw Error("bench tokenizer: kimi-cpp and npm tiktoken disagree on " + input);
+    if (compare && !r["identical_tokens"].get<bool>())
+        throw Error("bench tokenizer: kimi-cpp and npm tiktoken disagree on " + input);
     return 0;
 }
 
-}  // namespace kimi::app
+}   // namespace kimi::app

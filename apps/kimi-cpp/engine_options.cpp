@@ -16,13 +16,15 @@ namespace kimi::app {
 namespace {
 int32_t bounded(ArgParser& args, const std::string& name, int64_t def, int64_t lo, int64_t hi) {
     const int64_t v = args.integer(name, def);
-    if (v < lo || v > hi) throw Error(name + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + std::to_string(v));
+    if (v < lo || v > hi)
+        throw Error(name + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                    std::to_string(v));
     return int32_t(v);
 }
 void need(bool ok, const std::string& what) {
     if (!ok) throw Error(what);
 }
-}  // namespace
+}   // namespace
 
 void EngineOptions::settle(EngineConfig& c, const KimiModel& m) const {
     c.precision = resolve_precision(precision_auto, cfg.precision, m);
@@ -40,11 +42,12 @@ Shard parse_shard_options(ArgParser& args) {
     dist::Comm& world = dist::Comm::world();
     const int64_t tp = args.integer("--tensor-parallel-size", world.size());
     if (tp != world.size())
-        throw Error(world.size() > 1 ? "--tensor-parallel-size " + std::to_string(tp) + " differs from the " + std::to_string(world.size()) +
-                                           " processes of this MPI job"
-                    : !dist::Comm::mpi_built() ? "--tensor-parallel-size " + std::to_string(tp) + " needs MPI, and this kimi-cpp was built without it"
-                                               : "--tensor-parallel-size " + std::to_string(tp) + " needs " + std::to_string(tp) +
-                                                     " processes: start it with mpirun -np " + std::to_string(tp));
+        throw Error(world.size() > 1 ? "--tensor-parallel-size " + std::to_string(tp) + " differs from the " +
+                            std::to_string(world.size()) + " processes of this MPI job"
+                        : !dist::Comm::mpi_built() ? "--tensor-parallel-size " + std::to_string(tp) +
+                            " needs MPI, and this kimi-cpp was built without it"
+                                                   : "--tensor-parallel-size " + std::to_string(tp) + " needs " +
+                            std::to_string(tp) + " processes: start it with mpirun -np " + std::to_string(tp));
     return Shard{world.rank(), world.size(), args.flag("--enable-expert-parallel")};
 }
 
@@ -83,7 +86,8 @@ SamplingParams parse_sampling_options(ArgParser& args, const SamplingParams& def
     SamplingParams p = defaults;
     const auto n = args.opt("-n"), m = args.opt("--max-tokens");
     if (n && m) throw Error("give -n or --max-tokens, not both");
-    if (n || m) p.max_tokens = int32_t(std::clamp<int64_t>(parse_int(n ? "-n" : "--max-tokens", n ? *n : *m), -1, 1 << 24));
+    if (n || m)
+        p.max_tokens = int32_t(std::clamp<int64_t>(parse_int(n ? "-n" : "--max-tokens", n ? *n : *m), -1, 1 << 24));
     p.temperature = float(args.real("--temperature", p.temperature));
     p.top_k = int32_t(std::clamp<int64_t>(args.integer("--top-k", p.top_k), -1, INT32_MAX));
     p.top_p = float(args.real("--top-p", p.top_p));
@@ -118,25 +122,31 @@ void check_sampling_params(const SamplingParams& p) {
     need(p.top_k >= -1, "top_k must be -1, 0 (off) or a positive count");
     need(p.top_p > 0.0f && p.top_p <= 1.0f, "top_p must be in (0, 1]");
     need(p.min_p >= 0.0f && p.min_p <= 1.0f, "min_p must be in [0, 1]");
-    need(std::isfinite(p.presence_penalty) && std::fabs(p.presence_penalty) <= 2.0f, "presence_penalty must be in [-2, 2]");
-    need(std::isfinite(p.frequency_penalty) && std::fabs(p.frequency_penalty) <= 2.0f, "frequency_penalty must be in [-2, 2]");
+    need(std::isfinite(p.presence_penalty) && std::fabs(p.presence_penalty) <= 2.0f,
+         "presence_penalty must be in [-2, 2]");
+    need(std::isfinite(p.frequency_penalty) && std::fabs(p.frequency_penalty) <= 2.0f,
+         "frequency_penalty must be in [-2, 2]");
     need(std::isfinite(p.repetition_penalty) && p.repetition_penalty > 0.0f, "repetition_penalty must be > 0");
     need(p.logprobs >= -1 && p.logprobs <= 20, "logprobs must be in [0, 20]");
-    for (const auto& [id, bias] : p.logit_bias) need(std::isfinite(bias) && std::fabs(bias) <= 100.0f, "logit_bias values must be in [-100, 100]");
+    for (const auto& [id, bias] : p.logit_bias)
+        need(std::isfinite(bias) && std::fabs(bias) <= 100.0f, "logit_bias values must be in [-100, 100]");
     for (const auto& s : p.stop) need(!s.empty(), "stop strings must not be empty");
 }
 
 void require_one_process(const EngineOptions& o, const char* command) {
     if (o.shard.split())
-        throw Error(std::string(command) + " runs in one process for now; a model split over MPI ranks serves through serve, generate and chat");
+        throw Error(
+            std::string(command) +
+            " runs in one process for now; a model split over MPI ranks serves through serve, generate and chat");
 }
 
 std::unique_ptr<KimiModel> load_model_with_progress(const std::string& dir, bool quiet, WeightMemory memory,
                                                     const Shard& shard, bool check_weights) {
     quiet = quiet || shard.rank != 0;
     Progress bar("load", quiet);
-    auto m = KimiModel::load(dir, [&](uint64_t done, uint64_t total) { bar.update(double(done), double(total), "bytes"); }, memory,
-                             shard, check_weights);
+    auto m = KimiModel::load(
+        dir, [&](uint64_t done, uint64_t total) { bar.update(double(done), double(total), "bytes"); }, memory, shard,
+        check_weights);
     bar.finish();
     note_skipped_tensors(*m, quiet);
     return m;
@@ -144,21 +154,24 @@ std::unique_ptr<KimiModel> load_model_with_progress(const std::string& dir, bool
 
 void note_skipped_tensors(const KimiModel& m, bool quiet) {
     if (quiet || m.store().n_skipped() == 0) return;
-    std::fprintf(stderr, "load: skipped %zu non-text tensors (%.1f MiB: vision tower / projector; only the text model is served)\n",
-                 m.store().n_skipped(), double(m.store().skipped_bytes()) / 1048576.0);
+    std::fprintf(
+        stderr,
+        "load: skipped %zu non-text tensors (%.1f MiB: vision tower / projector; only the text model is served)\n",
+        m.store().n_skipped(), double(m.store().skipped_bytes()) / 1048576.0);
 }
 
 std::optional<tok::Tokenizer> load_tokenizer_for(const std::string& dir, const ModelConfig& model, bool required) {
-    struct stat st{};
+    struct stat st {};
     if (::stat((dir + "/tiktoken.model").c_str(), &st) != 0) {
         if (!required) return std::nullopt;
         throw Error(dir + ": no tokenizer here (tiktoken.model); pass --tokenizer DIR");
     }
     tok::Tokenizer t = tok::Tokenizer::load(dir);
     if (int64_t(t.n_base()) + tok::kModelVocabExtra != model.vocab_size)
-        throw Error(dir + ": tokenizer has " + std::to_string(t.n_base()) + " base tokens, but the model's vocab_size " +
-                    std::to_string(model.vocab_size) + " needs " + std::to_string(model.vocab_size - tok::kModelVocabExtra));
+        throw Error(dir + ": tokenizer has " + std::to_string(t.n_base()) +
+                    " base tokens, but the model's vocab_size " + std::to_string(model.vocab_size) + " needs " +
+                    std::to_string(model.vocab_size - tok::kModelVocabExtra));
     return t;
 }
 
-}  // namespace kimi::app
+}   // namespace kimi::app

@@ -59,4 +59,4 @@ void note_skipped_tensors(const KimiModel& m, bool quiet);
 // `dir` has no tiktoken.model and !required; otherwise a missing/bad tokenizer throws.
 std::optional<tok::Tokenizer> load_tokenizer_for(const std::string& dir, const ModelConfig& model, bool required);
 
-}  // namespace kimi::app
+}   // namespace kimi::app

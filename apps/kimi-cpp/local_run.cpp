@@ -14,10 +14,10 @@ namespace kimi::app {
 namespace {
 std::atomic<bool> g_interrupt{false};
 void on_sigint(int) { g_interrupt.store(true); }
-}  // namespace
+}   // namespace
 
 void install_interrupt_handler() {
-    struct sigaction sa{};
+    struct sigaction sa {};
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = 0;   // no SA_RESTART
@@ -78,21 +78,22 @@ std::string step_stats_json(const EngineStepStats& s) {
                   "\"n_waiting\":%d,\"n_preempted\":%d,\"blocks_used\":%d,\"slots_used\":%d,\"step_ms\":%.3f,"
                   "\"attn_output_copies\":%lld,\"forward_heap_allocations\":%lld,\"step_heap_allocations\":%lld}",
                   s.n_seqs, s.n_tokens, s.n_prefill_tokens, s.n_decode_seqs, s.n_running, s.n_waiting, s.n_preempted,
-                  s.blocks_used, s.slots_used, s.step_ms, (long long)s.attn_output_copies, (long long)s.heap_allocations,
-                  (long long)s.step_heap_allocations);
+                  s.blocks_used, s.slots_used, s.step_ms, (long long)s.attn_output_copies,
+                  (long long)s.heap_allocations, (long long)s.step_heap_allocations);
     return buf;
 }
 
 std::string timing_line(const LocalResult& r) {
     char buf[256];
     const double decode_ms = r.last_ms - r.first_ms;
-    std::snprintf(buf, sizeof buf,
-                  "prefill %lld tok (%lld from the prefix cache) %.1f ms (%.1f tok/s) | decode %zu tok %.1f ms (%.1f tok/s) | "
-                  "TTFT %.1f ms | finish %s",
-                  (long long)r.prompt_tokens, (long long)r.cached_tokens, r.first_ms, r.prefill_tok_per_s(),
-                  r.tokens.size() > 0 ? r.tokens.size() - 1 : 0, decode_ms, r.decode_tok_per_s(), r.first_ms,
-                  finish_reason_name(r.finish));
+    std::snprintf(
+        buf, sizeof buf,
+        "prefill %lld tok (%lld from the prefix cache) %.1f ms (%.1f tok/s) | decode %zu tok %.1f ms (%.1f tok/s) | "
+        "TTFT %.1f ms | finish %s",
+        (long long)r.prompt_tokens, (long long)r.cached_tokens, r.first_ms, r.prefill_tok_per_s(),
+        r.tokens.size() > 0 ? r.tokens.size() - 1 : 0, decode_ms, r.decode_tok_per_s(), r.first_ms,
+        finish_reason_name(r.finish));
     return buf;
 }
 
-}  // namespace kimi::app
+}   // namespace kimi::app

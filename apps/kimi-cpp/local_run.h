@@ -19,15 +19,17 @@ bool take_interrupt();
 struct LocalResult {
     std::vector<int32_t> tokens;
     std::string text;
-    std::vector<TokenEvent> events;      // kept only when keep_events (logprobs for --json)
+    std::vector<TokenEvent> events;   // kept only when keep_events (logprobs for --json)
     FinishReason finish = FinishReason::kNone;
     int64_t prompt_tokens = 0;
-    int64_t cached_tokens = 0;           // prompt tokens served from the prefix cache
+    int64_t cached_tokens = 0;              // prompt tokens served from the prefix cache
     double first_ms = 0.0, last_ms = 0.0;   // event times since submission (first = TTFT)
     bool interrupted = false;
 
     // Prompt tokens computed (those served from the prefix cache cost nothing) per second to the first token.
-    double prefill_tok_per_s() const { return first_ms > 0 ? double(prompt_tokens - cached_tokens) / (first_ms / 1e3) : 0.0; }
+    double prefill_tok_per_s() const {
+        return first_ms > 0 ? double(prompt_tokens - cached_tokens) / (first_ms / 1e3) : 0.0;
+    }
     double decode_tok_per_s() const {
         return tokens.size() > 1 && last_ms > first_ms ? double(tokens.size() - 1) / ((last_ms - first_ms) / 1e3) : 0.0;
     }
@@ -45,4 +47,4 @@ std::string step_stats_json(const EngineStepStats& s);
 // "prefill 30 tok 12.3 ms (2439 tok/s) | decode 15 tok 80.1 ms (187 tok/s) | TTFT 12.3 ms | finish length"
 std::string timing_line(const LocalResult& r);
 
-}  // namespace kimi::app
+}   // namespace kimi::app

@@ -15,28 +15,30 @@ struct Command {
     const char* help;
 };
 
+// clang-format off
 const Command kCommands[] = {
     {"serve",         kimi::app::cmd_serve,         "OpenAI-compatible HTTP server (chat, completions, models, metrics)"},
     {"generate",      kimi::app::cmd_generate,      "one completion from a prompt (streams; --json for ids + timings)"},
     {"chat",          kimi::app::cmd_chat,          "interactive multi-turn chat with the chat template"},
     {"score",         kimi::app::cmd_score,         "run one sequence, write the logits of every position"},
     {"make-model",    kimi::app::cmd_make_model,    "write a random checkpoint in the HF layout (+ tokenizer)"},
-    {"inspect",       kimi::app::cmd_inspect,       "print a model's config, layer map, sizes (--tensors [--json]: its tensor manifest)"},
+    {"inspect",       kimi::app::cmd_inspect,       "print a model's config, layer map, sizes (--tensors: its tensor manifest)"},
     {"quantize",      kimi::app::cmd_quantize,      "write an MXFP4 (compressed-tensors) copy of a checkpoint"},
     {"tokenize",      kimi::app::cmd_tokenize,      "text → token ids"},
     {"detokenize",    kimi::app::cmd_detokenize,    "token ids → text"},
     {"chat-template", kimi::app::cmd_chat_template, "render a conversation (or a request) with the model's chat format"},
     {"chat-parse",    kimi::app::cmd_chat_parse,    "parse generated text into reasoning, content and tool calls"},
     {"eval",          kimi::app::cmd_eval,          "evaluations: eval gsm8k, eval compare A.jsonl B.jsonl (exact McNemar)"},
-    {"bench",         kimi::app::cmd_bench,         "benchmarks: bench decode (direct/copy A/B), serve (load generator), machine (bandwidth and compute limits), model (llama-bench matrix vs the roofline), tokenizer"},
+    {"bench",         kimi::app::cmd_bench,         "benchmarks: bench decode (A/B), serve (load), machine (limits), model (roofline), tokenizer"},
 };
+// clang-format on
 
 void usage(FILE* f) {
     std::fprintf(f, "usage: kimi-cpp <command> [flags]\n\ncommands:\n");
     for (const auto& c : kCommands) std::fprintf(f, "  %-14s %s\n", c.name, c.help);
 }
 
-}  // namespace
+}   // namespace
 
 int main(int argc, char** argv) {
     if (argc < 2) {

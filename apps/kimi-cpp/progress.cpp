@@ -8,7 +8,10 @@
 namespace kimi::app {
 
 Progress::Progress(std::string label, bool quiet)
-    : label_(std::move(label)), active_(!quiet && ::isatty(2)), start_(std::chrono::steady_clock::now()), last_(start_) {}
+    : label_(std::move(label)),
+      active_(!quiet && ::isatty(2)),
+      start_(std::chrono::steady_clock::now()),
+      last_(start_) {}
 
 void Progress::update(double done, double total, const char* unit) {
     if (!active_) return;
@@ -28,8 +31,8 @@ void Progress::update(double done, double total, const char* unit) {
         std::fprintf(stderr, "\r%s [%s] %5.1f%% %.1f/%.1f MiB  %.0fs left ", label_.c_str(), bar, 100 * frac,
                      done / 1048576, total / 1048576, eta);
     else
-        std::fprintf(stderr, "\r%s [%s] %5.1f%% %.0f/%.0f %s  %.0fs left ", label_.c_str(), bar, 100 * frac, done, total,
-                     unit, eta);
+        std::fprintf(stderr, "\r%s [%s] %5.1f%% %.0f/%.0f %s  %.0fs left ", label_.c_str(), bar, 100 * frac, done,
+                     total, unit, eta);
     std::fflush(stderr);
 }
 
@@ -38,4 +41,4 @@ void Progress::finish() {
     drawn_ = false;
 }
 
-}  // namespace kimi::app
+}   // namespace kimi::app

@@ -19,4 +19,4 @@ private:
     bool drawn_ = false;
 };
 
-}  // namespace kimi::app
+}   // namespace kimi::app

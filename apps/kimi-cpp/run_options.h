@@ -22,4 +22,4 @@ RunOptions parse_run_options(ArgParser& args);
 Precision resolve_precision(bool precision_auto, Precision flag, const KimiModel& model);
 Exec make_exec(const RunOptions& r, ThreadPool& pool, Arena& arena);
 
-}  // namespace kimi::app
+}   // namespace kimi::app

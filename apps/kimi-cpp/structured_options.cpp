@@ -27,7 +27,8 @@ StructuredOption parse_structured_options(ArgParser& args) {
     if (schema_file) {
         const std::string text = read_all(*schema_file);
         if (!json_depth_within(text))
-            throw Error("--json-schema: " + *schema_file + " is nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+            throw Error("--json-schema: " + *schema_file + " is nested deeper than " + std::to_string(kMaxJsonDepth) +
+                        " levels");
         const nlohmann::ordered_json schema = nlohmann::ordered_json::parse(text, nullptr, false);
         if (schema.is_discarded()) throw Error("--json-schema: " + *schema_file + " is not valid JSON");
         try {
@@ -72,4 +73,4 @@ StructuredOption parse_structured_options(ArgParser& args) {
     return out;
 }
 
-}  // namespace kimi::app
+}   // namespace kimi::app

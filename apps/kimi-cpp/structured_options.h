@@ -16,4 +16,4 @@ struct StructuredOption {
 // Throws kimi::Error naming the flag on a bad file, schema, regex or grammar.
 StructuredOption parse_structured_options(ArgParser& args);
 
-}  // namespace kimi::app
+}   // namespace kimi::app

@@ -22,4 +22,4 @@ void write_out(const std::string& s) {
     std::fflush(stdout);
 }
 
-}  // namespace kimi::app
+}   // namespace kimi::app

@@ -5,6 +5,6 @@
 namespace kimi::app {
 
 std::string read_all(const std::string& path);   // throws kimi::Error if it cannot be read
-void write_out(const std::string& s);             // throws kimi::Error if stdout fails
+void write_out(const std::string& s);            // throws kimi::Error if stdout fails
 
-}  // namespace kimi::app
+}   // namespace kimi::app

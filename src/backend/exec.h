@@ -34,7 +34,7 @@ struct OutputTrace {
 
 struct Exec {
     ThreadPool* pool = nullptr;
-    Arena* arena = nullptr;         // the step's activations (reset per step)
+    Arena* arena = nullptr;   // the step's activations (reset per step)
     // Scratch of one decoder layer, reset after each layer so a step's high-water mark is one
     // layer's scratch, not all of them (nullptr: layers allocate from `arena` too).
     Arena* layer_arena = nullptr;
@@ -44,4 +44,4 @@ struct Exec {
     OutputTrace trace;
 };
 
-}  // namespace kimi
+}   // namespace kimi

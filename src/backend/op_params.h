@@ -22,8 +22,8 @@ struct StateCapture {
 
 // Token spans of the sequences in a step: tokens of sequence b are [seq_starts[b], seq_starts[b+1]).
 struct SeqLayout {
-    std::span<const int32_t> seq_starts;   // [B+1]
-    std::span<const int32_t> slots;        // [B] recurrent-state slot of each sequence
+    std::span<const int32_t> seq_starts;           // [B+1]
+    std::span<const int32_t> slots;                // [B] recurrent-state slot of each sequence
     std::span<const StateCapture> captures = {};   // ordered by (seq, t)
 };
 
@@ -31,10 +31,10 @@ struct SeqLayout {
 // block_table[p / block_size], row p % block_size; each row holds [c (R) ; k_rope (P)],
 // as f32 (base) or as bf16 bits (base_bf16, rounded to nearest even when written).
 struct PagedLatents {
-    float* base = nullptr;              // [n_blocks, block_size, R + P] f32, or
-    uint16_t* base_bf16 = nullptr;      // the same as bf16 (exactly one of the two is set)
+    float* base = nullptr;           // [n_blocks, block_size, R + P] f32, or
+    uint16_t* base_bf16 = nullptr;   // the same as bf16 (exactly one of the two is set)
     int32_t block_size = 0;
-    int64_t row_width = 0;              // R + P
+    int64_t row_width = 0;                   // R + P
     std::span<const int32_t> block_tables;   // [B, max_blocks]
     int32_t max_blocks = 0;
 };
@@ -46,4 +46,4 @@ struct RouteParams {
     float scale = 1.0f;
 };
 
-}  // namespace kimi::ops
+}   // namespace kimi::ops

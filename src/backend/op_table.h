@@ -17,6 +17,8 @@
 #include "backend/op_params.h"
 #include "core/tensor.h"
 
+// The table is laid out by hand:
+// clang-format off
 #define KIMI_OPS(X)                                                                                                  \
     /* ---- matrix products ---- */                                                                                  \
     /* y = x · wᵀ.   x: [T, I] · w: [O, I] · y: [T, O]                                                               \
@@ -108,6 +110,7 @@
          logits: [T, E] F32, E ≤ 4096 · bias: [E] F32 · ids: [T, top_k] I32 · weights: [T, top_k] F32 */             \
     X(moe_route, (Exec& ex, const Tensor& logits, const Tensor& bias, const RouteParams& p, Tensor& ids,             \
                   Tensor& weights))
+// clang-format on
 
 // Declares each op in the enclosing namespace: namespace kimi::x { KIMI_OPS(KIMI_OP_DECLARE) }
 // (with the parameter structs of op_params.h visible there).

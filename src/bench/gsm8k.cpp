@@ -90,7 +90,7 @@ Score lm_eval_score(const std::string& extracted, bool found, const std::string&
     s.correct = lm_eval_normalise(s.extracted) == lm_eval_normalise(gold_answer);
     return s;
 }
-}  // namespace
+}   // namespace
 
 Score score_flexible(const std::string& response, const std::string& gold_answer) {
     static const std::regex re("(-?[$0-9.,]{2,})|(-?[0-9]+)");
@@ -118,4 +118,4 @@ bool is_garbled(const std::string& r) {
     return false;
 }
 
-}  // namespace kimi::bench
+}   // namespace kimi::bench

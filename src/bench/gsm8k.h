@@ -35,4 +35,4 @@ Score score_strict(const std::string& response, const std::string& gold_answer);
 // U+FFFD, a control character other than \t \n \r, or an empty response.
 bool is_garbled(const std::string& response);
 
-}  // namespace kimi::bench
+}   // namespace kimi::bench

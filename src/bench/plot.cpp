@@ -21,7 +21,8 @@ namespace {
 struct Rgb {
     uint8_t r, g, b;
 };
-const Rgb kPalette[] = {{31, 119, 180}, {214, 39, 40}, {44, 160, 44}, {255, 127, 14}, {148, 103, 189}, {140, 86, 75}, {227, 119, 194}, {127, 127, 127}};
+const Rgb kPalette[] = {{31, 119, 180},  {214, 39, 40}, {44, 160, 44},   {255, 127, 14},
+                        {148, 103, 189}, {140, 86, 75}, {227, 119, 194}, {127, 127, 127}};
 const Rgb kBlack{0, 0, 0}, kGrey{200, 200, 200}, kWhite{255, 255, 255};
 
 // Stroke font on a 4×6 grid (y down): polylines of "x y x y ..." separated by '|'.
@@ -41,11 +42,13 @@ const char* glyph(char c) {
         case 'L': return "0 0 0 6 4 6";
         case 'M': return "0 6 0 0 2 3 4 0 4 6";
         case 'N': return "0 6 0 0 4 6 4 0";
-        case 'O': case '0': return "0 0 4 0 4 6 0 6 0 0";
+        case 'O':
+        case '0': return "0 0 4 0 4 6 0 6 0 0";
         case 'P': return "0 6 0 0 4 0 4 3 0 3";
         case 'Q': return "0 0 4 0 4 6 0 6 0 0|2 4 4 6";
         case 'R': return "0 6 0 0 4 0 4 3 0 3 4 6";
-        case 'S': case '5': return "4 0 0 0 0 3 4 3 4 6 0 6";
+        case 'S':
+        case '5': return "4 0 0 0 0 3 4 3 4 6 0 6";
         case 'T': return "0 0 4 0|2 0 2 6";
         case 'U': return "0 0 0 6 4 6 4 0";
         case 'V': return "0 0 2 6 4 0";
@@ -104,13 +107,16 @@ public:
             std::vector<int> pts;
             auto flush = [&] {
                 for (size_t k = 2; k + 1 < pts.size(); k += 2)
-                    line(cx + pts[k - 2] * scale, y + pts[k - 1] * scale, cx + pts[k] * scale, y + pts[k + 1] * scale, c);
+                    line(cx + pts[k - 2] * scale, y + pts[k - 1] * scale, cx + pts[k] * scale, y + pts[k + 1] * scale,
+                         c);
                 if (pts.size() == 2) set(cx + pts[0] * scale, y + pts[1] * scale, c);
                 pts.clear();
             };
             for (const char* p = g; *p; ++p) {
-                if (*p == '|') flush();
-                else if (*p >= '0' && *p <= '9') pts.push_back(*p - '0');
+                if (*p == '|')
+                    flush();
+                else if (*p >= '0' && *p <= '9')
+                    pts.push_back(*p - '0');
             }
             flush();
             cx += 6 * scale;
@@ -131,7 +137,8 @@ public:
         }
         uLongf zlen = compressBound(uLong(raw.size()));
         std::vector<uint8_t> z(zlen);
-        if (compress2(z.data(), &zlen, raw.data(), uLong(raw.size()), 9) != Z_OK) throw Error("png: compression failed");
+        if (compress2(z.data(), &zlen, raw.data(), uLong(raw.size()), 9) != Z_OK)
+            throw Error("png: compression failed");
         z.resize(zlen);
         std::ofstream f(path, std::ios::binary);
         if (!f) throw Error(path + ": cannot create");
@@ -228,7 +235,7 @@ void draw_lines(Axes& a, const std::vector<PlotSeries>& series) {
     }
 }
 
-}  // namespace
+}   // namespace
 
 void write_decode_ab_plot(const std::string& path, const std::vector<PlotSeries>& tpot_per_run,
                           const std::vector<PlotSeries>& itl_samples) {
@@ -291,8 +298,8 @@ void write_decode_ab_plot(const std::string& path, const std::vector<PlotSeries>
     c.write_png(path);
 }
 
-void write_line_plot(const std::string& path, const std::string& title, const std::string& x_label, const std::string& y_label,
-                     const std::vector<PlotSeries>& series) {
+void write_line_plot(const std::string& path, const std::string& title, const std::string& x_label,
+                     const std::string& y_label, const std::vector<PlotSeries>& series) {
     Canvas c(640, 420);
     double x0, x1, y0, y1;
     bounds(series, x0, x1, y0, y1);
@@ -303,4 +310,4 @@ void write_line_plot(const std::string& path, const std::string& title, const st
     c.write_png(path);
 }
 
-}  // namespace kimi::bench
+}   // namespace kimi::bench

@@ -22,4 +22,4 @@ void write_decode_ab_plot(const std::string& path, const std::vector<PlotSeries>
 void write_line_plot(const std::string& path, const std::string& title, const std::string& x_label,
                      const std::string& y_label, const std::vector<PlotSeries>& series);
 
-}  // namespace kimi::bench
+}   // namespace kimi::bench

@@ -27,7 +27,7 @@ int64_t next_chunk(const Seq& s, bool scored, const DriveOptions& opt, Rng& rng)
     return n;
 }
 
-}  // namespace
+}   // namespace
 
 std::vector<float> score_sequence(const KimiModel& model, Exec& ex, const std::vector<int32_t>& tokens,
                                   const DriveOptions& opt) {
@@ -43,7 +43,8 @@ std::vector<float> score_sequence(const KimiModel& model, Exec& ex, const std::v
 
     const int32_t block_size = 16;
     int32_t max_blocks = 1;
-    for (const auto& s : seqs) max_blocks = std::max<int32_t>(max_blocks, int32_t((s.tokens.size() + block_size - 1) / block_size));
+    for (const auto& s : seqs)
+        max_blocks = std::max<int32_t>(max_blocks, int32_t((s.tokens.size() + block_size - 1) / block_size));
     const int32_t n_blocks = max_blocks * int32_t(seqs.size());
     std::vector<int32_t> pool(static_cast<size_t>(n_blocks));
     for (int32_t i = 0; i < n_blocks; ++i) pool[size_t(i)] = i;
@@ -53,10 +54,14 @@ std::vector<float> score_sequence(const KimiModel& model, Exec& ex, const std::v
     CacheStorage cache(model.cache_geometry(int32_t(seqs.size()), n_blocks, block_size));
     std::vector<float> out(tokens.size() * size_t(c.vocab_size));
     std::vector<int32_t> ids, starts, past, slots, rows, tables;
-    while (seqs[0].done < int64_t(tokens.size()) || std::any_of(seqs.begin(), seqs.end(), [](const Seq& s) {
-               return s.done < int64_t(s.tokens.size());
-           })) {
-        ids.clear(); starts.assign(1, 0); past.clear(); slots.clear(); rows.clear(); tables.clear();
+    while (seqs[0].done < int64_t(tokens.size()) ||
+           std::any_of(seqs.begin(), seqs.end(), [](const Seq& s) { return s.done < int64_t(s.tokens.size()); })) {
+        ids.clear();
+        starts.assign(1, 0);
+        past.clear();
+        slots.clear();
+        rows.clear();
+        tables.clear();
         std::vector<std::pair<size_t, int64_t>> fed;   // (sequence, n) in batch order
         // Order the sequences differently each step so the scored one is not always first.
         const size_t first = size_t(rng.below(seqs.size()));
@@ -84,4 +89,4 @@ std::vector<float> score_sequence(const KimiModel& model, Exec& ex, const std::v
     return out;
 }
 
-}  // namespace kimi
+}   // namespace kimi

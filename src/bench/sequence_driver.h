@@ -12,9 +12,9 @@
 namespace kimi {
 
 struct DriveOptions {
-    int64_t prefill_chunk = 0;    // tokens per step while prefilling (0: the whole prefill in one step)
-    int64_t decode_from = -1;     // from this position on, one token per step (-1: never)
-    int64_t n_fillers = 0;        // other sequences in the same steps
+    int64_t prefill_chunk = 0;   // tokens per step while prefilling (0: the whole prefill in one step)
+    int64_t decode_from = -1;    // from this position on, one token per step (-1: never)
+    int64_t n_fillers = 0;       // other sequences in the same steps
     uint64_t filler_seed = 1234;
 };
 
@@ -22,4 +22,4 @@ struct DriveOptions {
 std::vector<float> score_sequence(const KimiModel& model, Exec& ex, const std::vector<int32_t>& tokens,
                                   const DriveOptions& opt);
 
-}  // namespace kimi
+}   // namespace kimi

@@ -11,14 +11,17 @@ namespace kimi::bench {
 
 namespace {
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-}  // namespace
+}   // namespace
 
 Endpoint parse_base_url(const std::string& url) {
     std::string rest = url;
-    if (rest.rfind("http://", 0) == 0) rest = rest.substr(7);
-    else if (rest.find("://") != std::string::npos) throw Error("--base-url: only http:// is supported, got " + url);
+    if (rest.rfind("http://", 0) == 0)
+        rest = rest.substr(7);
+    else if (rest.find("://") != std::string::npos)
+        throw Error("--base-url: only http:// is supported, got " + url);
     while (!rest.empty() && rest.back() == '/') rest.pop_back();
-    if (rest.find('/') != std::string::npos) throw Error("--base-url: give scheme://host:port only (no path), got " + url);
+    if (rest.find('/') != std::string::npos)
+        throw Error("--base-url: give scheme://host:port only (no path), got " + url);
     Endpoint ep;
     const size_t colon = rest.rfind(':');
     ep.host = colon == std::string::npos ? rest : rest.substr(0, colon);
@@ -142,10 +145,11 @@ RequestResult stream_request(const Endpoint& ep, const std::string& path, const 
     return r;
 }
 
-}  // namespace kimi::bench
+}   // namespace kimi::bench
 
 namespace kimi::bench {
-std::pair<int, nlohmann::ordered_json> post_json(const Endpoint& ep, const std::string& path, const nlohmann::ordered_json& body) {
+std::pair<int, nlohmann::ordered_json> post_json(const Endpoint& ep, const std::string& path,
+                                                 const nlohmann::ordered_json& body) {
     httplib::Client cli(ep.host, ep.port);
     cli.set_read_timeout(time_t(ep.timeout_s), 0);
     cli.set_connection_timeout(30, 0);
@@ -159,4 +163,4 @@ std::pair<int, nlohmann::ordered_json> post_json(const Endpoint& ep, const std::
         return {res->status, {{"error", res->body.substr(0, 500)}}};
     }
 }
-}  // namespace kimi::bench
+}   // namespace kimi::bench

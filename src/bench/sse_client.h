@@ -32,10 +32,11 @@ RequestResult stream_request(const Endpoint& ep, const std::string& path, const 
 nlohmann::ordered_json get_json(const Endpoint& ep, const std::string& path);
 std::string get_text(const Endpoint& ep, const std::string& path);
 
-}  // namespace kimi::bench
+}   // namespace kimi::bench
 
 namespace kimi::bench {
 // POST path with a JSON body → (HTTP status, parsed body or {"error": text}); status 0 when
 // the request itself failed (connection, timeout).
-std::pair<int, nlohmann::ordered_json> post_json(const Endpoint& ep, const std::string& path, const nlohmann::ordered_json& body);
-}  // namespace kimi::bench
+std::pair<int, nlohmann::ordered_json> post_json(const Endpoint& ep, const std::string& path,
+                                                 const nlohmann::ordered_json& body);
+}   // namespace kimi::bench

@@ -39,7 +39,8 @@ Summary summarize(const std::vector<double>& v, const std::vector<double>& ps) {
     return s;
 }
 
-ServingMetrics compute_serving_metrics(const std::vector<RequestResult>& rs, double duration_s, const std::vector<double>& ps) {
+ServingMetrics compute_serving_metrics(const std::vector<RequestResult>& rs, double duration_s,
+                                       const std::vector<double>& ps) {
     ServingMetrics m;
     std::vector<double> ttft, tpot, itl, e2el;
     std::map<int64_t, double> per_second;   // output tokens by 1-second bucket of their timestamps
@@ -89,4 +90,4 @@ double mcnemar_exact_p(int64_t only_a, int64_t only_b) {
     return std::min(1.0, 2.0 * tail);
 }
 
-}  // namespace kimi::bench
+}   // namespace kimi::bench

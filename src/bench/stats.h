@@ -11,23 +11,23 @@
 
 namespace kimi::bench {
 
-double mean(const std::vector<double>& v);                 // 0 for empty
-double pop_std(const std::vector<double>& v);              // numpy std (ddof 0)
-double percentile(std::vector<double> v, double p);        // numpy.percentile, linear; p in [0, 100]
+double mean(const std::vector<double>& v);            // 0 for empty
+double pop_std(const std::vector<double>& v);         // numpy std (ddof 0)
+double percentile(std::vector<double> v, double p);   // numpy.percentile, linear; p in [0, 100]
 
 struct Summary {
     double mean = 0, median = 0, std = 0;
-    std::vector<std::pair<double, double>> percentiles;    // (p, value)
+    std::vector<std::pair<double, double>> percentiles;   // (p, value)
 };
 Summary summarize(const std::vector<double>& v, const std::vector<double>& ps = {99.0});
 
 // One request as the client saw it (seconds).
 struct RequestResult {
     bool success = false;
-    double ttft = 0, latency = 0;                          // latency = E2EL (last token-bearing chunk)
-    std::vector<double> itl;                               // gaps between token-bearing chunks
+    double ttft = 0, latency = 0;   // latency = E2EL (last token-bearing chunk)
+    std::vector<double> itl;        // gaps between token-bearing chunks
     int64_t prompt_tokens = 0, output_tokens = 0;
-    double start = 0;                                      // send time since the benchmark start
+    double start = 0;   // send time since the benchmark start
     std::string error;
 };
 
@@ -44,4 +44,4 @@ ServingMetrics compute_serving_metrics(const std::vector<RequestResult>& rs, dou
 // min(1, 2 · P[Binomial(b + c, 1/2) ≤ min(b, c)]); 1 when there are none.
 double mcnemar_exact_p(int64_t only_a, int64_t only_b);
 
-}  // namespace kimi::bench
+}   // namespace kimi::bench

@@ -21,19 +21,21 @@ void add_all(StepTraffic& t, std::initializer_list<const Tensor*> xs) {
         t.macs_per_token += elems_of(*x);
     }
 }
-}  // namespace
+}   // namespace
 
 StepTraffic decode_step_traffic(const KimiModel& model, int64_t batch, int64_t context, bool latent_bf16) {
     const ModelConfig& c = model.config();
     const ModelWeights& w = model.weights();
     StepTraffic t;
-    t.weight_bytes = bytes_of(w.lm_head) + bytes_of(w.final_norm) + double(batch) * double(c.hidden_size) * double(dtype_size(w.embed.dtype));
+    t.weight_bytes = bytes_of(w.lm_head) + bytes_of(w.final_norm) +
+        double(batch) * double(c.hidden_size) * double(dtype_size(w.embed.dtype));
     t.head_macs = elems_of(w.lm_head);
     t.macs_per_token = t.head_macs;
     for (const LayerWeights& l : w.layers) {
         if (l.kind == LayerKind::kKda) {
             const KdaWeights& a = l.kda;
-            add_all(t, {&a.q_proj, &a.k_proj, &a.v_proj, &a.f_a, &a.f_b, &a.b_proj, &a.g_a, &a.g_b, &a.g_proj, &a.o_proj});
+            add_all(t,
+                    {&a.q_proj, &a.k_proj, &a.v_proj, &a.f_a, &a.f_b, &a.b_proj, &a.g_a, &a.g_b, &a.g_proj, &a.o_proj});
         } else {
             const MlaWeights& a = l.mla;
             add_all(t, {&a.q_proj, &a.q_a, &a.q_b, &a.kv_a_c, &a.kv_a_rope, &a.w_uk_t, &a.w_uv, &a.g_proj, &a.o_proj});
@@ -48,9 +50,9 @@ StepTraffic decode_step_traffic(const KimiModel& model, int64_t batch, int64_t c
             const double e = double(c.n_experts), k = double(c.n_experts_per_token);
             const double touched = mine * (1.0 - std::pow(1.0 - k / e, double(batch)));
             t.weight_bytes += bytes_of(l.moe.router) + (one ? touched * mlp_bytes(*one) : 0.0) +
-                              (l.moe.has_shared ? mlp_bytes(l.moe.shared) : 0.0);
+                (l.moe.has_shared ? mlp_bytes(l.moe.shared) : 0.0);
             t.macs_per_token += elems_of(l.moe.router) + (one ? k * mine / e * mlp_elems(*one) : 0.0) +
-                                (l.moe.has_shared ? mlp_elems(l.moe.shared) : 0.0);
+                (l.moe.has_shared ? mlp_elems(l.moe.shared) : 0.0);
             add_all(t, {&l.moe.latent_down, &l.moe.latent_up});
         } else {
             t.weight_bytes += mlp_bytes(l.mlp);
@@ -58,8 +60,8 @@ StepTraffic decode_step_traffic(const KimiModel& model, int64_t batch, int64_t c
         }
     }
     const CacheGeometry g = model.cache_geometry(1, 1, 16, latent_bf16);
-    t.cache_bytes = double(batch) * (2.0 * double(g.bytes_per_slot()) +
-                                     double(context) * double(g.bytes_per_block()) / double(g.block_size));
+    t.cache_bytes = double(batch) *
+        (2.0 * double(g.bytes_per_slot()) + double(context) * double(g.bytes_per_block()) / double(g.block_size));
     return t;
 }
 
@@ -79,7 +81,8 @@ double held_weight_bytes(const KimiModel& model) {
         add({&k.q_proj, &k.k_proj, &k.v_proj, &k.q_conv, &k.k_conv, &k.v_conv, &k.f_a, &k.f_b, &k.dt_bias, &k.neg_exp_a,
              &k.b_proj, &k.g_a, &k.g_b, &k.g_proj, &k.o_norm, &k.o_proj});
         const MlaWeights& a = l.mla;
-        add({&a.q_proj, &a.q_a, &a.q_a_norm, &a.q_b, &a.g_proj, &a.kv_a_c, &a.kv_a_rope, &a.kv_a_norm, &a.w_uk_t, &a.w_uv, &a.o_proj});
+        add({&a.q_proj, &a.q_a, &a.q_a_norm, &a.q_b, &a.g_proj, &a.kv_a_c, &a.kv_a_rope, &a.kv_a_norm, &a.w_uk_t,
+             &a.w_uv, &a.o_proj});
         add_mlp(l.mlp);
         add({&l.moe.router, &l.moe.score_bias, &l.moe.latent_down, &l.moe.latent_norm, &l.moe.latent_up});
         for (const MlpWeights& x : l.moe.experts) add_mlp(x);
@@ -88,4 +91,4 @@ double held_weight_bytes(const KimiModel& model) {
     return b;
 }
 
-}  // namespace kimi
+}   // namespace kimi

@@ -12,10 +12,10 @@
 namespace kimi {
 
 struct StepTraffic {
-    double weight_bytes = 0;        // weights read once per step
-    double cache_bytes = 0;         // KDA state (read + write) + MLA latents read
-    double macs_per_token = 0;      // weight multiply-adds per token (matrix products)
-    double head_macs = 0;           // of which lm_head: a prefill pays it for its last token only
+    double weight_bytes = 0;     // weights read once per step
+    double cache_bytes = 0;      // KDA state (read + write) + MLA latents read
+    double macs_per_token = 0;   // weight multiply-adds per token (matrix products)
+    double head_macs = 0;        // of which lm_head: a prefill pays it for its last token only
     double total_bytes() const { return weight_bytes + cache_bytes; }
 };
 
@@ -25,4 +25,4 @@ StepTraffic decode_step_traffic(const KimiModel& m, int64_t batch, int64_t conte
 // Bytes of every weight this process holds (its slices when the model is split).
 double held_weight_bytes(const KimiModel& m);
 
-}  // namespace kimi
+}   // namespace kimi

@@ -7,7 +7,11 @@
 namespace kimi {
 
 BlockPool::BlockPool(int32_t n_blocks)
-    : ref_(size_t(n_blocks), 0), hash_(size_t(n_blocks), 0), by_hash_(n_blocks), prev_(size_t(n_blocks), -1), next_(size_t(n_blocks), -1) {
+    : ref_(size_t(n_blocks), 0),
+      hash_(size_t(n_blocks), 0),
+      by_hash_(n_blocks),
+      prev_(size_t(n_blocks), -1),
+      next_(size_t(n_blocks), -1) {
     free_.reserve(size_t(n_blocks));
     for (int32_t b = n_blocks - 1; b >= 0; --b) free_.push_back(b);   // hands out 0, 1, 2, ... first
 }
@@ -38,8 +42,10 @@ void BlockPool::retain(int32_t block) {
 void BlockPool::release(int32_t block) {
     KIMI_CHECK(block >= 0 && block < n_total() && ref_[size_t(block)] > 0, "release of a free block");
     if (--ref_[size_t(block)] > 0) return;
-    if (hash_[size_t(block)] != 0) lru_push(block);
-    else free_.push_back(block);
+    if (hash_[size_t(block)] != 0)
+        lru_push(block);
+    else
+        free_.push_back(block);
 }
 
 void BlockPool::set_hash(int32_t block, uint64_t hash) {
@@ -48,9 +54,7 @@ void BlockPool::set_hash(int32_t block, uint64_t hash) {
     hash_[size_t(block)] = hash;
 }
 
-std::optional<int32_t> BlockPool::find(uint64_t hash) const {
-    return by_hash_.find(hash);
-}
+std::optional<int32_t> BlockPool::find(uint64_t hash) const { return by_hash_.find(hash); }
 
 void BlockPool::forget(int32_t b) {
     by_hash_.erase(hash_[size_t(b)]);
@@ -60,18 +64,24 @@ void BlockPool::forget(int32_t b) {
 void BlockPool::lru_push(int32_t b) {
     prev_[size_t(b)] = tail_;
     next_[size_t(b)] = -1;
-    if (tail_ >= 0) next_[size_t(tail_)] = b;
-    else head_ = b;
+    if (tail_ >= 0)
+        next_[size_t(tail_)] = b;
+    else
+        head_ = b;
     tail_ = b;
     ++n_cached_;
 }
 
 void BlockPool::lru_remove(int32_t b) {
     const int32_t p = prev_[size_t(b)], n = next_[size_t(b)];
-    if (p >= 0) next_[size_t(p)] = n;
-    else head_ = n;
-    if (n >= 0) prev_[size_t(n)] = p;
-    else tail_ = p;
+    if (p >= 0)
+        next_[size_t(p)] = n;
+    else
+        head_ = n;
+    if (n >= 0)
+        prev_[size_t(n)] = p;
+    else
+        tail_ = p;
     prev_[size_t(b)] = next_[size_t(b)] = -1;
     --n_cached_;
 }
@@ -95,4 +105,4 @@ void StatePool::release(int32_t slot) {
     free_.push_back(slot);
 }
 
-}  // namespace kimi
+}   // namespace kimi

@@ -39,7 +39,7 @@ private:
 
     std::vector<int32_t> free_;   // stack of free ids
     std::vector<int32_t> ref_;
-    std::vector<uint64_t> hash_;  // 0: not named
+    std::vector<uint64_t> hash_;   // 0: not named
     HashIndex by_hash_;
     std::vector<int32_t> prev_, next_;   // the cached blocks, oldest first (−1 ends)
     int32_t head_ = -1, tail_ = -1, n_cached_ = 0;
@@ -60,4 +60,4 @@ private:
     std::vector<uint8_t> used_;
 };
 
-}  // namespace kimi
+}   // namespace kimi

@@ -79,7 +79,8 @@ bool CacheManager::allocate_with_prefix(uint64_t id, const PrefixHit& hit, int64
     const int32_t need = blocks_for(n_total_tokens);
     int32_t revived = 0;   // hit blocks now cached: sharing them takes them out of the evictable count
     for (int32_t b : hit.blocks) revived += blocks_.ref_count(b) == 0;
-    if (need > max_blocks_ || need - int32_t(hit.blocks.size()) > blocks_.n_free() - revived || slots_.n_free() == 0) return false;
+    if (need > max_blocks_ || need - int32_t(hit.blocks.size()) > blocks_.n_free() - revived || slots_.n_free() == 0)
+        return false;
     Seq& s = seqs_[id];
     s.blocks.reserve(size_t(max_blocks_));
     s.slot = *slots_.acquire();
@@ -105,7 +106,8 @@ void CacheManager::commit_full_blocks(uint64_t id, int64_t n_computed, const Tok
         const uint64_t h = block_hash(s.hashes.empty() ? 0 : s.hashes.back(), ids, salt_);
         const int32_t b = s.blocks[size_t(k)];
         blocks_.set_hash(b, h);
-        if (blocks_.hash_of(b) == h) std::copy(ids.begin(), ids.end(), block_tokens_.begin() + int64_t(b) * block_size_);
+        if (blocks_.hash_of(b) == h)
+            std::copy(ids.begin(), ids.end(), block_tokens_.begin() + int64_t(b) * block_size_);
         s.hashes.push_back(h);
     }
 }
@@ -143,4 +145,4 @@ int32_t CacheManager::state_slot(uint64_t id) const {
     return it->second.slot;
 }
 
-}  // namespace kimi
+}   // namespace kimi

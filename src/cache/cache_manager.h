@@ -79,4 +79,4 @@ private:
     std::unordered_map<uint64_t, Seq> seqs_;
 };
 
-}  // namespace kimi
+}   // namespace kimi

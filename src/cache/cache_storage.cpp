@@ -61,4 +61,4 @@ void CacheStorage::copy_slot(int32_t src, int32_t dst) {
 
 int64_t CacheStorage::bytes() const { return g_.n_slots * g_.bytes_per_slot() + g_.n_blocks * g_.bytes_per_block(); }
 
-}  // namespace kimi
+}   // namespace kimi

@@ -38,8 +38,8 @@ public:
     const CacheGeometry& geometry() const { return g_; }
     ops::SlotState kda_state(int64_t kda_layer);
     ops::SlotState conv_state(int64_t kda_layer, int which);   // which: 0 q, 1 k, 2 v
-    ops::PagedLatents mla_latents(int64_t mla_layer);   // base (or base_bf16) and row geometry; tables unset
-    void reset_slot(int32_t slot);   // zero state + conv windows: a fresh sequence
+    ops::PagedLatents mla_latents(int64_t mla_layer);          // base (or base_bf16) and row geometry; tables unset
+    void reset_slot(int32_t slot);                             // zero state + conv windows: a fresh sequence
     // A slot's whole recurrent state (every KDA layer's state and conv windows) copied into
     // another slot: prefix-cache checkpoints are slots too (saved and restored by copy).
     void copy_slot(int32_t src, int32_t dst);
@@ -55,4 +55,4 @@ private:
     std::vector<SlotOp>* log_ = nullptr;
 };
 
-}  // namespace kimi
+}   // namespace kimi

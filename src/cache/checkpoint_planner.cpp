@@ -14,9 +14,10 @@ namespace {
 std::pair<int64_t, int64_t> prompt_positions(int64_t prompt_len, int64_t bs) {
     return {(prompt_len - 1) / bs * bs, prompt_len / bs * bs};
 }
-}  // namespace
+}   // namespace
 
-CheckpointPlanner::CheckpointPlanner(CacheManager& cache, CheckpointStore& store, CacheStorage& storage, int32_t interval)
+CheckpointPlanner::CheckpointPlanner(CacheManager& cache, CheckpointStore& store, CacheStorage& storage,
+                                     int32_t interval)
     : cache_(cache), store_(store), storage_(storage), interval_(interval) {
     captures_.reserve(size_t(store.capacity()));
     capture_hashes_.reserve(size_t(store.capacity()));
@@ -43,8 +44,10 @@ bool CheckpointPlanner::plan_chunk(int32_t seq, uint64_t id, int64_t from, int64
         const int64_t x = k < n_extra ? extra[k] : INT64_MAX;
         const int64_t at = std::min(next, x);
         if (at >= end) break;
-        if (at == x) ++k;
-        else next += every;
+        if (at == x)
+            ++k;
+        else
+            next += every;
         const uint64_t h = cache_.hash_through(id, at / bs, token_at);
         if (h == 0 || store_.contains(h)) continue;
         const auto slot = store_.begin();
@@ -66,9 +69,11 @@ uint64_t CheckpointPlanner::save_chunk_end(uint64_t id, int64_t end, int64_t pro
     const uint64_t h = cache_.prefix_hash(id, end / bs);
     if (h == 0) return tail;
     const auto [p1, p2] = prompt_positions(prompt_len, bs);
-    if (end % interval_ == 0 || end == p1 || end == p2) store_.save(h, storage_, cache_.state_slot(id));
-    else if (end > prompt_len && store_.save(h, storage_, cache_.state_slot(id), tail)) return h;
+    if (end % interval_ == 0 || end == p1 || end == p2)
+        store_.save(h, storage_, cache_.state_slot(id));
+    else if (end > prompt_len && store_.save(h, storage_, cache_.state_slot(id), tail))
+        return h;
     return tail;
 }
 
-}  // namespace kimi
+}   // namespace kimi

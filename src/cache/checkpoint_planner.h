@@ -29,7 +29,8 @@ public:
     // `seq` of the batch (prompt_len: its prompt's length; token_at: its token ids). Chunks
     // come in batch order. false: no more captures this step (prefix caching off, no
     // checkpoints, or every checkpoint entry is being written).
-    bool plan_chunk(int32_t seq, uint64_t id, int64_t from, int64_t n_tokens, int64_t prompt_len, const TokenAt& token_at);
+    bool plan_chunk(int32_t seq, uint64_t id, int64_t from, int64_t n_tokens, int64_t prompt_len,
+                    const TokenAt& token_at);
     // The planned captures, ordered by (seq, t).
     std::span<const ops::StateCapture> captures() const { return captures_; }
     // After the forward pass: names the captured checkpoints.
@@ -48,4 +49,4 @@ private:
     std::vector<uint64_t> capture_hashes_;   // captures_[i] is named capture_hashes_[i]
 };
 
-}  // namespace kimi
+}   // namespace kimi

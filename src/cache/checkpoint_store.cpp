@@ -75,4 +75,4 @@ bool CheckpointStore::restore(uint64_t hash, CacheStorage& storage, int32_t slot
     return true;
 }
 
-}  // namespace kimi
+}   // namespace kimi

@@ -49,12 +49,12 @@ private:
 
     int32_t first_;
     int64_t bytes_;
-    std::vector<uint64_t> hash_;    // entry → hash (0: free or being written)
-    std::vector<uint64_t> stamp_;   // entry → last use
-    std::vector<uint8_t> writing_;  // entry → between begin() and commit()/abandon()
+    std::vector<uint64_t> hash_;     // entry → hash (0: free or being written)
+    std::vector<uint64_t> stamp_;    // entry → last use
+    std::vector<uint8_t> writing_;   // entry → between begin() and commit()/abandon()
     uint64_t clock_ = 0;
     int64_t n_saved_ = 0;
     HashIndex by_hash_;
 };
 
-}  // namespace kimi
+}   // namespace kimi

@@ -58,4 +58,4 @@ void HashIndex::erase(uint64_t key) {
     --size_;
 }
 
-}  // namespace kimi
+}   // namespace kimi

@@ -29,4 +29,4 @@ private:
     int64_t size_ = 0, max_ = 0;
 };
 
-}  // namespace kimi
+}   // namespace kimi

@@ -23,4 +23,4 @@ inline uint64_t block_hash(uint64_t parent, std::span<const int32_t> tokens, uin
     return h == 0 ? 1 : h;
 }
 
-}  // namespace kimi
+}   // namespace kimi

@@ -23,8 +23,8 @@ struct ChatRequest {
     nlohmann::ordered_json tool_choice;       // "auto" | "none" | "required" | object, or null
     nlohmann::ordered_json response_format;   // object, or null
     bool add_generation_prompt = false;
-    bool thinking = true;                               // K3: the think channel
-    std::optional<std::string> thinking_effort = "max"; // K3: low | high | max (nullopt: no effort message)
+    bool thinking = true;                                 // K3: the think channel
+    std::optional<std::string> thinking_effort = "max";   // K3: low | high | max (nullopt: no effort message)
     // Request mode (the server, `chat-template --request`): tool-call `arguments` strings that
     // parse to a JSON object are rendered from the parsed object, as vLLM does before templating.
     bool parse_string_arguments = false;
@@ -50,8 +50,8 @@ struct AssistantMessage {
 // One streamed piece: exactly one of the three kinds.
 struct Delta {
     enum Kind : uint8_t { kReasoning, kContent, kToolCall } kind = kContent;
-    std::string text;                  // reasoning / content text
-    int32_t tool_index = -1;           // kToolCall: the call's index, id/name/arguments complete
+    std::string text;          // reasoning / content text
+    int32_t tool_index = -1;   // kToolCall: the call's index, id/name/arguments complete
     ToolCallOut call;
 };
 
@@ -76,4 +76,4 @@ public:
 
 std::unique_ptr<ChatFormat> chat_format_for(const tok::Tokenizer& t);
 
-}  // namespace kimi::chat
+}   // namespace kimi::chat

@@ -10,7 +10,7 @@ J call_json(const ToolCallOut& c) {
     return J{{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
 }
 J opt(const std::optional<std::string>& s) { return s ? J(*s) : J(nullptr); }
-}  // namespace
+}   // namespace
 
 J message_json(const AssistantMessage& m) {
     J j{{"role", "assistant"}, {"content", opt(m.content)}, {"reasoning_content", opt(m.reasoning_content)}};
@@ -48,4 +48,4 @@ std::vector<Delta> merge_deltas(const std::vector<Delta>& ds) {
     return out;
 }
 
-}  // namespace kimi::chat
+}   // namespace kimi::chat

@@ -16,4 +16,4 @@ nlohmann::ordered_json delta_json(const Delta& d);
 // Adjacent text deltas of the same kind joined (what one stream chunk may carry).
 std::vector<Delta> merge_deltas(const std::vector<Delta>& ds);
 
-}  // namespace kimi::chat
+}   // namespace kimi::chat

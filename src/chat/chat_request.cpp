@@ -37,12 +37,15 @@ ChatRequest chat_request_from_body(const nlohmann::ordered_json& body) {
             r.thinking = it->get<bool>();
         }
         if (auto it = kw.find("thinking_effort"); it != kw.end()) {
-            if (it->is_null()) r.thinking_effort.reset();
-            else if (!it->is_string()) throw Error("chat_template_kwargs.thinking_effort must be a string");
-            else r.thinking_effort = it->get<std::string>();
+            if (it->is_null())
+                r.thinking_effort.reset();
+            else if (!it->is_string())
+                throw Error("chat_template_kwargs.thinking_effort must be a string");
+            else
+                r.thinking_effort = it->get<std::string>();
         }
     }
     return r;
 }
 
-}  // namespace kimi::chat
+}   // namespace kimi::chat

@@ -17,4 +17,4 @@ private:
     const tok::Tokenizer& tok_;
 };
 
-}  // namespace kimi::chat
+}   // namespace kimi::chat

@@ -41,9 +41,14 @@ std::optional<std::string> attribute(std::string_view header, std::string_view n
     if (end == std::string_view::npos) return std::nullopt;
     std::string v(header.substr(begin, end - begin)), out;
     for (size_t i = 0; i < v.size(); ++i) {
-        if (v.compare(i, 6, "&quot;") == 0) { out += '"'; i += 5; }
-        else if (v.compare(i, 5, "&amp;") == 0) { out += '&'; i += 4; }
-        else out += v[i];
+        if (v.compare(i, 6, "&quot;") == 0) {
+            out += '"';
+            i += 5;
+        } else if (v.compare(i, 5, "&amp;") == 0) {
+            out += '&';
+            i += 4;
+        } else
+            out += v[i];
     }
     return out;
 }
@@ -66,7 +71,18 @@ public:
     const AssistantMessage& message() const override { return msg_; }
 
 private:
-    enum State : uint8_t { kThink, kAfterThink, kResponse, kAfterResponse, kTools, kCall, kArgument, kJson, kDone, kRaw };
+    enum State : uint8_t {
+        kThink,
+        kAfterThink,
+        kResponse,
+        kAfterResponse,
+        kTools,
+        kCall,
+        kArgument,
+        kJson,
+        kDone,
+        kRaw
+    };
 
     void emit_text(std::string_view s, std::vector<Delta>& out) {
         if (s.empty()) return;
@@ -119,10 +135,14 @@ private:
                 if (tail.substr(0, m.size()) == m) marker = m;
             if (marker.empty()) {
                 bool prefix = false;
-                for (std::string_view m : kMarkers) prefix = prefix || (tail.size() < m.size() && m.substr(0, tail.size()) == tail);
+                for (std::string_view m : kMarkers)
+                    prefix = prefix || (tail.size() < m.size() && m.substr(0, tail.size()) == tail);
                 if (prefix && !at_end) break;   // wait for the rest of the marker
-                if (prefix) { pos = buf_.size(); break; }   // truncated marker: dropped
-                emit_text("<|", out);           // not a marker: text
+                if (prefix) {
+                    pos = buf_.size();
+                    break;
+                }                       // truncated marker: dropped
+                emit_text("<|", out);   // not a marker: text
                 pos += 2;
                 continue;
             }
@@ -132,7 +152,7 @@ private:
                 space_.clear();
                 continue;
             }
-            if (marker == "<|sep|>") {           // a stray separator
+            if (marker == "<|sep|>") {   // a stray separator
                 to_raw(tail, out);
                 pos = buf_.size();
                 break;
@@ -145,9 +165,9 @@ private:
                     to_raw(tail, out);
                     pos = buf_.size();
                 } else if (at_end) {
-                    pos = buf_.size();           // truncated tag: dropped
+                    pos = buf_.size();   // truncated tag: dropped
                 }
-                break;                           // else the tag header is still coming
+                break;   // else the tag header is still coming
             }
             const std::string header = buf_.substr(pos + marker.size(), sep - pos - marker.size());
             if (header.find("<|") != std::string::npos) {
@@ -171,17 +191,32 @@ private:
         const std::string name = tag_name(header);
         switch (state_) {
             case kThink:
-                if (!open && name == "think") { state_ = kAfterThink; return true; }
+                if (!open && name == "think") {
+                    state_ = kAfterThink;
+                    return true;
+                }
                 return false;
             case kAfterThink:
-                if (open && name == "response") { state_ = kResponse; return true; }
+                if (open && name == "response") {
+                    state_ = kResponse;
+                    return true;
+                }
                 return false;
             case kResponse:
-                if (!open && name == "response") { state_ = kAfterResponse; return true; }
+                if (!open && name == "response") {
+                    state_ = kAfterResponse;
+                    return true;
+                }
                 return false;
             case kAfterResponse:
-                if (open && name == "tools") { state_ = kTools; return true; }
-                if (!open && name == "message") { state_ = kDone; return true; }
+                if (open && name == "tools") {
+                    state_ = kTools;
+                    return true;
+                }
+                if (!open && name == "message") {
+                    state_ = kDone;
+                    return true;
+                }
                 return false;
             case kTools:
                 if (open && name == "call") {
@@ -194,7 +229,10 @@ private:
                     state_ = kCall;
                     return true;
                 }
-                if (!open && name == "tools") { state_ = kAfterResponse; return true; }
+                if (!open && name == "tools") {
+                    state_ = kAfterResponse;
+                    return true;
+                }
                 return false;
             case kCall:
                 if (open && (name == "argument" || name == "json")) {
@@ -221,8 +259,9 @@ private:
                         args_[key_] = value_;
                     } else {
                         // too deep to be walked safely, or not JSON: kept as the text
-                        auto v = json_depth_within(value_) ? nlohmann::ordered_json::parse(value_, nullptr, false)
-                                                           : nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded);
+                        auto v = json_depth_within(value_)
+                            ? nlohmann::ordered_json::parse(value_, nullptr, false)
+                            : nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded);
                         args_[key_] = v.is_discarded() ? nlohmann::ordered_json(value_) : v;
                     }
                     state_ = kCall;
@@ -237,8 +276,7 @@ private:
                 }
                 return false;
             case kDone:
-            case kRaw:
-                return false;
+            case kRaw: return false;
         }
         return false;
     }
@@ -252,8 +290,8 @@ private:
     std::string key_, type_, value_;
 };
 
-}  // namespace
+}   // namespace
 
 std::unique_ptr<OutputParser> K3Format::new_parser(bool thinking) const { return std::make_unique<K3Parser>(thinking); }
 
-}  // namespace kimi::chat
+}   // namespace kimi::chat

@@ -28,9 +28,12 @@ std::string attr_str(const J& v, const std::string& what) {
 std::string escape_attr(const std::string& s) {
     std::string out;
     for (char c : s) {
-        if (c == '&') out += "&amp;";
-        else if (c == '"') out += "&quot;";
-        else out += c;
+        if (c == '&')
+            out += "&amp;";
+        else if (c == '"')
+            out += "&quot;";
+        else
+            out += c;
     }
     return out;
 }
@@ -100,7 +103,8 @@ void render_content(PromptBuilder& b, const J& content, const std::string& where
         const std::string pw = where + ".content[" + std::to_string(i) + "]";
         if (!part.is_object()) throw Error(pw + " must be an object");
         const J& type = get(part, "type");
-        if ((type.is_string() && (type == "image" || type == "image_url")) || part.contains("image_url") || part.contains("image"))
+        if ((type.is_string() && (type == "image" || type == "image_url")) || part.contains("image_url") ||
+            part.contains("image"))
             throw Error(pw + ": image content is not supported (the vision model is not served)");
         const J& text = get(part, "text");
         if (!text.is_string()) throw Error(pw + " has no text");
@@ -109,10 +113,11 @@ void render_content(PromptBuilder& b, const J& content, const std::string& where
 }
 
 void render_tool_declare(Tags& t, const J& tools, bool dynamic) {
-    const std::string head = dynamic ? "## New Tools Available\nThe system dynamically extends the toolset via lazy-loading.\n"
-                                       "You have access to all existing and extended tools.\n"
-                                       "Here are the specs for the extended tools.\n\n```json\n"
-                                     : "# Tools\nHere are the available tools, described in JSONSchema.\n\n```json\n";
+    const std::string head = dynamic
+        ? "## New Tools Available\nThe system dynamically extends the toolset via lazy-loading.\n"
+          "You have access to all existing and extended tools.\n"
+          "Here are the specs for the extended tools.\n\n```json\n"
+        : "# Tools\nHere are the available tools, described in JSONSchema.\n\n```json\n";
     t.open("message", {{"role", "system"}, {"type", "tool-declare"}});
     t.b.text(head + sorted_json(tools) + "\n```");
     t.close("message");
@@ -167,7 +172,8 @@ void render_assistant(Tags& t, const J& m, const ChatRequest& r, const std::stri
         t.open("think");
         const J& rc = get(m, "reasoning_content");
         const J& reasoning = truthy(rc) ? rc : get(m, "reasoning");
-        if (reasoning.is_string() && !blank(reasoning.get_ref<const std::string&>())) t.b.text(reasoning.get_ref<const std::string&>());
+        if (reasoning.is_string() && !blank(reasoning.get_ref<const std::string&>()))
+            t.b.text(reasoning.get_ref<const std::string&>());
         t.close("think");
     }
     t.open("response");
@@ -224,8 +230,9 @@ void render_tool_message(Tags& t, ToolState& st, const J& m, const std::string* 
         }
     }
     if (!have)
-        throw Error(where + ": a tool message needs a resolvable tool name: carry `tool`/`name`, a `tool_call_id` of the "
-                            "preceding assistant's calls, or match a call by position");
+        throw Error(where +
+                    ": a tool message needs a resolvable tool name: carry `tool`/`name`, a `tool_call_id` of the "
+                    "preceding assistant's calls, or match a call by position");
     t.open("message", {{"role", "tool"}, {"tool", name}, {"index", std::to_string(st.index)}});
     render_content(t.b, get(m, "content"), where);
     t.close("message");
@@ -237,7 +244,8 @@ void render_tool_run(Tags& t, ToolState& st, const J& msgs, size_t first, size_t
         if (!st.calls) return false;
         const std::string id = call_id_of(m);
         for (const J& c : *st.calls)
-            if (c.is_object() && !get(c, "id").is_null() && attr_str(get(c, "id"), "tool_calls[].id") == id) return true;
+            if (c.is_object() && !get(c, "id").is_null() && attr_str(get(c, "id"), "tool_calls[].id") == id)
+                return true;
         return false;
     };
     bool all = true;
@@ -256,7 +264,8 @@ void render_tool_run(Tags& t, ToolState& st, const J& msgs, size_t first, size_t
         const J& fname = get(call_function(c), "name");
         const std::string name = fname.is_null() ? std::string() : attr_str(fname, "tool_calls[].function.name");
         for (size_t i = first; i < last; ++i)
-            if (call_id_of(msgs[i]) == id) render_tool_message(t, st, msgs[i], fname.is_null() ? nullptr : &name, where(i));
+            if (call_id_of(msgs[i]) == id)
+                render_tool_message(t, st, msgs[i], fname.is_null() ? nullptr : &name, where(i));
     }
 }
 
@@ -268,7 +277,7 @@ const J& response_schema(const J& rf) {
     return js;
 }
 
-}  // namespace
+}   // namespace
 
 tok::ChatPrompt K3Format::render(const ChatRequest& r) const {
     PromptBuilder b(tok_, r.allow_special_in_content);
@@ -278,10 +287,12 @@ tok::ChatPrompt K3Format::render(const ChatRequest& r) const {
         const std::string& e = *r.thinking_effort;
         if (e != "low" && e != "high" && e != "max")
             throw Error("unsupported thinking_effort '" + e + "' (supported: low, high, max)");
-        t.system("thinking-effort",
-                 "`thinking_effort` guides on how much to think in your thinking channel (not including the response "
-                 "channel), supported values include `low`, `medium`, `high`, and `max`.\nNow the system is invoked with "
-                 "`thinking_effort=" + e + "`.");
+        t.system(
+            "thinking-effort",
+            "`thinking_effort` guides on how much to think in your thinking channel (not including the response "
+            "channel), supported values include `low`, `medium`, `high`, and `max`.\nNow the system is invoked with "
+            "`thinking_effort=" +
+                e + "`.");
     }
     const J& msgs = r.messages;
     if (!msgs.is_array()) throw Error("messages must be a JSON array");
@@ -324,18 +335,21 @@ tok::ChatPrompt K3Format::render(const ChatRequest& r) const {
         // other roles: not part of the format (the encoder skips them)
     }
     if (r.tool_choice == "required")
-        t.system("tool-choice", "The system is invoked with `tool_choice=required`.\nYou MUST call tools in the next message.");
+        t.system("tool-choice",
+                 "The system is invoked with `tool_choice=required`.\nYou MUST call tools in the next message.");
     else if (r.tool_choice == "none")
-        t.system("tool-choice", "The system is invoked with `tool_choice=none`.\nYou MUST NOT call any tools in the next message.");
+        t.system("tool-choice",
+                 "The system is invoked with `tool_choice=none`.\nYou MUST NOT call any tools in the next message.");
     const J& rf_type = r.response_format.is_object() ? get(r.response_format, "type") : r.response_format;
     static const std::string kRaw =
         "Your response must be raw JSON data without markdown code blocks (```json) or any additional formatting.";
     if (rf_type == "json_object") {
         t.system("response-format", "The system is invoked with `response_format=json_object`.\n" + kRaw);
     } else if (rf_type == "json_schema") {
-        t.system("response-format", "The system is invoked with `response_format=json_schema`.\n" + kRaw +
-                                        "\nThe JSON data must match the following schema:\n```json\n" +
-                                        sorted_json(response_schema(r.response_format)) + "\n```");
+        t.system("response-format",
+                 "The system is invoked with `response_format=json_schema`.\n" + kRaw +
+                     "\nThe JSON data must match the following schema:\n```json\n" +
+                     sorted_json(response_schema(r.response_format)) + "\n```");
     }
     if (r.add_generation_prompt) {
         t.open("message", {{"role", "assistant"}});
@@ -344,4 +358,4 @@ tok::ChatPrompt K3Format::render(const ChatRequest& r) const {
     return b.finish();
 }
 
-}  // namespace kimi::chat
+}   // namespace kimi::chat

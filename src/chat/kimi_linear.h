@@ -56,4 +56,4 @@ ParsedToolCalls parse_tool_calls(const tok::Tokenizer& t, std::span<const int32_
 // Text-level parser (markers as text), the rule vLLM's kimi_k2 tool parser uses.
 ParsedToolCalls parse_tool_calls_text(std::string_view text);
 
-}  // namespace kimi::chat
+}   // namespace kimi::chat

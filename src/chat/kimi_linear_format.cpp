@@ -79,7 +79,7 @@ private:
     const tok::Tokenizer& tok_;
 };
 
-}  // namespace
+}   // namespace
 
 std::unique_ptr<ChatFormat> chat_format_for(const tok::Tokenizer& t) {
     for (const char* m : {"<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"})
@@ -87,4 +87,4 @@ std::unique_ptr<ChatFormat> chat_format_for(const tok::Tokenizer& t) {
     return std::make_unique<K3Format>(t);
 }
 
-}  // namespace kimi::chat
+}   // namespace kimi::chat

@@ -18,7 +18,7 @@ std::optional<std::string> opt_string(const nlohmann::ordered_json& m, const cha
     return it->get<std::string>();
 }
 
-}  // namespace
+}   // namespace
 
 std::vector<ChatMessage> chat_messages_from_json(const nlohmann::ordered_json& messages) {
     if (!messages.is_array()) throw Error("messages must be a JSON array");
@@ -46,7 +46,7 @@ std::vector<ChatMessage> chat_messages_from_json(const nlohmann::ordered_json& m
                     ContentPart part;
                     auto type = p.find("type");
                     part.is_image = (type != p.end() && type->is_string() && *type == "image") || p.contains("image") ||
-                                    p.contains("image_url");
+                        p.contains("image_url");
                     if (!part.is_image) part.text = opt_string(p, "text", pctx).value_or("");
                     parts.push_back(std::move(part));
                 }
@@ -79,4 +79,4 @@ std::vector<ChatMessage> chat_messages_from_json(const nlohmann::ordered_json& m
     return out;
 }
 
-}  // namespace kimi::chat
+}   // namespace kimi::chat

@@ -47,7 +47,7 @@ bool truthy(const nlohmann::ordered_json& v) {
 // tokenization_kimi.py deep_sort_dict, then tojson(separators=(',', ':')).
 std::string tools_json(const nlohmann::ordered_json& tools) { return tok::py_json_dumps(tools, true, true); }
 
-}  // namespace
+}   // namespace
 
 tok::ChatPrompt render_kimi_linear(const tok::Tokenizer& t, const std::vector<ChatMessage>& messages,
                                    const nlohmann::ordered_json& tools, const ChatOptions& opts) {
@@ -100,4 +100,4 @@ tok::ChatPrompt render_kimi_linear(const tok::Tokenizer& t, const std::vector<Ch
     return b.finish();
 }
 
-}  // namespace kimi::chat
+}   // namespace kimi::chat

@@ -41,7 +41,7 @@ ToolCallOut make_call(std::string_view id, std::string_view args) {
 
 bool valid_id(std::string_view id) { return !strip(id).empty() && id.find('<') == std::string_view::npos; }
 
-}  // namespace
+}   // namespace
 
 ParsedToolCalls parse_tool_calls_text(std::string_view text) {
     ParsedToolCalls r;
@@ -116,4 +116,4 @@ ParsedToolCalls parse_tool_calls(const tok::Tokenizer& t, std::span<const int32_
     return r;
 }
 
-}  // namespace kimi::chat
+}   // namespace kimi::chat

@@ -25,4 +25,4 @@ tok::ChatPrompt PromptBuilder::finish() {
     return std::move(out_);
 }
 
-}  // namespace kimi::chat
+}   // namespace kimi::chat

@@ -11,7 +11,8 @@ namespace kimi::chat {
 
 class PromptBuilder {
 public:
-    PromptBuilder(const tok::Tokenizer& t, bool allow_special_in_content) : tok_(t), allow_special_(allow_special_in_content) {}
+    PromptBuilder(const tok::Tokenizer& t, bool allow_special_in_content)
+        : tok_(t), allow_special_(allow_special_in_content) {}
     void text(std::string_view s) { pending_ += s; }
     void special(std::string_view marker);   // throws if the tokenizer lacks it
     tok::ChatPrompt finish();
@@ -24,4 +25,4 @@ private:
     tok::ChatPrompt out_;
 };
 
-}  // namespace kimi::chat
+}   // namespace kimi::chat

@@ -14,10 +14,10 @@ uint8_t mxfp4_scale_byte(float amax) {
     uint32_t u;
     std::memcpy(&u, &amax, 4);
     u = ((u & 0x7fffffffu) + (1u << 21)) & 0x7f800000u;   // round_to_power_2 (sign dropped: amax ≥ 0)
-    const int exp_field = int(u >> 23);                    // p = 2^(exp_field − 127); 0: p = 0 (or below 2^-126)
+    const int exp_field = int(u >> 23);                   // p = 2^(exp_field − 127); 0: p = 0 (or below 2^-126)
     if (exp_field == 0) return 0;
-    if (exp_field == 255) return 254;                      // p overflowed to inf
-    const int s = exp_field - 2;                           // 127 + log2(p) − 2
+    if (exp_field == 255) return 254;   // p overflowed to inf
+    const int s = exp_field - 2;        // 127 + log2(p) − 2
     return uint8_t(s < 0 ? 0 : s > 254 ? 254 : s);
 }
 
@@ -45,4 +45,4 @@ void mxfp4_quantize_group(const float* w, uint8_t* packed, uint8_t* scale) {
         packed[i / 2] = uint8_t(e2m1_nibble(w[i] * inv) | (e2m1_nibble(w[i + 1] * inv) << 4));
 }
 
-}  // namespace kimi
+}   // namespace kimi

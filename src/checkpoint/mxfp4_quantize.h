@@ -22,4 +22,4 @@ uint8_t e2m1_nibble(float v);
 // Quantizes one group of 32 values: 16 packed bytes and the scale byte.
 void mxfp4_quantize_group(const float* w, uint8_t* packed, uint8_t* scale);
 
-}  // namespace kimi
+}   // namespace kimi

@@ -59,7 +59,8 @@ ModuleMatcher make_matcher(const json& v, const std::string& where) {
     m.text = v.get<std::string>();
     if (m.text.rfind("re:", 0) == 0) {
         if (const std::string why = unsafe_pattern(m.text.substr(3)); !why.empty())
-            throw Error(where + ": regular expression '" + m.text.substr(0, 80) + (m.text.size() > 80 ? "…" : "") + "' refused: " + why);
+            throw Error(where + ": regular expression '" + m.text.substr(0, 80) + (m.text.size() > 80 ? "…" : "") +
+                        "' refused: " + why);
         try {
             m.re = std::make_shared<const std::regex>(m.text.substr(3), std::regex::ECMAScript);
         } catch (const std::regex_error& e) {
@@ -85,7 +86,7 @@ std::string text_of(const json& j) { return j.is_string() ? j.get<std::string>()
 void need(bool ok, const std::string& what) {
     if (!ok) throw Error(what);
 }
-}  // namespace
+}   // namespace
 
 bool ModuleMatcher::matches(const std::string& module) const {
     if (re) return std::regex_search(module, *re, std::regex_constants::match_continuous);
@@ -119,22 +120,27 @@ QuantConfig parse_quant_config(const json& q, const std::string& where) {
     const std::string at = where + "quantization_config";
     if (!q.is_object()) throw Error(at + ": must be an object");
     const std::string method = q.contains("quant_method") ? text_of(q["quant_method"]) : "?";
-    need(method == "compressed-tensors",
-         at + ": quant_method '" + method + "' is not supported (only compressed-tensors mxfp4-pack-quantized weights)");
-    const std::string top_format = q.contains("format") && q["format"].is_string() ? q["format"].get<std::string>() : "";
+    need(
+        method == "compressed-tensors",
+        at + ": quant_method '" + method + "' is not supported (only compressed-tensors mxfp4-pack-quantized weights)");
+    const std::string top_format =
+        q.contains("format") && q["format"].is_string() ? q["format"].get<std::string>() : "";
     if (auto kv = q.find("kv_cache_scheme"); kv != q.end() && !kv->is_null())
         throw Error(at + ".kv_cache_scheme: KV-cache quantization is not supported");
     auto groups = q.find("config_groups");
-    need(groups != q.end() && groups->is_object() && !groups->empty(), at + ".config_groups: missing (expected at least one group)");
+    need(groups != q.end() && groups->is_object() && !groups->empty(),
+         at + ".config_groups: missing (expected at least one group)");
     QuantConfig c;
     c.mxfp4 = true;
     c.where = at;
     for (auto g = groups->begin(); g != groups->end(); ++g) {
         const std::string gw = at + ".config_groups." + g.key();
         need(g->is_object(), gw + ": must be an object");
-        const std::string format = g->contains("format") && (*g)["format"].is_string() ? (*g)["format"].get<std::string>() : top_format;
-        need(format == "mxfp4-pack-quantized", gw + ": format '" + (format.empty() ? std::string("?") : format) +
-                                                   "' is not supported (only mxfp4-pack-quantized: FP4 E2M1 weights with E8M0 group scales)");
+        const std::string format =
+            g->contains("format") && (*g)["format"].is_string() ? (*g)["format"].get<std::string>() : top_format;
+        need(format == "mxfp4-pack-quantized",
+             gw + ": format '" + (format.empty() ? std::string("?") : format) +
+                 "' is not supported (only mxfp4-pack-quantized: FP4 E2M1 weights with E8M0 group scales)");
         for (const char* act : {"input_activations", "output_activations"})
             if (auto a = g->find(act); a != g->end() && !a->is_null())
                 throw Error(gw + "." + act + ": activation quantization is not supported (weights-only MXFP4)");
@@ -144,7 +150,8 @@ QuantConfig parse_quant_config(const json& q, const std::string& where) {
         need(field("num_bits") == "4", gw + ".weights.num_bits: " + field("num_bits") + " (MXFP4 has 4)");
         need(field("type") == "float", gw + ".weights.type: " + field("type") + " (MXFP4 is 'float')");
         need(field("strategy") == "group", gw + ".weights.strategy: " + field("strategy") + " (MXFP4 is 'group')");
-        need(field("group_size") == "32", gw + ".weights.group_size: " + field("group_size") + " (MXFP4 groups are 32)");
+        need(field("group_size") == "32",
+             gw + ".weights.group_size: " + field("group_size") + " (MXFP4 groups are 32)");
         auto t = matchers(*g, "targets", gw + ".");
         need(!t.empty(), gw + ".targets: missing or empty");
         for (auto& m : t) c.targets.push_back(std::move(m));
@@ -153,4 +160,4 @@ QuantConfig parse_quant_config(const json& q, const std::string& where) {
     return c;
 }
 
-}  // namespace kimi
+}   // namespace kimi

@@ -28,8 +28,8 @@ struct ModuleMatcher {
 };
 
 struct QuantConfig {
-    bool mxfp4 = false;                     // false: nothing is quantized
-    std::string where;                      // names the block in messages ("config.json: text_config.quantization_config")
+    bool mxfp4 = false;   // false: nothing is quantized
+    std::string where;    // names the block in messages ("config.json: text_config.quantization_config")
     std::vector<ModuleMatcher> targets, ignore;
     // Whether the config quantizes `module` (full HF module name, e.g.
     // "language_model.model.layers.0.block_sparse_moe.experts.3.w1"): a target matches, no ignore entry does.
@@ -48,4 +48,4 @@ QuantConfig parse_quant_config(const nlohmann::json& q, const std::string& where
 // `make-model --mxfp4-experts` and by `quantize --targets experts` on a K3 checkpoint.
 nlohmann::ordered_json published_k3_quant_config();
 
-}  // namespace kimi
+}   // namespace kimi

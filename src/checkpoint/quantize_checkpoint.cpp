@@ -42,9 +42,17 @@ ojson quantization_config(const QuantizeReport& plan, bool k3, const std::string
         ignore.push_back("re:vision_tower.*");
         ignore.push_back("re:mm_projector.*");
     }
-    ojson weights = {{"num_bits", 4},      {"type", "float"},        {"symmetric", true}, {"group_size", 32},
-                     {"strategy", "group"}, {"block_structure", nullptr}, {"dynamic", false},  {"actorder", nullptr},
-                     {"observer", "minmax"}, {"observer_kwargs", ojson::object()}, {"scale_dtype", "torch.uint8"},
+    ojson weights = {{"num_bits", 4},
+                     {"type", "float"},
+                     {"symmetric", true},
+                     {"group_size", 32},
+                     {"strategy", "group"},
+                     {"block_structure", nullptr},
+                     {"dynamic", false},
+                     {"actorder", nullptr},
+                     {"observer", "minmax"},
+                     {"observer_kwargs", ojson::object()},
+                     {"scale_dtype", "torch.uint8"},
                      {"zp_dtype", nullptr}};
     return {{"quant_method", "compressed-tensors"},
             {"format", "mxfp4-pack-quantized"},
@@ -66,7 +74,7 @@ void read_f32(const Tensor& t, int64_t e0, int64_t n, float* out) {
     for (int64_t i = 0; i < n; ++i) out[i] = element_f32(t, e0 + i);
 }
 
-}  // namespace
+}   // namespace
 
 QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string& out_dir, const QuantizeOptions& opts) {
     const std::string& targets = opts.targets;
@@ -88,7 +96,8 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
         }
     }
     const ModelConfig mc = load_model_config(in_dir);
-    if (mc.quant.mxfp4) throw Error("quantize: " + in_dir + " is already quantized (its config has a quantization_config)");
+    if (mc.quant.mxfp4)
+        throw Error("quantize: " + in_dir + " is already quantized (its config has a quantization_config)");
     const WeightStore store(in_dir, WeightMemory::kMmapLazy);   // one pass; the input may exceed RAM
     const auto tensors = store.all_tensors();
     const TensorLayout layout(mc);
@@ -122,14 +131,15 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
         if (linear) {
             plan.ignored.push_back(module);
             if (targeted(row->role, targets))
-                plan.notices.push_back(module + ": input width " + std::to_string(t.dim(1)) + " is not a multiple of 32; left as " +
-                                       dtype_name(t.dtype));
+                plan.notices.push_back(module + ": input width " + std::to_string(t.dim(1)) +
+                                       " is not a multiple of 32; left as " + dtype_name(t.dtype));
         }
         entries.push_back({name, t.dtype, std::vector<int64_t>(t.shape.begin(), t.shape.begin() + t.rank)});
         source[name] = t;
         bytes_out += t.nbytes();
     }
-    if (plan.quantized.empty()) throw Error("quantize: no linear layer matches the targets '" + targets + "' (nothing to quantize)");
+    if (plan.quantized.empty())
+        throw Error("quantize: no linear layer matches the targets '" + targets + "' (nothing to quantize)");
     fs::create_directories(out_dir);
     ThreadPool pool{opts.threads};
     uint64_t done = 0;
@@ -143,15 +153,18 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
             std::memcpy(dst, static_cast<const uint8_t*>(t.data) + offset * es, size_t(n) * es);
         } else {
             // packed: 16 bytes per group of 32 weights; scales: one byte per group
-            const int64_t per_group = packed ? 16 : 1, g0 = int64_t(offset) / per_group, n_groups = int64_t(n) / per_group;
+            const int64_t per_group = packed ? 16 : 1, g0 = int64_t(offset) / per_group,
+                          n_groups = int64_t(n) / per_group;
             pool.parallel_ranges(n_groups, [&](int64_t b, int64_t end, int) {
                 float w[kMxfp4Group];
                 uint8_t q[16], s = 0;
                 for (int64_t g = b; g < end; ++g) {
                     read_f32(t, (g0 + g) * kMxfp4Group, kMxfp4Group, w);
                     mxfp4_quantize_group(w, q, &s);
-                    if (packed) std::memcpy(dst + g * 16, q, 16);
-                    else dst[g] = s;
+                    if (packed)
+                        std::memcpy(dst + g * 16, q, 16);
+                    else
+                        dst[g] = s;
                 }
             });
         }
@@ -161,7 +174,8 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
     SafetensorsWriter::write_checkpoint(out_dir, entries, fill, opts.max_shard_bytes);
 
     // config.json with the quantization_config (K3: inside text_config, as published).
-    (mc.is_k3_layout() ? config["text_config"] : config)["quantization_config"] = quantization_config(plan, mc.is_k3_layout(), targets);
+    (mc.is_k3_layout() ? config["text_config"] : config)["quantization_config"] =
+        quantization_config(plan, mc.is_k3_layout(), targets);
     {
         std::ofstream f(out_dir + "/config.json");
         f << config.dump(2) << "\n";
@@ -171,12 +185,13 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
     for (const auto& ent : fs::directory_iterator(in_dir)) {
         const std::string fname = ent.path().filename().string();
         const bool weights = fname == "config.json" || fname == "model.safetensors.index.json" ||
-                             (fname.size() > 12 && fname.compare(fname.size() - 12, 12, ".safetensors") == 0);
-        if (ent.is_regular_file() && !weights) fs::copy_file(ent.path(), fs::path(out_dir) / fname, fs::copy_options::overwrite_existing);
+            (fname.size() > 12 && fname.compare(fname.size() - 12, 12, ".safetensors") == 0);
+        if (ent.is_regular_file() && !weights)
+            fs::copy_file(ent.path(), fs::path(out_dir) / fname, fs::copy_options::overwrite_existing);
     }
     plan.bytes_in = bytes_in;
     plan.bytes_out = bytes_out;
     return plan;
 }
 
-}  // namespace kimi
+}   // namespace kimi

@@ -23,11 +23,11 @@ struct QuantizeOptions {
 
 struct QuantizeReport {
     std::vector<std::string> quantized, ignored;   // linear module names
-    std::vector<std::string> notices;             // targeted linears left as stored, and why
+    std::vector<std::string> notices;              // targeted linears left as stored, and why
     uint64_t bytes_in = 0, bytes_out = 0;
 };
 
 // Throws kimi::Error (input already quantized, nothing targeted, output not empty, I/O).
 QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string& out_dir, const QuantizeOptions& opts);
 
-}  // namespace kimi
+}   // namespace kimi

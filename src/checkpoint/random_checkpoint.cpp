@@ -69,7 +69,11 @@ ordered_json base_config() {
         {"pad_token_id", 1279},
         {"use_cache", true},
         {"linear_attn_config",
-         {{"head_dim", 16}, {"num_heads", 2}, {"short_conv_kernel_size", 4}, {"kda_layers", {1, 2, 3}}, {"full_attn_layers", {4}}}},
+         {{"head_dim", 16},
+          {"num_heads", 2},
+          {"short_conv_kernel_size", 4},
+          {"kda_layers", {1, 2, 3}},
+          {"full_attn_layers", {4}}}},
     };
 }
 
@@ -89,9 +93,12 @@ ordered_json k3_base_config() {
     t["routed_expert_hidden_size"] = 48;
     t["latent_moe_use_norm"] = true;
     t["attn_res_block_size"] = 2;
-    t["linear_attn_config"] = {{"head_dim", 16},          {"num_heads", 2},
-                               {"short_conv_kernel_size", 4}, {"kda_layers", {1, 2, 3, 5}},
-                               {"full_attn_layers", {4}},  {"use_full_rank_gate", true},
+    t["linear_attn_config"] = {{"head_dim", 16},
+                               {"num_heads", 2},
+                               {"short_conv_kernel_size", 4},
+                               {"kda_layers", {1, 2, 3, 5}},
+                               {"full_attn_layers", {4}},
+                               {"use_full_rank_gate", true},
                                {"gate_lower_bound", -5.0}};
     return ordered_json{
         {"architectures", {"KimiK3ForConditionalGeneration"}},
@@ -99,8 +106,13 @@ ordered_json k3_base_config() {
         {"dtype", "bfloat16"},
         {"text_config", t},
         {"vision_config",
-         {{"model_type", "moonvit"}, {"patch_size", 14}, {"vt_hidden_size", 32}, {"vt_num_attention_heads", 2},
-          {"vt_num_hidden_layers", 1}, {"vt_intermediate_size", 64}, {"mm_hidden_size", 32}}},
+         {{"model_type", "moonvit"},
+          {"patch_size", 14},
+          {"vt_hidden_size", 32},
+          {"vt_num_attention_heads", 2},
+          {"vt_num_hidden_layers", 1},
+          {"vt_intermediate_size", 64},
+          {"mm_hidden_size", 32}}},
         {"bos_token_id", t["bos_token_id"]},
         {"eos_token_id", t["eos_token_id"]},
         {"pad_token_id", t["pad_token_id"]},
@@ -155,12 +167,20 @@ std::vector<Spec> pack_experts(const std::vector<Spec>& dense) {
             continue;
         }
         const std::string module = sp.name.substr(0, sp.name.size() - 7);   // less ".weight"
-        out.push_back({module + ".weight_packed", DType::kU8, {rows, cols / 2}, sp.kind, true, Spec::kPacked, sp.name, cols});
-        out.push_back({module + ".weight_scale", DType::kU8, {rows, cols / kMxfp4Group}, sp.kind, true, Spec::kScale, sp.name, cols});
+        out.push_back(
+            {module + ".weight_packed", DType::kU8, {rows, cols / 2}, sp.kind, true, Spec::kPacked, sp.name, cols});
+        out.push_back({module + ".weight_scale",
+                       DType::kU8,
+                       {rows, cols / kMxfp4Group},
+                       sp.kind,
+                       true,
+                       Spec::kScale,
+                       sp.name,
+                       cols});
     }
     if (n_left > 0)
-        std::fprintf(stderr, "make-model: %zu expert weights stay BF16: input width not a multiple of 32, e.g. %s\n", n_left,
-                     left.c_str());
+        std::fprintf(stderr, "make-model: %zu expert weights stay BF16: input width not a multiple of 32, e.g. %s\n",
+                     n_left, left.c_str());
     return out;
 }
 
@@ -226,11 +246,11 @@ void make_dirs(const std::string& dir) {
         }
         if (i < dir.size()) cur.push_back(dir[i]);
     }
-    struct stat st{};
+    struct stat st {};
     if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) throw Error(dir + ": cannot create directory");
 }
 
-}  // namespace
+}   // namespace
 
 std::vector<std::string> model_preset_names() { return {"tiny", "small", "bench", "k3-tiny", "k3-small", "k3-bench"}; }
 
@@ -245,11 +265,23 @@ ordered_json model_preset(const std::string& name) {
     if (name == "k3-small") {
         ordered_json c = k3_base_config();
         c["text_config"].merge_patch(ordered_json{
-            {"hidden_size", 512}, {"num_hidden_layers", 8}, {"intermediate_size", 1408}, {"head_dim", 64},
-            {"num_attention_heads", 8}, {"num_key_value_heads", 8}, {"q_lora_rank", 192}, {"kv_lora_rank", 128},
-            {"qk_nope_head_dim", 64}, {"qk_rope_head_dim", 32}, {"v_head_dim", 64}, {"num_experts", 16},
-            {"num_experts_per_token", 4}, {"moe_intermediate_size", 256}, {"routed_expert_hidden_size", 384},
-            {"attn_res_block_size", 3}, {"model_max_length", 8192},
+            {"hidden_size", 512},
+            {"num_hidden_layers", 8},
+            {"intermediate_size", 1408},
+            {"head_dim", 64},
+            {"num_attention_heads", 8},
+            {"num_key_value_heads", 8},
+            {"q_lora_rank", 192},
+            {"kv_lora_rank", 128},
+            {"qk_nope_head_dim", 64},
+            {"qk_rope_head_dim", 32},
+            {"v_head_dim", 64},
+            {"num_experts", 16},
+            {"num_experts_per_token", 4},
+            {"moe_intermediate_size", 256},
+            {"routed_expert_hidden_size", 384},
+            {"attn_res_block_size", 3},
+            {"model_max_length", 8192},
             {"linear_attn_config",
              {{"head_dim", 64}, {"num_heads", 8}, {"kda_layers", {1, 2, 3, 5, 6, 7}}, {"full_attn_layers", {4, 8}}}}});
         set_vocab(c, 8192 + 256);
@@ -257,13 +289,26 @@ ordered_json model_preset(const std::string& name) {
     }
     if (name == "k3-bench") {   // Kimi-K3's real per-layer widths; 3 layers, 20 experts, small vocabulary
         ordered_json c = k3_base_config();
-        c["text_config"].merge_patch(ordered_json{
-            {"hidden_size", 7168}, {"num_hidden_layers", 3}, {"intermediate_size", 33792}, {"head_dim", 128},
-            {"num_attention_heads", 96}, {"num_key_value_heads", 96}, {"q_lora_rank", 1536}, {"kv_lora_rank", 512},
-            {"qk_nope_head_dim", 128}, {"qk_rope_head_dim", 64}, {"v_head_dim", 128}, {"num_experts", 20},
-            {"num_experts_per_token", 16}, {"moe_intermediate_size", 3072}, {"routed_expert_hidden_size", 3584},
-            {"attn_res_block_size", 2}, {"model_max_length", 262144},
-            {"linear_attn_config", {{"head_dim", 128}, {"num_heads", 96}, {"kda_layers", {1, 2}}, {"full_attn_layers", {3}}}}});
+        c["text_config"].merge_patch(
+            ordered_json{{"hidden_size", 7168},
+                         {"num_hidden_layers", 3},
+                         {"intermediate_size", 33792},
+                         {"head_dim", 128},
+                         {"num_attention_heads", 96},
+                         {"num_key_value_heads", 96},
+                         {"q_lora_rank", 1536},
+                         {"kv_lora_rank", 512},
+                         {"qk_nope_head_dim", 128},
+                         {"qk_rope_head_dim", 64},
+                         {"v_head_dim", 128},
+                         {"num_experts", 20},
+                         {"num_experts_per_token", 16},
+                         {"moe_intermediate_size", 3072},
+                         {"routed_expert_hidden_size", 3584},
+                         {"attn_res_block_size", 2},
+                         {"model_max_length", 262144},
+                         {"linear_attn_config",
+                          {{"head_dim", 128}, {"num_heads", 96}, {"kda_layers", {1, 2}}, {"full_attn_layers", {3}}}}});
         set_vocab(c, 16384 + 256);
         return c;
     }
@@ -271,10 +316,20 @@ ordered_json model_preset(const std::string& name) {
     if (name == "tiny") return c;
     if (name == "small") {
         c.merge_patch(ordered_json{
-            {"hidden_size", 512}, {"num_hidden_layers", 8}, {"intermediate_size", 1408}, {"head_dim", 64},
-            {"num_attention_heads", 8}, {"num_key_value_heads", 8}, {"kv_lora_rank", 128}, {"qk_nope_head_dim", 64},
-            {"qk_rope_head_dim", 32}, {"v_head_dim", 64}, {"num_experts", 16}, {"num_experts_per_token", 4},
-            {"moe_intermediate_size", 256}, {"model_max_length", 8192},
+            {"hidden_size", 512},
+            {"num_hidden_layers", 8},
+            {"intermediate_size", 1408},
+            {"head_dim", 64},
+            {"num_attention_heads", 8},
+            {"num_key_value_heads", 8},
+            {"kv_lora_rank", 128},
+            {"qk_nope_head_dim", 64},
+            {"qk_rope_head_dim", 32},
+            {"v_head_dim", 64},
+            {"num_experts", 16},
+            {"num_experts_per_token", 4},
+            {"moe_intermediate_size", 256},
+            {"model_max_length", 8192},
             {"linear_attn_config",
              {{"head_dim", 64}, {"num_heads", 8}, {"kda_layers", {1, 2, 3, 5, 6, 7}}, {"full_attn_layers", {4, 8}}}}});
         set_vocab(c, 8192 + 256);
@@ -282,11 +337,22 @@ ordered_json model_preset(const std::string& name) {
     }
     if (name == "bench") {   // Kimi-Linear-48B layer widths, 4 layers, 64 experts
         c.merge_patch(ordered_json{
-            {"hidden_size", 2304}, {"num_hidden_layers", 4}, {"intermediate_size", 9216}, {"head_dim", 72},
-            {"num_attention_heads", 32}, {"num_key_value_heads", 32}, {"kv_lora_rank", 512}, {"qk_nope_head_dim", 128},
-            {"qk_rope_head_dim", 64}, {"v_head_dim", 128}, {"num_experts", 64}, {"num_experts_per_token", 8},
-            {"moe_intermediate_size", 1024}, {"model_max_length", 1048576},
-            {"linear_attn_config", {{"head_dim", 128}, {"num_heads", 32}, {"kda_layers", {1, 2, 3}}, {"full_attn_layers", {4}}}}});
+            {"hidden_size", 2304},
+            {"num_hidden_layers", 4},
+            {"intermediate_size", 9216},
+            {"head_dim", 72},
+            {"num_attention_heads", 32},
+            {"num_key_value_heads", 32},
+            {"kv_lora_rank", 512},
+            {"qk_nope_head_dim", 128},
+            {"qk_rope_head_dim", 64},
+            {"v_head_dim", 128},
+            {"num_experts", 64},
+            {"num_experts_per_token", 8},
+            {"moe_intermediate_size", 1024},
+            {"model_max_length", 1048576},
+            {"linear_attn_config",
+             {{"head_dim", 128}, {"num_heads", 32}, {"kda_layers", {1, 2, 3}}, {"full_attn_layers", {4}}}}});
         set_vocab(c, 163840);
         return c;
     }
@@ -316,7 +382,8 @@ void apply_config_override(ordered_json& config, const std::string& assignment) 
             (*node)[part] = value;
             // keep the dependent keys of a published config consistent
             ordered_json& text = text_of(config);
-            if (node == &text && part == "vocab_size" && value.is_number_integer()) set_vocab(config, value.get<int64_t>());
+            if (node == &text && part == "vocab_size" && value.is_number_integer())
+                set_vocab(config, value.get<int64_t>());
             if (node == &text && part == "num_attention_heads") text["num_key_value_heads"] = value;
             return;
         }
@@ -354,7 +421,8 @@ void write_random_checkpoint(const std::string& dir, const ordered_json& config_
     uint64_t done = 0;
     ThreadPool pool(ThreadPool::default_threads());
     constexpr uint64_t kStream = uint64_t(1) << 16;   // elements per random stream
-    for (const char* stale : {"/model.safetensors", "/model.safetensors.index.json"}) std::remove((dir + stale).c_str());
+    for (const char* stale : {"/model.safetensors", "/model.safetensors.index.json"})
+        std::remove((dir + stale).c_str());
     // One stream per (seed, tensor, 64K-element block): independent of the writer's chunking
     // and of the thread count. An MXFP4 pair draws its BF16 weight's stream (element e of the
     // weight: byte e / 2 of weight_packed, byte e / 32 of weight_scale) and quantizes it as
@@ -366,7 +434,8 @@ void write_random_checkpoint(const std::string& dir, const ordered_json& config_
     const auto fill = [&](const SafetensorsWriter::Entry& e, uint64_t offset, uint64_t n, void* out) {
         const Spec& sp = *by_name.at(e.name);
         const uint64_t per_byte = sp.form == Spec::kPacked ? 2 : sp.form == Spec::kScale ? kMxfp4Group : 0;
-        const uint64_t e_begin = per_byte ? offset * per_byte : offset, e_end = per_byte ? (offset + n) * per_byte : offset + n;
+        const uint64_t e_begin = per_byte ? offset * per_byte : offset,
+                       e_end = per_byte ? (offset + n) * per_byte : offset + n;
         KIMI_CHECK(e_begin % kStream == 0, "writer chunks must align to streams");
         pool.parallel_for(int64_t((e_end - e_begin + kStream - 1) / kStream), [&](int64_t blk) {
             const uint64_t b0 = e_begin + uint64_t(blk) * kStream, b1 = std::min(e_end, b0 + kStream);
@@ -378,22 +447,25 @@ void write_random_checkpoint(const std::string& dir, const ordered_json& config_
                 uint8_t q[16], sc = 0;
                 for (uint64_t g = 0; g < (b1 - b0) / kMxfp4Group; ++g) {
                     mxfp4_quantize_group(v.data() + g * kMxfp4Group, q, &sc);
-                    if (sp.form == Spec::kPacked) std::memcpy(dst + g * 16, q, 16);
-                    else dst[g] = sc;
+                    if (sp.form == Spec::kPacked)
+                        std::memcpy(dst + g * 16, q, 16);
+                    else
+                        dst[g] = sc;
                 }
             } else {
                 for (uint64_t i = b0; i < b1; ++i) {
                     const float x = v[size_t(i - b0)];
-                    if (e.dtype == DType::kF32) static_cast<float*>(out)[i - offset] = x;
-                    else static_cast<uint16_t*>(out)[i - offset] = f32_to_bf16(x);
+                    if (e.dtype == DType::kF32)
+                        static_cast<float*>(out)[i - offset] = x;
+                    else
+                        static_cast<uint16_t*>(out)[i - offset] = f32_to_bf16(x);
                 }
             }
         });
         done += n * dtype_size(e.dtype);
         if (progress) progress(done, total);
     };
-    SafetensorsWriter::write_checkpoint(dir, entries, fill,
-                             max_shard_bytes);
+    SafetensorsWriter::write_checkpoint(dir, entries, fill, max_shard_bytes);
 }
 
-}  // namespace kimi
+}   // namespace kimi

@@ -35,4 +35,4 @@ void write_random_checkpoint(const std::string& dir, const nlohmann::ordered_jso
                              const std::function<void(uint64_t, uint64_t)>& progress, uint64_t max_shard_bytes = 0,
                              bool mxfp4_experts = false);
 
-}  // namespace kimi
+}   // namespace kimi

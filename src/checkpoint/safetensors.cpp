@@ -14,8 +14,10 @@ std::map<std::string, Tensor> parse_safetensors(const unsigned char* data, size_
     if (size < 8) throw Error(path + ": truncated (" + std::to_string(size) + " bytes, no safetensors header)");
     uint64_t n = 0;
     for (int i = 7; i >= 0; --i) n = (n << 8) | data[i];
-    if (n > SafetensorsFile::kMaxHeaderBytes) throw Error(path + ": header length " + std::to_string(n) + " exceeds the 100 MiB limit");
-    if (n > size - 8) throw Error(path + ": truncated (header length " + std::to_string(n) + " runs past the end of the file)");
+    if (n > SafetensorsFile::kMaxHeaderBytes)
+        throw Error(path + ": header length " + std::to_string(n) + " exceeds the 100 MiB limit");
+    if (n > size - 8)
+        throw Error(path + ": truncated (header length " + std::to_string(n) + " runs past the end of the file)");
     json h;
     try {
         h = json::parse(reinterpret_cast<const char*>(data) + 8, reinterpret_cast<const char*>(data) + 8 + n);
@@ -44,7 +46,8 @@ std::map<std::string, Tensor> parse_safetensors(const unsigned char* data, size_
             throw Error(where + ": data_offsets must be two non-negative integers");
         DType dtype;
         if (!dtype_from_name(dt->get<std::string>(), dtype))
-            throw Error(where + ": unsupported dtype '" + dt->get<std::string>() + "' (accepted: F32, BF16, F16, I32, U8)");
+            throw Error(where + ": unsupported dtype '" + dt->get<std::string>() +
+                        "' (accepted: F32, BF16, F16, I32, U8)");
         if (sh->size() > 4) throw Error(where + ": rank " + std::to_string(sh->size()) + " > 4");
         Tensor t;
         t.dtype = dtype;
@@ -52,7 +55,8 @@ std::map<std::string, Tensor> parse_safetensors(const unsigned char* data, size_
         for (const auto& d : *sh) {
             if (!d.is_number_unsigned()) throw Error(where + ": shape entries must be non-negative integers");
             const uint64_t v = d.get<uint64_t>();
-            if (v > (uint64_t(1) << 40) || (v && numel > (uint64_t(1) << 40) / v)) throw Error(where + ": shape too large");
+            if (v > (uint64_t(1) << 40) || (v && numel > (uint64_t(1) << 40) / v))
+                throw Error(where + ": shape too large");
             numel *= v;
             t.shape[size_t(t.rank++)] = int64_t(v);
         }
@@ -82,4 +86,4 @@ SafetensorsFile::SafetensorsFile(const std::string& path, FileMemory mode, const
     tensors_ = parse_safetensors(file_->data(), file_->size(), path);
 }
 
-}  // namespace kimi
+}   // namespace kimi

@@ -32,4 +32,4 @@ private:
 // Parses a header without a file, for tests and fuzzing: `data`/`size` is the whole file.
 std::map<std::string, Tensor> parse_safetensors(const unsigned char* data, size_t size, const std::string& path);
 
-}  // namespace kimi
+}   // namespace kimi

@@ -23,7 +23,8 @@ void SafetensorsWriter::write(const std::string& path, std::vector<Entry> entrie
     uint64_t offset = 0;
     for (const auto& e : entries) {
         const uint64_t bytes = e.numel() * dtype_size(e.dtype);
-        header[e.name] = {{"dtype", dtype_name(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, offset + bytes}}};
+        header[e.name] = {
+            {"dtype", dtype_name(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, offset + bytes}}};
         offset += bytes;
     }
     header["__metadata__"] = {{"format", "pt"}};
@@ -68,7 +69,8 @@ void SafetensorsWriter::write_checkpoint(const std::string& dir, std::vector<Ent
         write(dir + "/model.safetensors", std::move(shards[0]), fill);
         return;
     }
-    nlohmann::ordered_json index = {{"metadata", {{"total_size", total}}}, {"weight_map", nlohmann::ordered_json::object()}};
+    nlohmann::ordered_json index = {{"metadata", {{"total_size", total}}},
+                                    {"weight_map", nlohmann::ordered_json::object()}};
     for (size_t i = 0; i < shards.size(); ++i) {
         char name[64];
         std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
@@ -80,4 +82,4 @@ void SafetensorsWriter::write_checkpoint(const std::string& dir, std::vector<Ent
     if (!f) throw Error(dir + "/model.safetensors.index.json: write failed");
 }
 
-}  // namespace kimi
+}   // namespace kimi

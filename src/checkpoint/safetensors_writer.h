@@ -34,4 +34,4 @@ public:
                                  uint64_t max_shard_bytes);
 };
 
-}  // namespace kimi
+}   // namespace kimi

@@ -27,8 +27,8 @@ Tensor shard_cols(WeightStore& store, const Tensor& w, int64_t c0, int64_t c1) {
     if (c0 == 0 && c1 == cols) return w;
     if (w.dtype == DType::kMXFP4) {
         if (c0 % kMxfp4Group != 0 || c1 % kMxfp4Group != 0)
-            throw Error("shard_cols: an MXFP4 weight splits at multiples of 32 columns, not [" + std::to_string(c0) + ", " +
-                        std::to_string(c1) + ")");
+            throw Error("shard_cols: an MXFP4 weight splits at multiples of 32 columns, not [" + std::to_string(c0) +
+                        ", " + std::to_string(c1) + ")");
         Tensor t = store.new_like(DType::kMXFP4, {rows, n});
         const Tensor s = store.new_like(DType::kU8, {rows, n / kMxfp4Group});
         const auto* src = static_cast<const uint8_t*>(w.data);
@@ -46,8 +46,9 @@ Tensor shard_cols(WeightStore& store, const Tensor& w, int64_t c0, int64_t c1) {
     const size_t es = dtype_size(w.dtype);
     const auto* src = static_cast<const unsigned char*>(w.data);
     auto* dst = static_cast<unsigned char*>(t.data);
-    for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + size_t(r * n) * es, src + size_t(r * cols + c0) * es, size_t(n) * es);
+    for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(dst + size_t(r * n) * es, src + size_t(r * cols + c0) * es, size_t(n) * es);
     return t;
 }
 
-}  // namespace kimi
+}   // namespace kimi

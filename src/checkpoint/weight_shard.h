@@ -30,4 +30,4 @@ Tensor shard_rows(const Tensor& w, int64_t r0, int64_t r1);   // [r1 - r0, in]
 // The full weight itself (no copy) when [c0, c1) is all of it.
 Tensor shard_cols(WeightStore& store, const Tensor& w, int64_t c0, int64_t c1);
 
-}  // namespace kimi
+}   // namespace kimi

@@ -15,14 +15,14 @@ namespace kimi {
 
 namespace {
 bool file_exists(const std::string& p) {
-    struct stat st{};
+    struct stat st {};
     return ::stat(p.c_str(), &st) == 0;
 }
-}  // namespace
+}   // namespace
 
 namespace {
 uint64_t file_size(const std::string& p) {
-    struct stat st{};
+    struct stat st {};
     return ::stat(p.c_str(), &st) == 0 ? uint64_t(st.st_size) : 0;
 }
 
@@ -33,7 +33,7 @@ FileMemory resolve_memory(WeightMemory m, uint64_t total_bytes) {
     const bool fits = total_bytes <= memory_available_bytes() / 4 * 3;
     return huge_pages_available() && fits ? FileMemory::kHugeCopy : FileMemory::kMap;
 }
-}  // namespace
+}   // namespace
 
 WeightStore::WeightStore(const std::string& model_dir, WeightMemory memory,
                          const std::function<void(uint64_t, uint64_t)>& on_read) {
@@ -53,7 +53,8 @@ WeightStore::WeightStore(const std::string& model_dir, WeightMemory memory,
             throw Error(index_path + ": missing object 'weight_map'");
         std::set<std::string> shards;
         for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
-            if (!it.value().is_string()) throw Error(index_path + ": weight_map['" + it.key() + "'] must be a file name");
+            if (!it.value().is_string())
+                throw Error(index_path + ": weight_map['" + it.key() + "'] must be a file name");
             const std::string shard = it.value().get<std::string>();
             if (shard.empty() || shard.find('/') != std::string::npos || shard.find("..") != std::string::npos)
                 throw Error(index_path + ": weight_map['" + it.key() + "'] names an invalid file '" + shard + "'");
@@ -76,10 +77,12 @@ WeightStore::WeightStore(const std::string& model_dir, WeightMemory memory,
     for (const auto& p : paths) files_.push_back(std::make_unique<SafetensorsFile>(p, file_memory_, on_bytes));
     for (const auto& f : files_) {
         for (const auto& [name, t] : f->tensors()) {
-            if (tensors_.count(name)) throw Error(f->path() + ": tensor '" + name + "' also appears in " + tensors_[name].file->path());
+            if (tensors_.count(name))
+                throw Error(f->path() + ": tensor '" + name + "' also appears in " + tensors_[name].file->path());
             if (!expected_file.empty()) {
                 auto it = expected_file.find(name);
-                if (it == expected_file.end()) throw Error(f->path() + ": tensor '" + name + "' is not listed in " + index_path);
+                if (it == expected_file.end())
+                    throw Error(f->path() + ": tensor '" + name + "' is not listed in " + index_path);
                 if (model_dir + "/" + it->second != f->path())
                     throw Error(f->path() + ": tensor '" + name + "' is listed under " + it->second + " in the index");
             }
@@ -87,7 +90,8 @@ WeightStore::WeightStore(const std::string& model_dir, WeightMemory memory,
         }
     }
     for (const auto& [name, shard] : expected_file)
-        if (!tensors_.count(name)) throw Error(model_dir + "/" + shard + ": tensor '" + name + "' listed in the index is missing");
+        if (!tensors_.count(name))
+            throw Error(model_dir + "/" + shard + ": tensor '" + name + "' listed in the index is missing");
 }
 
 void WeightStore::select_prefix(const std::string& prefix) {
@@ -109,11 +113,13 @@ const WeightStore::Entry& WeightStore::find(const std::string& name, const std::
     if (it == tensors_.end()) throw Error("missing tensor '" + full + "' (expected shape " + expected_shape + ")");
     const Tensor& t = it->second.tensor;
     if (bytes && t.dtype != DType::kU8)
-        throw Error(it->second.file->path() + ": tensor '" + full + "': dtype " + dtype_name(t.dtype) + ", expected U8 (MXFP4)");
-    if (!bytes && t.dtype != DType::kF32 && t.dtype != DType::kBF16 && t.dtype != DType::kF16)
         throw Error(it->second.file->path() + ": tensor '" + full + "': dtype " + dtype_name(t.dtype) +
-                    " is not a float type (F32, BF16, F16)" +
-                    (t.dtype == DType::kU8 ? " — a quantized tensor the config's quantization_config does not declare" : ""));
+                    ", expected U8 (MXFP4)");
+    if (!bytes && t.dtype != DType::kF32 && t.dtype != DType::kBF16 && t.dtype != DType::kF16)
+        throw Error(
+            it->second.file->path() + ": tensor '" + full + "': dtype " + dtype_name(t.dtype) +
+            " is not a float type (F32, BF16, F16)" +
+            (t.dtype == DType::kU8 ? " — a quantized tensor the config's quantization_config does not declare" : ""));
     if (used_.insert(full).second) {
         bytes_used_ += t.nbytes();
         if (check_weights_) check_sample(full, it->second);
@@ -126,14 +132,16 @@ const WeightStore::Entry& WeightStore::find(const std::string& name, const std::
 void WeightStore::check_sample(const std::string& name, const Entry& e) const {
     const Tensor& t = e.tensor;
     const int64_t n = t.numel(), step = std::max<int64_t>(1, n / 64);
-    const bool scales = t.dtype == DType::kU8 && name.size() > 13 && name.compare(name.size() - 13, 13, ".weight_scale") == 0;
+    const bool scales =
+        t.dtype == DType::kU8 && name.size() > 13 && name.compare(name.size() - 13, 13, ".weight_scale") == 0;
     const bool floats = t.dtype == DType::kF32 || t.dtype == DType::kBF16 || t.dtype == DType::kF16;
     if (!scales && !floats) return;
     for (int64_t i = 0; i < n; i = i < 64 ? i + 1 : i + step) {
         const bool bad = scales ? static_cast<const uint8_t*>(t.data)[i] == 255 : !std::isfinite(element_f32(t, i));
         if (bad)
-            throw Error(e.file->path() + ": tensor '" + name + "' holds " + (scales ? "the NaN scale byte 255" : "a NaN or Inf value") +
-                        " (element " + std::to_string(i) + "); --skip-weight-check loads it anyway");
+            throw Error(e.file->path() + ": tensor '" + name + "' holds " +
+                        (scales ? "the NaN scale byte 255" : "a NaN or Inf value") + " (element " + std::to_string(i) +
+                        "); --skip-weight-check loads it anyway");
     }
 }
 
@@ -143,7 +151,8 @@ Tensor WeightStore::get(const std::string& name, std::span<const int64_t> shape)
     for (int64_t v : shape) want.shape[size_t(want.rank++)] = v;
     const Entry& e = find(name, shape_str(want));
     if (want.rank != e.tensor.rank || want.shape != e.tensor.shape)
-        throw Error(e.file->path() + ": tensor '" + prefix_ + name + "': shape " + shape_str(e.tensor) + ", expected " + shape_str(want));
+        throw Error(e.file->path() + ": tensor '" + prefix_ + name + "': shape " + shape_str(e.tensor) + ", expected " +
+                    shape_str(want));
     return e.tensor;
 }
 
@@ -153,7 +162,8 @@ Tensor WeightStore::get_u8(const std::string& name, int64_t rows, int64_t cols) 
     const std::string want = "[" + std::to_string(rows) + ", " + std::to_string(cols) + "]";
     const Entry& e = find(name, want + " U8", true);
     if (e.tensor.rank != 2 || e.tensor.dim(0) != rows || e.tensor.dim(1) != cols)
-        throw Error(e.file->path() + ": tensor '" + prefix_ + name + "': shape " + shape_str(e.tensor) + ", expected " + want);
+        throw Error(e.file->path() + ": tensor '" + prefix_ + name + "': shape " + shape_str(e.tensor) + ", expected " +
+                    want);
     return e.tensor;
 }
 
@@ -169,10 +179,12 @@ Tensor WeightStore::linear(const std::string& module, int64_t out, int64_t in) {
         return get(module + ".weight", shape);
     }
     if (!quant_ || !quant_->quantizes(full))
-        throw Error("tensor '" + full + ".weight_packed' is stored as MXFP4, but the config does not quantize module '" + full +
+        throw Error("tensor '" + full +
+                    ".weight_packed' is stored as MXFP4, but the config does not quantize module '" + full +
                     "': " + (quant_ ? quant_->why_not(full) : QuantConfig{}.why_not(full)));
     if (in % kMxfp4Group != 0)
-        throw Error("linear '" + full + "' is stored as MXFP4, but its input width " + std::to_string(in) + " is not a multiple of 32");
+        throw Error("linear '" + full + "' is stored as MXFP4, but its input width " + std::to_string(in) +
+                    " is not a multiple of 32");
     const Tensor q = get_u8(module + ".weight_packed", out, in / 2);
     const Tensor scale = get_u8(module + ".weight_scale", out, in / kMxfp4Group);
     Tensor t(q.data, DType::kMXFP4, {out, in});
@@ -209,7 +221,8 @@ std::string module_kind(const std::string& module) {
 
 void WeightStore::finish() const {
     for (const auto& [name, e] : tensors_)
-        if (!used_.count(name)) throw Error(e.file->path() + ": unexpected tensor '" + name + "' (not part of this architecture/config)");
+        if (!used_.count(name))
+            throw Error(e.file->path() + ": unexpected tensor '" + name + "' (not part of this architecture/config)");
 }
 
 Tensor WeightStore::new_like(DType dt, std::initializer_list<int64_t> shape) {
@@ -231,7 +244,6 @@ Tensor WeightStore::to_f32(const Tensor& src) {
     return t;
 }
 
-
 std::vector<std::pair<std::string, Tensor>> WeightStore::all_tensors() const {
     std::vector<std::pair<std::string, Tensor>> out;
     for (const auto& [name, e] : tensors_) out.emplace_back(name, e.tensor);
@@ -244,4 +256,4 @@ uint64_t WeightStore::tensor_bytes() const {
     return n;
 }
 
-}  // namespace kimi
+}   // namespace kimi

@@ -80,7 +80,7 @@ public:
     Tensor to_f32(const Tensor& t);   // exact widening copy, same shape
 
     size_t n_files() const { return files_.size(); }
-    uint64_t tensor_bytes() const;   // bytes of all checkpoint tensors
+    uint64_t tensor_bytes() const;                        // bytes of all checkpoint tensors
     uint64_t bytes_used() const { return bytes_used_; }   // bytes of the tensors checked so far
 
 private:
@@ -107,4 +107,4 @@ private:
     uint64_t bytes_used_ = 0;
 };
 
-}  // namespace kimi
+}   // namespace kimi

@@ -20,22 +20,30 @@ void* counted_alloc(std::size_t n, std::size_t align) {
     if (!p) throw std::bad_alloc();
     return p;
 }
-}  // namespace
+}   // namespace
 
 namespace kimi {
 uint64_t thread_alloc_count() { return g_thread_allocs; }
 void count_allocation() { ++g_thread_allocs; }
-}  // namespace kimi
+}   // namespace kimi
 
 void* operator new(std::size_t n) { return counted_alloc(n, 0); }
 void* operator new[](std::size_t n) { return counted_alloc(n, 0); }
 void* operator new(std::size_t n, std::align_val_t a) { return counted_alloc(n, std::size_t(a)); }
 void* operator new[](std::size_t n, std::align_val_t a) { return counted_alloc(n, std::size_t(a)); }
 void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-    try { return counted_alloc(n, 0); } catch (...) { return nullptr; }
+    try {
+        return counted_alloc(n, 0);
+    } catch (...) {
+        return nullptr;
+    }
 }
 void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
-    try { return counted_alloc(n, 0); } catch (...) { return nullptr; }
+    try {
+        return counted_alloc(n, 0);
+    } catch (...) {
+        return nullptr;
+    }
 }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }

@@ -13,4 +13,4 @@ void count_allocation();         // counts an allocation made outside operator n
 // memory being faulted in — scratch released and touched again, or first touches.
 uint64_t process_page_faults();
 
-}  // namespace kimi
+}   // namespace kimi

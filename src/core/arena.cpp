@@ -64,4 +64,4 @@ void Arena::reset() {
     step_total_ = 0;
 }
 
-}  // namespace kimi
+}   // namespace kimi

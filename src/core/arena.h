@@ -40,9 +40,9 @@ private:
     void add_block(size_t min_bytes, bool touch = false);
 
     std::vector<Block> blocks_;
-    size_t used_ = 0;        // bytes used in blocks_.back()
-    size_t step_total_ = 0;  // bytes requested since reset
+    size_t used_ = 0;         // bytes used in blocks_.back()
+    size_t step_total_ = 0;   // bytes requested since reset
     size_t high_water_ = 0;
 };
 
-}  // namespace kimi
+}   // namespace kimi

@@ -30,12 +30,18 @@ const char* dtype_name(DType t) {
 }
 
 bool dtype_from_name(std::string_view name, DType& out) {
-    if (name == "F32") out = DType::kF32;
-    else if (name == "BF16") out = DType::kBF16;
-    else if (name == "F16") out = DType::kF16;
-    else if (name == "I32") out = DType::kI32;
-    else if (name == "U8") out = DType::kU8;
-    else return false;
+    if (name == "F32")
+        out = DType::kF32;
+    else if (name == "BF16")
+        out = DType::kBF16;
+    else if (name == "F16")
+        out = DType::kF16;
+    else if (name == "I32")
+        out = DType::kI32;
+    else if (name == "U8")
+        out = DType::kU8;
+    else
+        return false;
     return true;
 }
 
@@ -47,7 +53,7 @@ float f16_to_f32(uint16_t h) {
     if (exp == 0) {
         if (man == 0) {
             u = sign;
-        } else {  // subnormal half → normal float
+        } else {   // subnormal half → normal float
             float f = std::ldexp(float(man), -24);
             std::memcpy(&u, &f, 4);
             u |= sign;
@@ -69,16 +75,16 @@ uint16_t f32_to_f16(float f) {
     const float a = std::fabs(f);
     if (std::isnan(f)) return uint16_t(sign | 0x7e00u);
     if (a >= 65520.0f) return uint16_t(sign | 0x7c00u);
-    if (a < 6.103515625e-05f) {  // subnormal or zero: quantize to multiples of 2^-24, ties to even
+    if (a < 6.103515625e-05f) {   // subnormal or zero: quantize to multiples of 2^-24, ties to even
         const float q = std::nearbyint(a * 16777216.0f);
         return uint16_t(sign | uint16_t(q));
     }
     uint32_t au = u & 0x7fffffffu;
-    au += 0xfffu + ((au >> 13) & 1u);  // round mantissa to 10 bits, ties to even
+    au += 0xfffu + ((au >> 13) & 1u);   // round mantissa to 10 bits, ties to even
     const uint32_t exp = (au >> 23) - 112;
     const uint32_t man = (au >> 13) & 0x3ffu;
     if (exp >= 31) return uint16_t(sign | 0x7c00u);
     return uint16_t(sign | (exp << 10) | man);
 }
 
-}  // namespace kimi
+}   // namespace kimi

@@ -14,8 +14,8 @@ namespace kimi {
 // "mxfp4-pack-quantized". Its element size is half a byte: see Tensor::nbytes.
 enum class DType : uint8_t { kF32, kBF16, kF16, kI32, kU8, kMXFP4 };
 
-size_t dtype_size(DType t);                 // bytes per element (kMXFP4: 1, for its scale bytes; see Tensor::nbytes)
-const char* dtype_name(DType t);            // "F32", "BF16", "F16", "I32", "U8" (safetensors names), "MXFP4"
+size_t dtype_size(DType t);        // bytes per element (kMXFP4: 1, for its scale bytes; see Tensor::nbytes)
+const char* dtype_name(DType t);   // "F32", "BF16", "F16", "I32", "U8" (safetensors names), "MXFP4"
 bool dtype_from_name(std::string_view name, DType& out);
 
 // note: these helpers are `static` (one copy per translation unit): they are also compiled
@@ -31,8 +31,8 @@ static inline float bf16_to_f32(uint16_t h) {
 static inline uint16_t f32_to_bf16(float f) {
     uint32_t u;
     std::memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // quiet NaN
-    u += 0x7fffu + ((u >> 16) & 1u);                                         // round to nearest even
+    if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);   // quiet NaN
+    u += 0x7fffu + ((u >> 16) & 1u);                                          // round to nearest even
     return uint16_t(u >> 16);
 }
 
@@ -64,4 +64,4 @@ static inline float mxfp4_element(const uint8_t* packed, const uint8_t* scale, i
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
 
-}  // namespace kimi
+}   // namespace kimi

@@ -19,9 +19,9 @@ public:
     std::abort();
 }
 
-}  // namespace kimi
+}   // namespace kimi
 
-#define KIMI_CHECK(cond, msg)                                              \
-    do {                                                                    \
+#define KIMI_CHECK(cond, msg)                                                \
+    do {                                                                     \
         if (!(cond)) ::kimi::check_failed(__FILE__, __LINE__, #cond, (msg)); \
     } while (0)

@@ -17,9 +17,12 @@ inline bool json_depth_within(std::string_view text, int max_depth = kMaxJsonDep
     bool in_string = false, escaped = false;
     for (char c : text) {
         if (in_string) {
-            if (escaped) escaped = false;
-            else if (c == '\\') escaped = true;
-            else if (c == '"') in_string = false;
+            if (escaped)
+                escaped = false;
+            else if (c == '\\')
+                escaped = true;
+            else if (c == '"')
+                in_string = false;
         } else if (c == '"') {
             in_string = true;
         } else if (c == '[' || c == '{') {
@@ -31,4 +34,4 @@ inline bool json_depth_within(std::string_view text, int max_depth = kMaxJsonDep
     return true;
 }
 
-}  // namespace kimi
+}   // namespace kimi

@@ -86,7 +86,7 @@ private:
     std::string key_;
 };
 
-}  // namespace
+}   // namespace
 
 J parse_json_linear(std::string_view text) {
     J root;
@@ -95,4 +95,4 @@ J parse_json_linear(std::string_view text) {
     return root;
 }
 
-}  // namespace kimi
+}   // namespace kimi

@@ -13,4 +13,4 @@ namespace kimi {
 // Throws nlohmann::json::parse_error for malformed text.
 nlohmann::ordered_json parse_json_linear(std::string_view text);
 
-}  // namespace kimi
+}   // namespace kimi

@@ -20,14 +20,14 @@ constexpr size_t kHugePage = size_t(2) << 20;
 constexpr size_t kReadChunk = size_t(64) << 20;   // bytes per pread (and per progress report)
 
 std::string errno_text() { return std::strerror(errno); }
-}  // namespace
+}   // namespace
 
 MappedFile::MappedFile(const std::string& path, FileMemory mode, const std::function<void(uint64_t)>& on_read)
     : path_(path), mode_(mode) {
     check_regular_file(path);
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);   // never waits on a pipe swapped in since
     if (fd < 0) throw Error(path + ": cannot open: " + errno_text());
-    struct stat st{};
+    struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         ::close(fd);
         throw Error(path + ": not a regular file");
@@ -52,13 +52,15 @@ MappedFile::MappedFile(const std::string& path, FileMemory mode, const std::func
         if (map_ == MAP_FAILED) {
             failure = "cannot allocate " + std::to_string(size_ >> 20) + " MiB for the weights: " + errno_text();
         } else {
-            auto* base = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(map_) + kHugePage - 1) & ~(kHugePage - 1));
+            auto* base = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(map_) + kHugePage - 1) &
+                                                          ~(kHugePage - 1));
             ::madvise(base, size_, MADV_HUGEPAGE);   // advisory: without THP this is plain memory
             addr_ = base;
             for (size_t got = 0; got < size_ && failure.empty();) {
                 const ssize_t r = ::pread(fd, base + got, std::min(kReadChunk, size_ - got), off_t(got));
                 if (r < 0 && errno == EINTR) continue;
-                if (r <= 0) failure = r < 0 ? "read failed: " + errno_text() : "file shrank while being read";
+                if (r <= 0)
+                    failure = r < 0 ? "read failed: " + errno_text() : "file shrank while being read";
                 else {
                     got += size_t(r);
                     if (on_read) on_read(uint64_t(r));
@@ -80,7 +82,7 @@ MappedFile::~MappedFile() {
 }
 
 void check_regular_file(const std::string& path, bool missing_ok) {
-    struct stat st{};
+    struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
         if (missing_ok && errno == ENOENT) return;
         throw Error(path + ": cannot open: " + errno_text());
@@ -119,11 +121,14 @@ ResidentMemory resident_memory() {
         return v * 1024;
     };
     while (std::getline(f, line)) {
-        if (line.rfind("VmRSS:", 0) == 0) m.total = kib(6);
-        else if (line.rfind("RssAnon:", 0) == 0) m.anon = kib(8);
-        else if (line.rfind("RssFile:", 0) == 0) m.file = kib(8);
+        if (line.rfind("VmRSS:", 0) == 0)
+            m.total = kib(6);
+        else if (line.rfind("RssAnon:", 0) == 0)
+            m.anon = kib(8);
+        else if (line.rfind("RssFile:", 0) == 0)
+            m.file = kib(8);
     }
     return m;
 }
 
-}  // namespace kimi
+}   // namespace kimi

@@ -13,9 +13,9 @@
 namespace kimi {
 
 enum class FileMemory : uint8_t {
-    kMap,         // mmap(MAP_POPULATE) of the file
-    kMapLazy,     // mmap, pages read on first touch (one pass over a file larger than RAM: quantize)
-    kHugeCopy,    // read into 2 MiB-aligned anonymous memory advised for huge pages, then made read-only
+    kMap,        // mmap(MAP_POPULATE) of the file
+    kMapLazy,    // mmap, pages read on first touch (one pass over a file larger than RAM: quantize)
+    kHugeCopy,   // read into 2 MiB-aligned anonymous memory advised for huge pages, then made read-only
 };
 
 class MappedFile {
@@ -58,4 +58,4 @@ struct ResidentMemory {
 };
 ResidentMemory resident_memory();
 
-}  // namespace kimi
+}   // namespace kimi

@@ -11,4 +11,4 @@ uint64_t process_page_faults() {
     return uint64_t(u.ru_minflt) + uint64_t(u.ru_majflt);
 }
 
-}  // namespace kimi
+}   // namespace kimi

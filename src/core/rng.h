@@ -19,8 +19,12 @@ public:
     }
     uint64_t next() {
         const uint64_t r = rotl(s_[1] * 5, 7) * 9, t = s_[1] << 17;
-        s_[2] ^= s_[0]; s_[3] ^= s_[1]; s_[1] ^= s_[2]; s_[0] ^= s_[3];
-        s_[2] ^= t; s_[3] = rotl(s_[3], 45);
+        s_[2] ^= s_[0];
+        s_[3] ^= s_[1];
+        s_[1] ^= s_[2];
+        s_[0] ^= s_[3];
+        s_[2] ^= t;
+        s_[3] = rotl(s_[3], 45);
         return r;
     }
     double uniform() { return double(next() >> 11) * (1.0 / 9007199254740992.0); }   // [0, 1)
@@ -37,4 +41,4 @@ private:
     uint64_t s_[4];
 };
 
-}  // namespace kimi
+}   // namespace kimi

@@ -24,4 +24,4 @@ float element_f32(const Tensor& t, int64_t i) {
     return 0.0f;
 }
 
-}  // namespace kimi
+}   // namespace kimi

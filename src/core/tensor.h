@@ -35,8 +35,14 @@ struct Tensor {
     // Bytes of `data` (kMXFP4: the packed values, half a byte each; the scales are extra).
     size_t nbytes() const { return dtype == DType::kMXFP4 ? size_t(numel()) / 2 : size_t(numel()) * dtype_size(dtype); }
 
-    float* f32() const { KIMI_CHECK(dtype == DType::kF32, "tensor is not F32"); return static_cast<float*>(data); }
-    int32_t* i32() const { KIMI_CHECK(dtype == DType::kI32, "tensor is not I32"); return static_cast<int32_t*>(data); }
+    float* f32() const {
+        KIMI_CHECK(dtype == DType::kF32, "tensor is not F32");
+        return static_cast<float*>(data);
+    }
+    int32_t* i32() const {
+        KIMI_CHECK(dtype == DType::kI32, "tensor is not I32");
+        return static_cast<int32_t*>(data);
+    }
     const uint16_t* u16() const {
         KIMI_CHECK(dtype == DType::kBF16 || dtype == DType::kF16, "tensor is not 16-bit");
         return static_cast<const uint16_t*>(data);
@@ -57,7 +63,7 @@ struct Tensor {
         if (scale) t.scale = scale + size_t(begin) * size_t(numel() / (shape[0] ? shape[0] : 1) / kMxfp4Group);
         return t;
     }
-    Tensor row(int64_t i) const {  // drops dimension 0
+    Tensor row(int64_t i) const {   // drops dimension 0
         Tensor t = rows(i, i + 1);
         for (int d = 1; d < rank; ++d) t.shape[d - 1] = t.shape[d];
         t.rank = rank - 1;
@@ -71,4 +77,4 @@ std::string shape_str(const Tensor& t);   // "[4096, 2304]"
 // Reads element i of a float-class tensor (F32/BF16/F16) as f32 — for load-time work and tests.
 float element_f32(const Tensor& t, int64_t i);
 
-}  // namespace kimi
+}   // namespace kimi

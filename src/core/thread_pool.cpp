@@ -24,7 +24,7 @@ inline void cpu_relax() {
     std::this_thread::yield();
 #endif
 }
-}  // namespace
+}   // namespace
 
 ThreadPool::~ThreadPool() {
     {
@@ -53,8 +53,10 @@ void ThreadPool::run(int64_t n, TaskFn fn, void* ctx) {
     }
     run_range(0);
     for (uint32_t spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
-        if (spins < 2048) cpu_relax();
-        else std::this_thread::yield();
+        if (spins < 2048)
+            cpu_relax();
+        else
+            std::this_thread::yield();
     }
 }
 
@@ -65,8 +67,10 @@ void ThreadPool::worker_main(int w) {
         const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
         for (uint32_t i = 1; generation_.load(std::memory_order_acquire) == seen; ++i) {
             // Pause-spin first; then yield, so an oversubscribed core goes to whoever needs it.
-            if (i < 2048) cpu_relax();
-            else std::this_thread::yield();
+            if (i < 2048)
+                cpu_relax();
+            else
+                std::this_thread::yield();
             if ((i & 255) == 0 && std::chrono::steady_clock::now() > spin_until) {
                 std::unique_lock<std::mutex> lk(mu_);
                 sleepers_.fetch_add(1);
@@ -99,4 +103,4 @@ int ThreadPool::default_threads() {
     return hc ? int(hc) : 1;
 }
 
-}  // namespace kimi
+}   // namespace kimi

@@ -42,7 +42,8 @@ public:
             fn(int64_t(0), n, 0);
             return;
         }
-        run(n, [](void* ctx, int64_t b, int64_t e, int w) { (*static_cast<Fn*>(ctx))(b, e, w); }, &fn);
+        run(
+            n, [](void* ctx, int64_t b, int64_t e, int w) { (*static_cast<Fn*>(ctx))(b, e, w); }, &fn);
     }
 
     // Heap allocations made by the worker threads while running tasks (see alloc_counter.h).
@@ -70,4 +71,4 @@ private:
     std::atomic<uint64_t> worker_allocs_{0};
 };
 
-}  // namespace kimi
+}   // namespace kimi

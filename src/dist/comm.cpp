@@ -68,11 +68,12 @@ double env_seconds(const char* name, double fallback, int rank) {
     char* end = nullptr;
     const double x = std::strtod(v, &end);
     if (end && *end == 0 && x >= 0 && x <= 1e6) return x;
-    if (rank == 0) std::fprintf(stderr, "kimi-cpp: warning: %s=%s is not a number of seconds; using %g\n", name, v, fallback);
+    if (rank == 0)
+        std::fprintf(stderr, "kimi-cpp: warning: %s=%s is not a number of seconds; using %g\n", name, v, fallback);
     return fallback;
 }
 #endif
-}  // namespace
+}   // namespace
 
 #ifdef KIMI_HAVE_MPI
 // With the liveness channel, collectives are point-to-point messages on a communicator of their own,
@@ -113,7 +114,9 @@ Comm::Comm() {
     check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     if (size_ > 1) start_liveness();
 #else
-    throw Error("launched by an MPI launcher, but this kimi-cpp was built without MPI (install libopenmpi-dev: make deps, then rebuild)");
+    throw Error(
+        "launched by an MPI launcher, but this kimi-cpp was built without MPI (install libopenmpi-dev: make deps, then "
+        "rebuild)");
 #endif
 }
 
@@ -128,7 +131,10 @@ void Comm::start_liveness() {
     int all_want = 0;
     check(MPI_Allreduce(&want, &all_want, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
     if (!all_want) {
-        if (want) std::fprintf(stderr, "kimi-cpp: warning: MPI rank %d: KIMI_DIST_LIVENESS=0 on another rank: no liveness channel\n", rank_);
+        if (want)
+            std::fprintf(stderr,
+                         "kimi-cpp: warning: MPI rank %d: KIMI_DIST_LIVENESS=0 on another rank: no liveness channel\n",
+                         rank_);
         return;
     }
     LivenessConfig cfg;
@@ -138,8 +144,10 @@ void Comm::start_liveness() {
     std::string advert, error;
     if (rank_ == 0) {
         listener = std::make_unique<LivenessListener>();
-        if (listener->error().empty()) advert = listener->advert();
-        else error = listener->error();
+        if (listener->error().empty())
+            advert = listener->advert();
+        else
+            error = listener->error();
     }
     int64_t len = int64_t(advert.size());
     check(MPI_Bcast(&len, 1, MPI_INT64_T, 0, MPI_COMM_WORLD), "MPI_Bcast");
@@ -163,8 +171,9 @@ void Comm::start_liveness() {
             if (p.fd >= 0) close(p.fd);
         if (!error.empty()) std::fprintf(stderr, "kimi-cpp: warning: MPI rank %d: %s\n", rank_, error.c_str());
         if (rank_ == 0)
-            std::fprintf(stderr, "kimi-cpp: warning: no liveness channel between the MPI ranks: if a rank dies, the others "
-                                 "wait for it forever (rank 0 must be reachable over TCP from every rank)\n");
+            std::fprintf(stderr,
+                         "kimi-cpp: warning: no liveness channel between the MPI ranks: if a rank dies, the others "
+                         "wait for it forever (rank 0 must be reachable over TCP from every rank)\n");
         return;
     }
     direct_ = std::make_unique<Direct>();
@@ -228,7 +237,8 @@ void Comm::break_group(const std::string& reason) {
 }
 
 void Comm::fail(const char* what, const std::string& why) {
-    if (!why.empty()) break_group(std::string("MPI rank ") + std::to_string(rank_) + ": " + what + " failed (" + why + ")");
+    if (!why.empty())
+        break_group(std::string("MPI rank ") + std::to_string(rank_) + ": " + what + " failed (" + why + ")");
     throw PeerLost(peer_lost_reason());
 }
 
@@ -258,13 +268,16 @@ void Comm::wait(int count, const char* what) {
         const auto now = Clock::now();
         const auto waited = now - t0;
         if (waited < std::chrono::milliseconds(1)) continue;   // the usual wait: a blocking call spins too
-        if (const int64_t since = live_->leaving_since_ns(); since && now - Clock::time_point(Clock::duration(since)) > kLeavingGrace) {
+        if (const int64_t since = live_->leaving_since_ns();
+            since && now - Clock::time_point(Clock::duration(since)) > kLeavingGrace) {
             break_group(live_->leaving_peer() + " left the job (it exits, after an error of its own?) while MPI rank " +
                         std::to_string(rank_) + " still waits for it in " + what);
             fail(what, "");
         }
-        if (waited < std::chrono::milliseconds(20)) sched_yield();
-        else std::this_thread::sleep_for(std::chrono::microseconds(waited < std::chrono::milliseconds(200) ? 50 : 500));
+        if (waited < std::chrono::milliseconds(20))
+            sched_yield();
+        else
+            std::this_thread::sleep_for(std::chrono::microseconds(waited < std::chrono::milliseconds(200) ? 50 : 500));
     }
 #else
     (void)count, (void)what;
@@ -283,14 +296,20 @@ void Comm::allreduce_sum(std::span<float> x) {
         int k = 0;
         for (int i = 1; i < size_; ++i) {
             const int q = (rank_ + i) % size_;
-            check_collective(MPI_Irecv(gathered_.data() + size_t(q) * n, int(n), MPI_FLOAT, q, kTagSum, direct_->comm, &rq[k++]), "MPI_Irecv");
+            check_collective(
+                MPI_Irecv(gathered_.data() + size_t(q) * n, int(n), MPI_FLOAT, q, kTagSum, direct_->comm, &rq[k++]),
+                "MPI_Irecv");
         }
         for (int i = 1; i < size_; ++i)
-            check_collective(MPI_Isend(x.data(), int(n), MPI_FLOAT, (rank_ + i) % size_, kTagSum, direct_->comm, &rq[k++]), "MPI_Isend");
+            check_collective(
+                MPI_Isend(x.data(), int(n), MPI_FLOAT, (rank_ + i) % size_, kTagSum, direct_->comm, &rq[k++]),
+                "MPI_Isend");
         std::memcpy(gathered_.data() + size_t(rank_) * n, x.data(), n * sizeof(float));
         wait(k, "MPI_Allgather");
     } else {
-        check_collective(MPI_Allgather(x.data(), int(n), MPI_FLOAT, gathered_.data(), int(n), MPI_FLOAT, MPI_COMM_WORLD), "MPI_Allgather");
+        check_collective(
+            MPI_Allgather(x.data(), int(n), MPI_FLOAT, gathered_.data(), int(n), MPI_FLOAT, MPI_COMM_WORLD),
+            "MPI_Allgather");
     }
     stats_.bytes_sent += int64_t(n * sizeof(float)) * (size_ - 1);
     std::memcpy(x.data(), gathered_.data(), n * sizeof(float));
@@ -312,9 +331,12 @@ void Comm::broadcast(void* data, int64_t bytes, int root) {
         int k = 0;
         if (rank_ == root) {
             for (int i = 1; i < size_; ++i)
-                check_collective(MPI_Isend(data, int(bytes), MPI_BYTE, (root + i) % size_, kTagBcast, direct_->comm, &rq[k++]), "MPI_Isend");
+                check_collective(
+                    MPI_Isend(data, int(bytes), MPI_BYTE, (root + i) % size_, kTagBcast, direct_->comm, &rq[k++]),
+                    "MPI_Isend");
         } else {
-            check_collective(MPI_Irecv(data, int(bytes), MPI_BYTE, root, kTagBcast, direct_->comm, &rq[k++]), "MPI_Irecv");
+            check_collective(MPI_Irecv(data, int(bytes), MPI_BYTE, root, kTagBcast, direct_->comm, &rq[k++]),
+                             "MPI_Irecv");
         }
         wait(k, "MPI_Bcast");
     } else {
@@ -342,10 +364,12 @@ void Comm::allgather(std::span<const float> mine, std::vector<float>& all) {
         int k = 0;
         for (int i = 1; i < size_; ++i) {
             const int q = (rank_ + i) % size_;
-            check_collective(MPI_Irecv(&counts_[size_t(q)], 1, MPI_INT, q, kTagCounts, direct_->comm, &rq[k++]), "MPI_Irecv");
+            check_collective(MPI_Irecv(&counts_[size_t(q)], 1, MPI_INT, q, kTagCounts, direct_->comm, &rq[k++]),
+                             "MPI_Irecv");
         }
         for (int i = 1; i < size_; ++i)
-            check_collective(MPI_Isend(&n, 1, MPI_INT, (rank_ + i) % size_, kTagCounts, direct_->comm, &rq[k++]), "MPI_Isend");
+            check_collective(MPI_Isend(&n, 1, MPI_INT, (rank_ + i) % size_, kTagCounts, direct_->comm, &rq[k++]),
+                             "MPI_Isend");
         counts_[size_t(rank_)] = n;
         wait(k, "MPI_Allgather");
     } else {
@@ -361,15 +385,19 @@ void Comm::allgather(std::span<const float> mine, std::vector<float>& all) {
         int k = 0;
         for (int i = 1; i < size_; ++i) {
             const int q = (rank_ + i) % size_;
-            check_collective(MPI_Irecv(all.data() + displs_[size_t(q)], counts_[size_t(q)], MPI_FLOAT, q, kTagGather, direct_->comm, &rq[k++]),
+            check_collective(MPI_Irecv(all.data() + displs_[size_t(q)], counts_[size_t(q)], MPI_FLOAT, q, kTagGather,
+                                       direct_->comm, &rq[k++]),
                              "MPI_Irecv");
         }
         for (int i = 1; i < size_; ++i)
-            check_collective(MPI_Isend(mine.data(), n, MPI_FLOAT, (rank_ + i) % size_, kTagGather, direct_->comm, &rq[k++]), "MPI_Isend");
+            check_collective(
+                MPI_Isend(mine.data(), n, MPI_FLOAT, (rank_ + i) % size_, kTagGather, direct_->comm, &rq[k++]),
+                "MPI_Isend");
         if (n > 0) std::memcpy(all.data() + displs_[size_t(rank_)], mine.data(), size_t(n) * sizeof(float));
         wait(k, "MPI_Allgatherv");
     } else {
-        check_collective(MPI_Allgatherv(mine.data(), n, MPI_FLOAT, all.data(), counts_.data(), displs_.data(), MPI_FLOAT, MPI_COMM_WORLD),
+        check_collective(MPI_Allgatherv(mine.data(), n, MPI_FLOAT, all.data(), counts_.data(), displs_.data(),
+                                        MPI_FLOAT, MPI_COMM_WORLD),
                          "MPI_Allgatherv");
     }
     stats_.bytes_sent += int64_t(n) * 4 * (size_ - 1);
@@ -396,4 +424,4 @@ Range split(int64_t n, int parts, int r) {
     return {begin, begin + base + (r < extra ? 1 : 0)};
 }
 
-}  // namespace kimi::dist
+}   // namespace kimi::dist

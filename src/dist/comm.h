@@ -89,7 +89,7 @@ private:
     [[noreturn]] void fail(const char* what, const std::string& why);
     void throw_if_lost(const char* what);
     void check_collective(int rc, const char* what);   // a failed collective breaks the group: PeerLost
-    void wait(int count, const char* what);   // completes direct_->reqs[0, count), or throws PeerLost
+    void wait(int count, const char* what);            // completes direct_->reqs[0, count), or throws PeerLost
     struct Direct;
     int rank_ = 0, size_ = 1;
     bool mpi_ = false;
@@ -114,4 +114,4 @@ struct Range {
 };
 Range split(int64_t n, int parts, int r);
 
-}  // namespace kimi::dist
+}   // namespace kimi::dist

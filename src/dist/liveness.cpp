@@ -106,7 +106,8 @@ int try_connect(const sockaddr* addr, socklen_t len, const std::string& hello, C
         if (poll(&p, 1, ms_left(connect_by)) <= 0) return fail("connect: timed out");
         int so = 0;
         socklen_t sl = sizeof so;
-        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &so, &sl) != 0 || so != 0) return fail(std::string("connect: ") + std::strerror(so));
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &so, &sl) != 0 || so != 0)
+            return fail(std::string("connect: ") + std::strerror(so));
     }
     if (!send_all(fd, hello, deadline)) return fail(os_error("send hello"));
     std::string reply;
@@ -123,7 +124,7 @@ int try_connect(const sockaddr* addr, socklen_t len, const std::string& hello, C
     if (reply != "ok\n") return fail("a garbled answer to the hello");
     return fd;
 }
-}  // namespace
+}   // namespace
 
 // ---- rank 0: the listener ----
 
@@ -175,7 +176,7 @@ LivenessListener::~LivenessListener() {
 
 std::string LivenessListener::advert() const {
     std::string s = std::string(kMagic) + "\n" + token_ + "\n" + std::to_string(port_) + "\n" + host_name() + "\n" +
-                    std::to_string(getpid()) + "\n";
+        std::to_string(getpid()) + "\n";
     for (const std::string& a : host_addresses()) s += a + "\n";
     return s;
 }
@@ -192,7 +193,8 @@ bool LivenessListener::accept_all(int size, double timeout_s, std::vector<LivePe
     };
     std::vector<Pending> pending;
     int have = 0;
-    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+    const auto deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
     std::vector<pollfd> pf;
     while (have < size - 1) {
         const int left = ms_left(deadline);
@@ -201,7 +203,7 @@ bool LivenessListener::accept_all(int size, double timeout_s, std::vector<LivePe
             for (const LivePeer& p : peers)
                 if (p.fd < 0) missing += (missing.empty() ? "" : ", ") + std::to_string(&p - peers.data() + 1);
             error_ = "liveness: rank(s) " + missing + " did not connect to port " + std::to_string(port_) + " within " +
-                     std::to_string(int(timeout_s)) + " s";
+                std::to_string(int(timeout_s)) + " s";
             break;
         }
         pf.assign(1, pollfd{fd_, POLLIN, 0});
@@ -240,7 +242,8 @@ bool LivenessListener::accept_all(int size, double timeout_s, std::vector<LivePe
             }
         }
         if (pf[0].revents)
-            for (int c; (c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0;) pending.push_back({c, {}});
+            for (int c; (c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0;)
+                pending.push_back({c, {}});
     }
     for (const Pending& p : pending) close(p.fd);
     close(fd_);   // the job is set up (or failed): nobody else may connect
@@ -262,10 +265,12 @@ LivePeer connect_to_leader(const std::string& advert, int rank, double timeout_s
     const std::string& token = lines[1];
     const std::string& port = lines[2];
     const std::string& host = lines[3];
-    const std::string hello = "hello " + token + " " + std::to_string(rank) + " " + std::to_string(getpid()) + " " + host_name() + "\n";
+    const std::string hello =
+        "hello " + token + " " + std::to_string(rank) + " " + std::to_string(getpid()) + " " + host_name() + "\n";
     std::vector<std::string> tried;
     std::vector<sockaddr_storage> seen;
-    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+    const auto deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
     auto attempt = [&](const sockaddr* a, socklen_t len, const std::string& label) -> int {
         sockaddr_storage key{};
         std::memcpy(&key, a, len);
@@ -300,8 +305,9 @@ LivePeer connect_to_leader(const std::string& advert, int rank, double timeout_s
         if (getaddrinfo(host.c_str(), port.c_str(), &hints, &res) == 0) {
             for (addrinfo* r = res; r && fd < 0; r = r->ai_next) {
                 char ip[INET6_ADDRSTRLEN] = "?";
-                const void* where = r->ai_family == AF_INET6 ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(r->ai_addr)->sin6_addr)
-                                                             : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(r->ai_addr)->sin_addr);
+                const void* where = r->ai_family == AF_INET6
+                    ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(r->ai_addr)->sin6_addr)
+                    : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(r->ai_addr)->sin_addr);
                 inet_ntop(r->ai_family, where, ip, sizeof ip);
                 fd = attempt(r->ai_addr, r->ai_addrlen, host + "=" + ip);
             }
@@ -346,7 +352,8 @@ std::string LivenessWatcher::leaving_peer() const {
 }
 
 std::string LivenessWatcher::describe(const LivePeer& p) const {
-    return "MPI rank " + std::to_string(p.rank) + " of " + std::to_string(size_) + (p.who.empty() ? "" : " (" + p.who + ")");
+    return "MPI rank " + std::to_string(p.rank) + " of " + std::to_string(size_) +
+        (p.who.empty() ? "" : " (" + p.who + ")");
 }
 
 void LivenessWatcher::say_leaving() {
@@ -438,8 +445,11 @@ void LivenessWatcher::run() {
         for (Watched& w : watched_)
             if (w.open) pf.push_back({w.peer.fd, POLLIN, 0}), who.push_back(&w);
         int timeout = -1;
-        if (!leader) timeout = std::max(0, int(std::chrono::duration_cast<std::chrono::milliseconds>(next_beat - Clock::now()).count()));
-        else if (cfg_.silence_s > 0) timeout = int(cfg_.heartbeat_s * 1000);
+        if (!leader)
+            timeout = std::max(
+                0, int(std::chrono::duration_cast<std::chrono::milliseconds>(next_beat - Clock::now()).count()));
+        else if (cfg_.silence_s > 0)
+            timeout = int(cfg_.heartbeat_s * 1000);
         if (poll(pf.data(), nfds_t(pf.size()), timeout) < 0 && errno != EINTR) break;
         if (stop_.load(std::memory_order_acquire)) break;
         for (size_t i = 1; i < pf.size(); ++i)
@@ -456,9 +466,10 @@ void LivenessWatcher::run() {
                     char s[32];
                     std::snprintf(s, sizeof s, "%.1f", std::chrono::duration<double>(now - w.last_heard).count());
                     lose(describe(w.peer) + " has not been heard from for " + s +
-                         " s (stopped — SIGSTOP, a debugger — or its host hangs; KIMI_DIST_PEER_TIMEOUT=<seconds> sets this limit, 0 waits forever)");
+                         " s (stopped — SIGSTOP, a debugger — or its host hangs; KIMI_DIST_PEER_TIMEOUT=<seconds> sets "
+                         "this limit, 0 waits forever)");
                 }
     }
 }
 
-}  // namespace kimi::dist
+}   // namespace kimi::dist

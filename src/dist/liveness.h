@@ -108,4 +108,4 @@ private:
     std::thread thread_;
 };
 
-}  // namespace kimi::dist
+}   // namespace kimi::dist

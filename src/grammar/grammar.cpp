@@ -63,7 +63,8 @@ void Grammar::validate() const {
         for (size_t i = 0; i < n; ++i) {
             if (nullable[i]) continue;
             for (const Alternative& a : rules[i].alts) {
-                const bool all = std::all_of(a.begin(), a.end(), [&](const Symbol& s) { return s.rule >= 0 && nullable[size_t(s.rule)]; });
+                const bool all = std::all_of(a.begin(), a.end(),
+                                             [&](const Symbol& s) { return s.rule >= 0 && nullable[size_t(s.rule)]; });
                 if (all) {
                     nullable[i] = 1;
                     changed = true;
@@ -95,7 +96,8 @@ void Grammar::validate() const {
                 continue;
             }
             const int32_t next = starts[size_t(r)][k++];
-            if (state[size_t(next)] == 1) throw Error("grammar: rule '" + rules[size_t(next)].name + "' is left-recursive");
+            if (state[size_t(next)] == 1)
+                throw Error("grammar: rule '" + rules[size_t(next)].name + "' is left-recursive");
             if (state[size_t(next)] == 0) {
                 state[size_t(next)] = 1;
                 path.push_back({next, 0});
@@ -138,8 +140,10 @@ private:
     [[noreturn]] void fail(const std::string& what) const {
         int line = 1, col = 1;
         for (size_t i = 0; i < pos_ && i < s_.size(); ++i) {
-            if (s_[i] == '\n') ++line, col = 1;
-            else ++col;
+            if (s_[i] == '\n')
+                ++line, col = 1;
+            else
+                ++col;
         }
         throw Error("grammar: " + what + " (line " + std::to_string(line) + ", column " + std::to_string(col) + ")");
     }
@@ -176,7 +180,8 @@ private:
         return r;
     }
     void check_room() const {
-        if (g_.rules.size() >= max_rules_) fail("the grammar expands to more than " + std::to_string(max_rules_) + " rules");
+        if (g_.rules.size() >= max_rules_)
+            fail("the grammar expands to more than " + std::to_string(max_rules_) + " rules");
     }
     int32_t fresh(const std::string& name) {
         check_room();
@@ -251,7 +256,8 @@ private:
             ++pos_;
             out.push_back(Grammar::ref(char_class({}, true)));
         } else if (c == '(') {
-            if (depth >= kMaxGroupNesting) fail("groups nested deeper than " + std::to_string(kMaxGroupNesting) + " levels");
+            if (depth >= kMaxGroupNesting)
+                fail("groups nested deeper than " + std::to_string(kMaxGroupNesting) + " levels");
             ++pos_;
             const int32_t r = fresh("group" + std::to_string(g_.rules.size()));
             auto alts = alternatives(depth + 1);
@@ -271,8 +277,10 @@ private:
         std::sort(ranges.begin(), ranges.end());
         std::vector<std::pair<uint32_t, uint32_t>> merged;
         for (const auto& r : ranges) {
-            if (!merged.empty() && r.first <= merged.back().second + 1) merged.back().second = std::max(merged.back().second, r.second);
-            else merged.push_back(r);
+            if (!merged.empty() && r.first <= merged.back().second + 1)
+                merged.back().second = std::max(merged.back().second, r.second);
+            else
+                merged.push_back(r);
         }
         const auto key = std::make_pair(merged, negated);
         if (auto it = classes_.find(key); it != classes_.end()) return it->second;
@@ -329,7 +337,7 @@ private:
         if (hi < 0) {   // R ::= item R | ε   (right recursion: the matcher tail-calls it)
             check_room();
             out.push_back(Grammar::ref(g_.add_star(item, "star" + std::to_string(g_.rules.size()))));
-        } else {        // up to hi − lo more: R_k ::= item R_{k−1} | ε
+        } else {   // up to hi − lo more: R_k ::= item R_{k−1} | ε
             int32_t prev = -1;
             for (int64_t k = 0; k < hi - lo; ++k) {
                 const int32_t r = fresh("opt" + std::to_string(g_.rules.size()));
@@ -379,7 +387,8 @@ private:
     static void append_utf8(std::string& out, uint32_t cp) {
         uint8_t b[4];
         int n = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
-        if (n == 1) b[0] = uint8_t(cp);
+        if (n == 1)
+            b[0] = uint8_t(cp);
         else {
             for (int i = n - 1; i > 0; --i) b[i] = uint8_t(0x80 | (cp & 0x3F)), cp >>= 6;
             b[0] = uint8_t((0xF00 >> n) | cp);
@@ -397,7 +406,7 @@ private:
     std::map<std::pair<std::vector<std::pair<uint32_t, uint32_t>>, bool>, int32_t> classes_;
 };
 
-}  // namespace
+}   // namespace
 
 Grammar parse_grammar(const std::string& text, size_t max_rules) { return Parser(text, max_rules).parse(); }
 
@@ -434,4 +443,4 @@ Grammar choice_grammar(const std::vector<std::string>& choices) {
     return g;
 }
 
-}  // namespace kimi::grammar
+}   // namespace kimi::grammar

@@ -29,7 +29,7 @@ inline std::string special_token_bytes(std::string_view text) {
 }
 
 struct Symbol {
-    int32_t rule = -1;     // ≥ 0: a reference to rules[rule]; −1: the byte range below
+    int32_t rule = -1;   // ≥ 0: a reference to rules[rule]; −1: the byte range below
     ByteRange bytes;
 };
 using Alternative = std::vector<Symbol>;
@@ -44,7 +44,7 @@ struct Grammar {
     int32_t root = 0;
 
     // Builders, for compilers into this form.
-    int32_t add_rule(const std::string& name);                // a rule with no alternatives yet
+    int32_t add_rule(const std::string& name);   // a rule with no alternatives yet
     static Symbol ref(int32_t rule) { return Symbol{rule, {}}; }
     static Symbol byte_range(uint8_t lo, uint8_t hi) { return Symbol{-1, {lo, hi}}; }
     // A rule matching one code point of the sorted, merged ranges (negated: any other).
@@ -70,4 +70,4 @@ Grammar parse_grammar(const std::string& text, size_t max_rules = 100000);
 // A GBNF string literal ("...") matching exactly these bytes (valid UTF-8).
 std::string gbnf_literal(std::string_view bytes);
 
-}  // namespace kimi::grammar
+}   // namespace kimi::grammar

@@ -43,8 +43,10 @@ std::string same_length(const std::string& a, const std::string& b) {
     const bool b_nines = b_rest.find_first_not_of('9') == std::string::npos;
     std::vector<std::string> alts;
     char mid_lo = char(a[0] + 1), mid_hi = char(b[0] - 1);
-    if (a_zeros) mid_lo = a[0];
-    else alts.push_back(digit_class(a[0], a[0]) + " " + same_length(a_rest, std::string(n - 1, '9')));
+    if (a_zeros)
+        mid_lo = a[0];
+    else
+        alts.push_back(digit_class(a[0], a[0]) + " " + same_length(a_rest, std::string(n - 1, '9')));
     if (b_nines) mid_hi = b[0];
     if (mid_lo <= mid_hi) {
         const std::string tail = any_digits(n - 1);
@@ -73,7 +75,7 @@ std::string natural_range(int64_t a, int64_t b) {
     return join_alts(alts);
 }
 
-}  // namespace
+}   // namespace
 
 std::string number_range_gbnf(const NumberBounds& b, bool integer) {
     const int64_t open_hi = pow10(kMaxDigits) - 1;
@@ -117,4 +119,4 @@ std::string number_range_gbnf(const NumberBounds& b, bool integer) {
     return join_alts(alts);
 }
 
-}  // namespace kimi::grammar
+}   // namespace kimi::grammar

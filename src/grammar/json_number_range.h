@@ -18,4 +18,4 @@ struct NumberBounds {
 // or no number fits, or an end lies beyond ±1e15.
 std::string number_range_gbnf(const NumberBounds& b, bool integer);
 
-}  // namespace kimi::grammar
+}   // namespace kimi::grammar

@@ -26,7 +26,8 @@ const std::map<std::string, std::string>& base_rules() {
         {"hex", "[0-9a-fA-F]"},
         // one code point of a JSON string body: plain, or an escape (a \u escape is never half of a
         // surrogate pair, so each character counts once toward minLength / maxLength)
-        {"char", "[^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" ([0-9a-cA-CeEfF] hex hex hex | [dD] [0-7] hex hex))"},
+        {"char",
+         "[^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" ([0-9a-cA-CeEfF] hex hex hex | [dD] [0-7] hex hex))"},
         {"string", "\"\\\"\" char* \"\\\"\""},
         {"integer", "\"-\"? (\"0\" | [1-9] [0-9]{0,15})"},
         {"number", "integer (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,2})?"},
@@ -53,17 +54,37 @@ const std::map<std::string, std::vector<std::string>>& base_deps() {
 }
 
 const std::set<std::string>& annotations() {
-    static const std::set<std::string> a = {"title", "description", "default", "examples", "$schema", "$id",
-                                            "$comment", "deprecated", "readOnly", "writeOnly", "strict", "$defs",
-                                            "definitions", "$anchor"};
+    static const std::set<std::string> a = {"title",  "description", "default",     "examples", "$schema",
+                                            "$id",    "$comment",    "deprecated",  "readOnly", "writeOnly",
+                                            "strict", "$defs",       "definitions", "$anchor"};
     return a;
 }
 
 const std::set<std::string>& supported() {
-    static const std::set<std::string> s = {
-        "type", "properties", "required", "additionalProperties", "enum", "const", "items", "prefixItems",
-        "additionalItems", "minItems", "maxItems", "anyOf", "oneOf", "allOf", "$ref", "nullable", "minLength",
-        "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+    static const std::set<std::string> s = {"type",
+                                            "properties",
+                                            "required",
+                                            "additionalProperties",
+                                            "enum",
+                                            "const",
+                                            "items",
+                                            "prefixItems",
+                                            "additionalItems",
+                                            "minItems",
+                                            "maxItems",
+                                            "anyOf",
+                                            "oneOf",
+                                            "allOf",
+                                            "$ref",
+                                            "nullable",
+                                            "minLength",
+                                            "maxLength",
+                                            "pattern",
+                                            "format",
+                                            "minimum",
+                                            "maximum",
+                                            "exclusiveMinimum",
+                                            "exclusiveMaximum"};
     return s;
 }
 
@@ -87,17 +108,24 @@ std::string alt(const std::vector<std::string>& exprs) {
 // Formats (string bodies, no escapes needed: ASCII without quote or backslash).
 const std::map<std::string, std::string>& formats() {
     static const std::map<std::string, std::string> f = {
-        {"date", "[0-9]{4} \"-\" ((\"0\" [13578] | \"1\" [02]) \"-\" (\"0\" [1-9] | [12] [0-9] | \"3\" [01]) | "
-                 "(\"0\" [469] | \"11\") \"-\" (\"0\" [1-9] | [12] [0-9] | \"30\") | \"02-\" (\"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8]))"},
-        {"time", "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,6})? "
-                 "(\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])"},
+        {"date",
+         "[0-9]{4} \"-\" ((\"0\" [13578] | \"1\" [02]) \"-\" (\"0\" [1-9] | [12] [0-9] | \"3\" [01]) | "
+         "(\"0\" [469] | \"11\") \"-\" (\"0\" [1-9] | [12] [0-9] | \"30\") | \"02-\" (\"0\" [1-9] | \"1\" [0-9] | "
+         "\"2\" [0-8]))"},
+        {"time",
+         "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,6})? "
+         "(\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])"},
         {"duration", "\"P\" ([0-9]{1,4} \"D\" | \"T\" [0-9]{1,4} [HMS] | [0-9]{1,4} \"W\")"},
         {"uuid", "hex{8} \"-\" hex{4} \"-\" hex{4} \"-\" hex{4} \"-\" hex{12}"},
-        {"email", "[a-zA-Z0-9] ([a-zA-Z0-9._+-]{0,30} [a-zA-Z0-9])? \"@\" "
-                  "([a-zA-Z0-9] ([a-zA-Z0-9-]{0,20} [a-zA-Z0-9])? \".\"){1,3} [a-zA-Z]{2,8}"},
-        {"hostname", "([a-zA-Z0-9] ([a-zA-Z0-9-]{0,20} [a-zA-Z0-9])? \".\"){0,3} [a-zA-Z] ([a-zA-Z0-9-]{0,20} [a-zA-Z0-9])?"},
-        {"ipv4", "(\"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9]? [0-9]) (\".\" (\"25\" [0-5] | \"2\" [0-4] [0-9] | "
-                 "\"1\" [0-9] [0-9] | [1-9]? [0-9])){3}"},
+        {"email",
+         "[a-zA-Z0-9] ([a-zA-Z0-9._+-]{0,30} [a-zA-Z0-9])? \"@\" "
+         "([a-zA-Z0-9] ([a-zA-Z0-9-]{0,20} [a-zA-Z0-9])? \".\"){1,3} [a-zA-Z]{2,8}"},
+        {"hostname",
+         "([a-zA-Z0-9] ([a-zA-Z0-9-]{0,20} [a-zA-Z0-9])? \".\"){0,3} [a-zA-Z] ([a-zA-Z0-9-]{0,20} [a-zA-Z0-9])?"},
+        {"ipv4",
+         "(\"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9]? [0-9]) (\".\" (\"25\" [0-5] | \"2\" [0-4] "
+         "[0-9] | "
+         "\"1\" [0-9] [0-9] | [1-9]? [0-9])){3}"},
         {"ipv6", "hex{1,4} (\":\" hex{1,4}){7}"},
     };
     static const std::map<std::string, std::string> all = [] {
@@ -117,7 +145,8 @@ bool has_type(const json& v, const json& t) {
     if (t.is_array()) return std::any_of(t.begin(), t.end(), [&](const json& one) { return has_type(v, one); });
     if (!t.is_string()) return true;   // a malformed type is reported where it is compiled
     const std::string n = t.get<std::string>();
-    if (n == "integer") return v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
+    if (n == "integer")
+        return v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
     if (n == "number") return v.is_number();
     if (n == "string") return v.is_string();
     if (n == "boolean") return v.is_boolean();
@@ -142,7 +171,8 @@ public:
             todo.pop_back();
             if (!done.insert(n).second) continue;
             out += n + " ::= " + base_rules().at(n) + "\n";
-            if (auto it = base_deps().find(n); it != base_deps().end()) todo.insert(todo.end(), it->second.begin(), it->second.end());
+            if (auto it = base_deps().find(n); it != base_deps().end())
+                todo.insert(todo.end(), it->second.begin(), it->second.end());
         }
         return out;
     }
@@ -189,7 +219,8 @@ private:
         for (const char* kw : {"anyOf", "oneOf"}) {
             if (!s.contains(kw)) continue;
             const json& branches = s[kw];
-            if (!branches.is_array() || branches.empty()) fail("'" + std::string(kw) + "' must be a non-empty array", path);
+            if (!branches.is_array() || branches.empty())
+                fail("'" + std::string(kw) + "' must be a non-empty array", path);
             json rest = s;
             rest.erase(kw);
             std::vector<std::string> alts;
@@ -237,7 +268,8 @@ private:
             return typed("array", s, path, depth);
         if (s.contains("minLength") || s.contains("maxLength") || s.contains("pattern") || s.contains("format"))
             return typed("string", s, path, depth);
-        if (s.contains("minimum") || s.contains("maximum") || s.contains("exclusiveMinimum") || s.contains("exclusiveMaximum"))
+        if (s.contains("minimum") || s.contains("maximum") || s.contains("exclusiveMinimum") ||
+            s.contains("exclusiveMaximum"))
             return typed("number", s, path, depth);
         return base("value");
     }
@@ -272,7 +304,8 @@ private:
             if (s.contains("minLength") || s.contains("maxLength") || s.contains("format"))
                 fail("'pattern' together with 'minLength', 'maxLength' or 'format' is not supported", path);
             try {
-                return "(" + q + " (" + regex_to_gbnf(s["pattern"].get<std::string>(), RegexMode::kJsonString) + ") " + q + ")";
+                return "(" + q + " (" + regex_to_gbnf(s["pattern"].get<std::string>(), RegexMode::kJsonString) + ") " +
+                    q + ")";
             } catch (const Error& e) {
                 fail("'pattern': " + std::string(e.what()), path);
             }
@@ -282,13 +315,15 @@ private:
             const std::string f = s["format"].get<std::string>();
             const auto it = formats().find(f);
             if (it == formats().end()) fail("unsupported 'format' \"" + f + "\"", path);
-            if (s.contains("minLength") || s.contains("maxLength")) fail("'format' together with 'minLength' or 'maxLength' is not supported", path);
+            if (s.contains("minLength") || s.contains("maxLength"))
+                fail("'format' together with 'minLength' or 'maxLength' is not supported", path);
             if (f == "uuid" || f == "ipv6") base("hex");
             return "(" + q + " " + it->second + " " + q + ")";
         }
         if (lo == 0 && hi < 0) return base("string");
         base("char");
-        const std::string rep = hi < 0 ? "{" + std::to_string(lo) + ",}" : "{" + std::to_string(lo) + "," + std::to_string(hi) + "}";
+        const std::string rep =
+            hi < 0 ? "{" + std::to_string(lo) + ",}" : "{" + std::to_string(lo) + "," + std::to_string(hi) + "}";
         return "(" + q + " char" + rep + " " + q + ")";
     }
 
@@ -298,9 +333,12 @@ private:
             if (!s.contains(kw)) continue;
             const json& v = s[kw];
             if (v.is_boolean()) {   // draft 4: a flag on minimum / maximum
-                if (std::string(kw) == "exclusiveMinimum") b.lo_exclusive = v.get<bool>();
-                else if (std::string(kw) == "exclusiveMaximum") b.hi_exclusive = v.get<bool>();
-                else fail("'" + std::string(kw) + "' must be a number", path);
+                if (std::string(kw) == "exclusiveMinimum")
+                    b.lo_exclusive = v.get<bool>();
+                else if (std::string(kw) == "exclusiveMaximum")
+                    b.hi_exclusive = v.get<bool>();
+                else
+                    fail("'" + std::string(kw) + "' must be a number", path);
                 continue;
             }
             if (!v.is_number()) fail("'" + std::string(kw) + "' must be a number", path);
@@ -362,9 +400,11 @@ private:
         if (extra) {
             // names that cannot be a listed one: longer (in characters) than the longest
             const std::string key = props.empty() ? base("string")
-                                                  : (base("char"), "(\"\\\"\" char{" + std::to_string(longest + 1) + "," +
-                                                                       std::to_string(longest + 24) + "} \"\\\"\")");
-            extra_kv = named(key + " \":\" " + base("sp") + " " + visit(*extra, path + "/additionalProperties", depth + 1));
+                                                  : (base("char"),
+                                                     "(\"\\\"\" char{" + std::to_string(longest + 1) + "," +
+                                                         std::to_string(longest + 24) + "} \"\\\"\")");
+            extra_kv =
+                named(key + " \":\" " + base("sp") + " " + visit(*extra, path + "/additionalProperties", depth + 1));
         }
         // head(k): properties k.. with none written yet; tail(k): with one written (comma first)
         const std::string comma = "\",\" " + base("sp") + " ";
@@ -385,8 +425,10 @@ private:
         std::vector<std::string> prefix;
         std::optional<std::string> item;   // schema of the items after the prefix (none: no more items)
         const json* tuple = nullptr;
-        if (s.contains("prefixItems")) tuple = &s["prefixItems"];
-        else if (s.contains("items") && s["items"].is_array()) tuple = &s["items"];   // draft 4 tuples
+        if (s.contains("prefixItems"))
+            tuple = &s["prefixItems"];
+        else if (s.contains("items") && s["items"].is_array())
+            tuple = &s["items"];   // draft 4 tuples
         if (tuple) {
             if (!tuple->is_array()) fail("'prefixItems' must be an array of schemas", path);
             for (size_t i = 0; i < tuple->size(); ++i)
@@ -395,13 +437,16 @@ private:
             if (s.contains(more) && !(s[more].is_boolean() && !s[more].get<bool>()))
                 item = visit(s[more], path + "/" + more, depth + 1);
         } else if (s.contains("items")) {
-            if (!(s["items"].is_boolean() && !s["items"].get<bool>())) item = visit(s["items"], path + "/items", depth + 1);
+            if (!(s["items"].is_boolean() && !s["items"].get<bool>()))
+                item = visit(s["items"], path + "/items", depth + 1);
         } else {
             item = base("value");
         }
         const int64_t np = int64_t(prefix.size());
-        if (!item) hi = hi < 0 ? np : std::min(hi, np);
-        else item = named(*item);
+        if (!item)
+            hi = hi < 0 ? np : std::min(hi, np);
+        else
+            item = named(*item);
         for (std::string& p : prefix) p = named(p);
         if (lo > hi && hi >= 0) fail("'minItems' asks for more items than the schema allows", path);
         const std::string comma = "\",\" " + base("sp") + " ";
@@ -485,16 +530,20 @@ private:
                     out[k] = v;
                 } else if (k == "properties" && v.is_object() && out[k].is_object()) {
                     for (const auto& [pk, pv] : v.items()) {
-                        if (!out[k].contains(pk)) out[k][pk] = pv;
-                        else if (out[k][pk] != pv) out[k][pk] = json{{"allOf", json::array({out[k][pk], pv})}};
+                        if (!out[k].contains(pk))
+                            out[k][pk] = pv;
+                        else if (out[k][pk] != pv)
+                            out[k][pk] = json{{"allOf", json::array({out[k][pk], pv})}};
                     }
                 } else if (k == "required" && v.is_array() && out[k].is_array()) {
                     for (const json& r : v)
                         if (std::find(out[k].begin(), out[k].end(), r) == out[k].end()) out[k].push_back(r);
                 } else if (k == "type" && v.is_string() && out[k].is_string() && v != out[k]) {
                     const std::string a = out[k].get<std::string>(), b = v.get<std::string>();
-                    if ((a == "number" && b == "integer") || (a == "integer" && b == "number")) out[k] = "integer";
-                    else fail("'allOf' parts with different 'type's (" + a + ", " + b + ")", path);
+                    if ((a == "number" && b == "integer") || (a == "integer" && b == "number"))
+                        out[k] = "integer";
+                    else
+                        fail("'allOf' parts with different 'type's (" + a + ", " + b + ")", path);
                 } else if (out[k] != v) {
                     fail("'allOf' parts that give '" + k + "' differently", path);
                 }
@@ -509,7 +558,7 @@ private:
     std::set<std::string> used_;                               // base rules used
 };
 
-}  // namespace
+}   // namespace
 
 std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema) { return Compiler(schema).compile(); }
 
@@ -527,4 +576,4 @@ Grammar json_schema_grammar(const nlohmann::ordered_json& schema, size_t max_rul
     }
 }
 
-}  // namespace kimi::grammar
+}   // namespace kimi::grammar

@@ -30,4 +30,4 @@ std::string json_object_gbnf();
 // parse_grammar(json_schema_to_gbnf(schema), max_rules); errors as above.
 Grammar json_schema_grammar(const nlohmann::ordered_json& schema, size_t max_rules = 100000);
 
-}  // namespace kimi::grammar
+}   // namespace kimi::grammar

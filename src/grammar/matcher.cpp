@@ -44,7 +44,7 @@ void Matcher::settle(std::span<const Frame> first, StackSet& out) const {
         }
         if (expanded > kMemoAfter &&
             !seen.emplace(reinterpret_cast<const char*>(st.data()), st.size() * sizeof(Frame)).second)
-            continue;   // expanded before: it would add the same stacks again
+            continue;                           // expanded before: it would add the same stacks again
         if (st.empty() || top(st).rule < 0) {   // the input may end here / a byte range on top
             out.add_unique(st);
             continue;
@@ -115,4 +115,4 @@ void Matcher::state_key(std::string& out) const {
     }
 }
 
-}  // namespace kimi::grammar
+}   // namespace kimi::grammar

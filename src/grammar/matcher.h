@@ -54,12 +54,12 @@ class Matcher {
 public:
     explicit Matcher(const Grammar& g);   // at the start of `root`; g must outlive the matcher
 
-    bool accept_byte(uint8_t b);          // false (and no change) if b cannot come next
-    bool accept(std::string_view bytes);  // all of them, or none (false)
+    bool accept_byte(uint8_t b);           // false (and no change) if b cannot come next
+    bool accept(std::string_view bytes);   // all of them, or none (false)
     bool can_end() const { return can_end(stacks_); }
     bool dead() const { return stacks_.empty(); }
     size_t n_stacks() const { return stacks_.size(); }
-    size_t depth() const;                 // the deepest stack (frames)
+    size_t depth() const;   // the deepest stack (frames)
     // The state as bytes: equal keys ⇒ the same continuations (for caching token masks).
     void state_key(std::string& out) const;
 
@@ -78,8 +78,8 @@ private:
 
     const Grammar* g_;
     StackSet stacks_, next_;
-    mutable std::vector<Frame> cur_, seed_;    // the stack being settled; a stack after its byte
+    mutable std::vector<Frame> cur_, seed_;          // the stack being settled; a stack after its byte
     mutable std::vector<std::vector<Frame>> work_;   // pending stacks (reused buffers)
 };
 
-}  // namespace kimi::grammar
+}   // namespace kimi::grammar

@@ -15,10 +15,10 @@ namespace {
 
 using Ranges = std::vector<std::pair<uint32_t, uint32_t>>;
 constexpr uint32_t kMaxCodePoint = 0x10FFFF;
-constexpr int kMaxCount = 10000;        // the largest repetition count
-constexpr int kMaxDepth = 100;          // group nesting
-constexpr size_t kMaxNodes = 200000;    // the tree after simplification
-constexpr size_t kMaxRules = 90000;     // what the printed expression makes parse_grammar create
+constexpr int kMaxCount = 10000;       // the largest repetition count
+constexpr int kMaxDepth = 100;         // group nesting
+constexpr size_t kMaxNodes = 200000;   // the tree after simplification
+constexpr size_t kMaxRules = 90000;    // what the printed expression makes parse_grammar create
 
 [[noreturn]] void too_large() { throw Error("regex: the pattern expands to too large a grammar"); }
 
@@ -38,8 +38,10 @@ Ranges normalized(Ranges in) {
     std::sort(cut.begin(), cut.end());
     Ranges out;
     for (const auto& r : cut) {
-        if (!out.empty() && r.first <= out.back().second + 1) out.back().second = std::max(out.back().second, r.second);
-        else out.push_back(r);
+        if (!out.empty() && r.first <= out.back().second + 1)
+            out.back().second = std::max(out.back().second, r.second);
+        else
+            out.push_back(r);
     }
     return out;
 }
@@ -57,20 +59,23 @@ bool contains(const Ranges& r, uint32_t cp) {
 Ranges shorthand(char e) {
     Ranges r;
     const char lower = char(e | 0x20);
-    if (lower == 'd') r = {{'0', '9'}};
-    else if (lower == 'w') r = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
-    else r = {{'\t', '\r'}, {' ', ' '}};   // \t \n \v \f \r and space
+    if (lower == 'd')
+        r = {{'0', '9'}};
+    else if (lower == 'w')
+        r = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
+    else
+        r = {{'\t', '\r'}, {' ', ' '}};   // \t \n \v \f \r and space
     return e == lower ? r : negated(r);
 }
 
 struct Node {
     enum Kind { kEmpty, kNever, kChar, kClass, kSeq, kAlt, kRepeat } kind = kEmpty;
-    uint32_t cp = 0;            // kChar
-    Ranges set;                 // kClass: non-empty, normalized
-    std::vector<Node> kids;     // kSeq, kAlt: two or more; kRepeat: one
-    int lo = 0, hi = -1;        // kRepeat: hi −1 is unbounded
-    bool nullable = true;       // matches the empty string
-    size_t size = 1;            // nodes in this tree
+    uint32_t cp = 0;          // kChar
+    Ranges set;               // kClass: non-empty, normalized
+    std::vector<Node> kids;   // kSeq, kAlt: two or more; kRepeat: one
+    int lo = 0, hi = -1;      // kRepeat: hi −1 is unbounded
+    bool nullable = true;     // matches the empty string
+    size_t size = 1;          // nodes in this tree
 };
 
 Node never_node() {
@@ -136,7 +141,8 @@ Node alt_node(std::vector<Node> parts) {
     }
     if (n.kids.empty()) return empty ? Node{} : never_node();
     n.nullable = std::any_of(n.kids.begin(), n.kids.end(), [](const Node& k) { return k.nullable; });
-    if (n.kids.size() == 1) return empty && !n.nullable ? repeat_node(std::move(n.kids[0]), 0, 1) : std::move(n.kids[0]);
+    if (n.kids.size() == 1)
+        return empty && !n.nullable ? repeat_node(std::move(n.kids[0]), 0, 1) : std::move(n.kids[0]);
     if (empty && !n.nullable) {
         n.kids.push_back(Node{});   // an empty branch: ( "a" | "b" | )
         n.nullable = true;
@@ -208,7 +214,7 @@ private:
     };
     struct Count {
         int lo = 0, hi = -1;
-        size_t end = 0;          // just past the quantifier
+        size_t end = 0;   // just past the quantifier
     };
 
     [[noreturn]] void fail(const std::string& what, size_t at) const {
@@ -292,9 +298,7 @@ private:
         if (c.hi >= 0 && c.hi < c.lo) fail("repetition {m,n} with n < m", open);
         return c;
     }
-    bool starts_quantifier(size_t i) const {
-        return at(i, '*') || at(i, '+') || at(i, '?') || braces(i).has_value();
-    }
+    bool starts_quantifier(size_t i) const { return at(i, '*') || at(i, '+') || at(i, '?') || braces(i).has_value(); }
     std::optional<Count> quantifier() {
         if (pos_ >= p_.size()) return std::nullopt;
         Count q;
@@ -324,7 +328,9 @@ private:
             case '(': return group(depth, at_start, inner);
             case '[': return char_class();
             case '.': ++pos_; return class_node(negated({{'\n', '\n'}}), json_);
-            case '*': case '+': case '?': fail("nothing to repeat", here);
+            case '*':
+            case '+':
+            case '?': fail("nothing to repeat", here);
             case '{':
                 if (braces(pos_)) fail("nothing to repeat", here);
                 ++pos_;
@@ -377,7 +383,10 @@ private:
     }
     void group_name(size_t open) {
         const size_t b = pos_;
-        auto word = [](char c, bool first) { return c == '_' || std::isalpha(static_cast<unsigned char>(c)) || (!first && std::isdigit(static_cast<unsigned char>(c))); };
+        auto word = [](char c, bool first) {
+            return c == '_' || std::isalpha(static_cast<unsigned char>(c)) ||
+                (!first && std::isdigit(static_cast<unsigned char>(c)));
+        };
         while (pos_ < p_.size() && word(p_[pos_], pos_ == b)) ++pos_;
         if (pos_ == b || !at(pos_, '>')) fail("invalid group name", open);
         ++pos_;
@@ -387,7 +396,8 @@ private:
         const size_t open = pos_++;
         const bool neg = at(pos_, '^');
         if (neg) ++pos_;
-        if (at(pos_, ']')) fail("empty character class ('[]' or '[^]' is ambiguous; write \\] for a literal ']')", open);
+        if (at(pos_, ']'))
+            fail("empty character class ('[]' or '[^]' is ambiguous; write \\] for a literal ']')", open);
         Ranges set;
         for (;;) {
             if (pos_ >= p_.size()) fail("unterminated character class", open);
@@ -398,7 +408,8 @@ private:
             if (at(pos_, '-') && pos_ + 1 < p_.size() && p_[pos_ + 1] != ']') {
                 ++pos_;
                 const uint32_t hi = class_item(hi_set);
-                if (!lo_set.empty() || !hi_set.empty()) fail("a class escape like \\d cannot be a range endpoint", item);
+                if (!lo_set.empty() || !hi_set.empty())
+                    fail("a class escape like \\d cannot be a range endpoint", item);
                 if (hi < lo) fail("character range out of order", item);
                 set.push_back({lo, hi});
             } else if (!lo_set.empty()) {
@@ -438,7 +449,8 @@ private:
             case 'v': return '\v';
             case 'b': return '\b';   // only reached in a class: backspace
             case '0':
-                if (pos_ < p_.size() && std::isdigit(static_cast<unsigned char>(p_[pos_]))) fail("octal escapes are not supported", here);
+                if (pos_ < p_.size() && std::isdigit(static_cast<unsigned char>(p_[pos_])))
+                    fail("octal escapes are not supported", here);
                 return 0;
             case 'x': return hex(2, 2, here);
             case 'U': return hex(8, 8, here);
@@ -458,14 +470,17 @@ private:
                     if (low >= 0xDC00 && low <= 0xDFFF) return 0x10000 + ((v - 0xD800) << 10) + (low - 0xDC00);
                     pos_ = save;
                 }
-                if (v >= 0xD800 && v <= 0xDFFF) fail("a lone surrogate (\\u" + std::string(p_.substr(here + 2, 4)) + ") is not a character", here);
+                if (v >= 0xD800 && v <= 0xDFFF)
+                    fail("a lone surrogate (\\u" + std::string(p_.substr(here + 2, 4)) + ") is not a character", here);
                 return v;
             }
             case 'c':
-                if (pos_ < p_.size() && std::isalpha(static_cast<unsigned char>(p_[pos_]))) return uint32_t(p_[pos_++] % 32);
+                if (pos_ < p_.size() && std::isalpha(static_cast<unsigned char>(p_[pos_])))
+                    return uint32_t(p_[pos_++] % 32);
                 fail("\\c needs a letter", here);
             case 'k': fail("backreferences (\\k<name>) are not supported", here);
-            case 'p': case 'P': fail("Unicode property classes (\\p{...}) are not supported", here);
+            case 'p':
+            case 'P': fail("Unicode property classes (\\p{...}) are not supported", here);
             case 'B': fail("unknown escape '\\B' in a character class", here);
             default: break;
         }
@@ -483,15 +498,22 @@ private:
             v = v * 16 + uint32_t(c <= '9' ? c - '0' : c - 'a' + 10);
             ++n;
         }
-        if (n < min_digits) fail("escape '\\" + std::string(1, p_[here + 1]) + "' needs " + std::to_string(min_digits) + " hex digits", here);
+        if (n < min_digits)
+            fail("escape '\\" + std::string(1, p_[here + 1]) + "' needs " + std::to_string(min_digits) + " hex digits",
+                 here);
         if (v > kMaxCodePoint) fail("escape beyond U+10FFFF", here);
-        if (!allow_surrogate && v >= 0xD800 && v <= 0xDFFF) fail("escape of a surrogate, which is not a character", here);
+        if (!allow_surrogate && v >= 0xD800 && v <= 0xDFFF)
+            fail("escape of a surrogate, which is not a character", here);
         return v;
     }
     uint32_t next_utf8() {
         const size_t here = pos_;
         const auto b0 = static_cast<unsigned char>(p_[pos_]);
-        const int n = b0 < 0x80 ? 1 : b0 >= 0xC2 && b0 <= 0xDF ? 2 : b0 >= 0xE0 && b0 <= 0xEF ? 3 : b0 >= 0xF0 && b0 <= 0xF4 ? 4 : 0;
+        const int n = b0 < 0x80        ? 1
+            : b0 >= 0xC2 && b0 <= 0xDF ? 2
+            : b0 >= 0xE0 && b0 <= 0xEF ? 3
+            : b0 >= 0xF0 && b0 <= 0xF4 ? 4
+                                       : 0;
         if (n == 0 || pos_ + size_t(n) > p_.size()) fail("invalid UTF-8", here);
         uint32_t cp = n == 1 ? b0 : b0 & (0x7F >> n);
         for (int i = 1; i < n; ++i) {
@@ -558,11 +580,16 @@ public:
                     out += ')';
                 }
                 charge(size_t(n.hi < 0 ? 1 : n.hi - n.lo) + size_t(n.lo));
-                if (n.lo == 0 && n.hi < 0) out += '*';
-                else if (n.lo == 1 && n.hi < 0) out += '+';
-                else if (n.lo == 0 && n.hi == 1) out += '?';
-                else if (n.lo == n.hi) out += '{' + std::to_string(n.lo) + '}';
-                else out += '{' + std::to_string(n.lo) + ',' + (n.hi < 0 ? "" : std::to_string(n.hi)) + '}';
+                if (n.lo == 0 && n.hi < 0)
+                    out += '*';
+                else if (n.lo == 1 && n.hi < 0)
+                    out += '+';
+                else if (n.lo == 0 && n.hi == 1)
+                    out += '?';
+                else if (n.lo == n.hi)
+                    out += '{' + std::to_string(n.lo) + '}';
+                else
+                    out += '{' + std::to_string(n.lo) + ',' + (n.hi < 0 ? "" : std::to_string(n.hi)) + '}';
                 break;
             }
         }
@@ -582,11 +609,11 @@ private:
     // invisible spacing or format characters); the rest are written as escapes.
     static bool plain(uint32_t cp) {
         if (cp >= 0x20 && cp < 0x7F) return true;
-        if (cp == 0xAD || (cp >= 0x2000 && cp <= 0x200F) || (cp >= 0x2028 && cp <= 0x202F) || (cp >= 0x205F && cp <= 0x206F) ||
-            cp == 0x3000 || (cp >= 0xFE00 && cp <= 0xFE0F) || cp == 0xFEFF)
+        if (cp == 0xAD || (cp >= 0x2000 && cp <= 0x200F) || (cp >= 0x2028 && cp <= 0x202F) ||
+            (cp >= 0x205F && cp <= 0x206F) || cp == 0x3000 || (cp >= 0xFE00 && cp <= 0xFE0F) || cp == 0xFEFF)
             return false;
         return (cp > 0xA0 && cp <= 0xD7A3) || (cp >= 0xF900 && cp <= 0xFFEF) || (cp >= 0x1F000 && cp <= 0x1FAFF) ||
-               (cp >= 0x20000 && cp <= 0x3134F);
+            (cp >= 0x20000 && cp <= 0x3134F);
     }
     static void utf8(uint32_t cp, std::string& out) {
         if (cp < 0x80) {
@@ -619,7 +646,12 @@ private:
             out += cp == '"' ? "\\\"" : "\\\\";
         } else if (cp < 0x20) {
             out += "\\\\";
-            const char short_form = cp == '\b' ? 'b' : cp == '\t' ? 't' : cp == '\n' ? 'n' : cp == '\f' ? 'f' : cp == '\r' ? 'r' : 0;
+            const char short_form = cp == '\b' ? 'b'
+                : cp == '\t'                   ? 't'
+                : cp == '\n'                   ? 'n'
+                : cp == '\f'                   ? 'f'
+                : cp == '\r'                   ? 'r'
+                                               : 0;
             if (short_form) {
                 out += short_form;
             } else {
@@ -669,14 +701,15 @@ private:
     size_t rules_ = 0;
 };
 
-}  // namespace
+}   // namespace
 
 std::string regex_to_gbnf(std::string_view pattern, RegexMode mode) {
     const bool json = mode == RegexMode::kJsonString;
     const Node root = RegexParser(pattern, json).parse();
     if (root.kind == Node::kNever)
-        throw Error(json ? "regex: the pattern matches no string a JSON string may hold (classes exclude control characters)"
-                         : "regex: the pattern matches no string");
+        throw Error(
+            json ? "regex: the pattern matches no string a JSON string may hold (classes exclude control characters)"
+                 : "regex: the pattern matches no string");
     std::string out;
     Printer(json).expr(root, out);
     return out;
@@ -684,4 +717,4 @@ std::string regex_to_gbnf(std::string_view pattern, RegexMode mode) {
 
 Grammar regex_grammar(std::string_view pattern) { return parse_grammar("root ::= " + regex_to_gbnf(pattern)); }
 
-}  // namespace kimi::grammar
+}   // namespace kimi::grammar

@@ -18,7 +18,7 @@
 namespace kimi::grammar {
 
 enum class RegexMode {
-    kText,         // the expression matches the strings themselves (UTF-8)
+    kText,   // the expression matches the strings themselves (UTF-8)
     // The expression matches the JSON-encoded body (between the quotes) of such a string: '"' and
     // '\' are written \" and \\, other characters as themselves. Control characters U+0000-U+001F
     // never appear raw: a literal one in the pattern becomes its JSON escape (\n \t \r \b \f or
@@ -34,4 +34,4 @@ std::string regex_to_gbnf(std::string_view pattern, RegexMode mode = RegexMode::
 // parse_grammar("root ::= " + regex_to_gbnf(pattern)).
 Grammar regex_grammar(std::string_view pattern);
 
-}  // namespace kimi::grammar
+}   // namespace kimi::grammar

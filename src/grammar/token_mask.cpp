@@ -32,8 +32,10 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes) : n_tokens_(in
         int32_t prev = -1;
         for (const auto& [byte, child] : b[i].children) {
             nodes_[size_t(child)].byte = byte;
-            if (prev < 0) nodes_[i].first_child = child;
-            else nodes_[size_t(prev)].next_sibling = child;
+            if (prev < 0)
+                nodes_[i].first_child = child;
+            else
+                nodes_[size_t(prev)].next_sibling = child;
             prev = child;
         }
         nodes_[i].first_token = int32_t(tokens_.size());
@@ -94,4 +96,4 @@ void TokenTrie::allowed(const Matcher& m, std::vector<uint8_t>& allowed) const {
     walk(0, intern(m.stacks()), m, allowed);
 }
 
-}  // namespace kimi::grammar
+}   // namespace kimi::grammar

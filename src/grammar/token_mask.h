@@ -42,15 +42,15 @@ private:
     static constexpr size_t kMaxStates = 4096;
     static constexpr int32_t kUnknown = -2, kRefused = -1;
 
-    std::vector<Node> nodes_;        // nodes_[0]: the root (no byte)
-    std::vector<int32_t> tokens_;    // token ids grouped by the node they end at
+    std::vector<Node> nodes_;       // nodes_[0]: the root (no byte)
+    std::vector<int32_t> tokens_;   // token ids grouped by the node they end at
     int32_t n_tokens_ = 0;
     mutable std::vector<StackSet> levels_;   // the matcher's stacks at each trie depth (reused)
     mutable std::vector<StackSet> states_;   // interned states of the current walk
     mutable std::unordered_map<std::string, int32_t> state_ids_;
-    mutable std::vector<int32_t> next_;      // [state · 256 + byte] → state, kRefused or kUnknown
+    mutable std::vector<int32_t> next_;   // [state · 256 + byte] → state, kRefused or kUnknown
     mutable StackSet scratch_;
     mutable std::string key_;
 };
 
-}  // namespace kimi::grammar
+}   // namespace kimi::grammar

@@ -10,7 +10,8 @@ int encode(uint32_t cp, uint8_t* out) {
     if (cp < 0x80) return out[0] = uint8_t(cp), 1;
     if (cp < 0x800) return out[0] = uint8_t(0xC0 | cp >> 6), out[1] = uint8_t(0x80 | (cp & 0x3F)), 2;
     if (cp < 0x10000)
-        return out[0] = uint8_t(0xE0 | cp >> 12), out[1] = uint8_t(0x80 | ((cp >> 6) & 0x3F)), out[2] = uint8_t(0x80 | (cp & 0x3F)), 3;
+        return out[0] = uint8_t(0xE0 | cp >> 12), out[1] = uint8_t(0x80 | ((cp >> 6) & 0x3F)),
+               out[2] = uint8_t(0x80 | (cp & 0x3F)), 3;
     out[0] = uint8_t(0xF0 | cp >> 18), out[1] = uint8_t(0x80 | ((cp >> 12) & 0x3F));
     out[2] = uint8_t(0x80 | ((cp >> 6) & 0x3F)), out[3] = uint8_t(0x80 | (cp & 0x3F));
     return 4;
@@ -24,12 +25,12 @@ void split(uint32_t lo, uint32_t hi, std::vector<Utf8Sequence>& out) {
     for (int i = 1; i < 4; ++i) {
         const uint32_t m = (1u << (6 * i)) - 1;   // the low i continuation bytes
         if ((lo & ~m) != (hi & ~m)) {
-            if ((lo & m) != 0) {                  // lo is not at the start of a block
+            if ((lo & m) != 0) {   // lo is not at the start of a block
                 split(lo, lo | m, out);
                 split((lo | m) + 1, hi, out);
                 return;
             }
-            if ((hi & m) != m) {                  // hi is not at the end of a block
+            if ((hi & m) != m) {   // hi is not at the end of a block
                 split(lo, (hi & ~m) - 1, out);
                 split(hi & ~m, hi, out);
                 return;
@@ -43,15 +44,17 @@ void split(uint32_t lo, uint32_t hi, std::vector<Utf8Sequence>& out) {
     for (int i = 0; i < n; ++i) s[size_t(i)] = {a[i], b[i]};
     out.push_back(std::move(s));
 }
-}  // namespace
+}   // namespace
 
 std::vector<Utf8Sequence> utf8_sequences(uint32_t lo, uint32_t hi) {
     std::vector<Utf8Sequence> out;
     hi = std::min<uint32_t>(hi, 0x10FFFF);
     // surrogates are not characters
     if (lo <= 0xDFFF && hi >= 0xD800) {
-        if (lo < 0xD800) for (auto& s : utf8_sequences(lo, 0xD7FF)) out.push_back(std::move(s));
-        if (hi > 0xDFFF) for (auto& s : utf8_sequences(0xE000, hi)) out.push_back(std::move(s));
+        if (lo < 0xD800)
+            for (auto& s : utf8_sequences(lo, 0xD7FF)) out.push_back(std::move(s));
+        if (hi > 0xDFFF)
+            for (auto& s : utf8_sequences(0xE000, hi)) out.push_back(std::move(s));
         return out;
     }
     for (const uint32_t edge : {0x7Fu, 0x7FFu, 0xFFFFu}) {   // one encoded length at a time
@@ -76,4 +79,4 @@ std::vector<std::pair<uint32_t, uint32_t>> complement(const std::vector<std::pai
     return out;
 }
 
-}  // namespace kimi::grammar
+}   // namespace kimi::grammar

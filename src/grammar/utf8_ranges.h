@@ -21,4 +21,4 @@ std::vector<Utf8Sequence> utf8_sequences(uint32_t lo, uint32_t hi);
 // The code points not in the sorted, merged ranges (over 0-10FFFF, surrogates excluded).
 std::vector<std::pair<uint32_t, uint32_t>> complement(const std::vector<std::pair<uint32_t, uint32_t>>& ranges);
 
-}  // namespace kimi::grammar
+}   // namespace kimi::grammar

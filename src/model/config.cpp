@@ -31,7 +31,10 @@ struct Reader {
         const json& v = need(key);
         if (!v.is_number_integer()) fail(key, "must be an integer");
         const int64_t x = v.get<int64_t>();
-        if (x < lo || x > hi) fail(key, "= " + std::to_string(x) + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+        if (x < lo || x > hi)
+            fail(
+                key,
+                "= " + std::to_string(x) + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
         return x;
     }
     int64_t integer_or(const std::string& key, int64_t def, int64_t lo, int64_t hi) const {
@@ -71,7 +74,7 @@ struct Reader {
 
 constexpr int64_t kMaxDim = int64_t(1) << 24;
 
-}  // namespace
+}   // namespace
 
 int64_t ModelConfig::n_kda_layers() const {
     int64_t n = 0;
@@ -88,7 +91,7 @@ const json* find_quantization(const json& obj) {
     return it == obj.end() || it->is_null() ? nullptr : &*it;
 }
 
-}  // namespace
+}   // namespace
 
 ModelConfig parse_model_config(const json& top, const std::string& source) {
     if (!top.is_object()) throw Error(source + ": config must be a JSON object");
@@ -97,9 +100,12 @@ ModelConfig parse_model_config(const json& top, const std::string& source) {
     if (auto it = top.find("architectures"); it != top.end() && it->is_array() && !it->empty() && (*it)[0].is_string())
         c.architecture = (*it)[0].get<std::string>();
     else
-        tr.fail("architectures", "is missing (expected [\"KimiLinearForCausalLM\"] or [\"KimiK3ForConditionalGeneration\"])");
+        tr.fail("architectures",
+                "is missing (expected [\"KimiLinearForCausalLM\"] or [\"KimiK3ForConditionalGeneration\"])");
     if (c.architecture != "KimiLinearForCausalLM" && c.architecture != "KimiK3ForConditionalGeneration")
-        tr.fail("architectures", "names '" + c.architecture + "'; only KimiLinearForCausalLM and KimiK3ForConditionalGeneration are supported");
+        tr.fail("architectures",
+                "names '" + c.architecture +
+                    "'; only KimiLinearForCausalLM and KimiK3ForConditionalGeneration are supported");
     const json* quant = find_quantization(top);
     std::string quant_where = source + ": ";
     // Kimi-K3 nests the text model's keys under text_config (vision_config beside it is not
@@ -130,7 +136,8 @@ ModelConfig parse_model_config(const json& top, const std::string& source) {
     c.bos_token_id = int32_t(ids.integer_or("bos_token_id", -1, -1, c.vocab_size - 1));
     c.eos_token_id = int32_t(ids.integer_or("eos_token_id", -1, -1, c.vocab_size - 1));
     c.pad_token_id = int32_t(ids.integer_or("pad_token_id", -1, -1, c.vocab_size - 1));
-    c.max_position_embeddings = r.integer_or("model_max_length", r.integer_or("max_position_embeddings", 0, 0, INT64_MAX), 0, INT64_MAX);
+    c.max_position_embeddings =
+        r.integer_or("model_max_length", r.integer_or("max_position_embeddings", 0, 0, INT64_MAX), 0, INT64_MAX);
     const std::string act = r.string_or("hidden_act", "silu");
     if (act == "silu") {
         c.act.kind = ActKind::kSilu;
@@ -139,7 +146,8 @@ ModelConfig parse_model_config(const json& top, const std::string& source) {
         c.act.beta = float(r.number("activation_situ_beta", 1e-6, 1e6));
         // why: null or absent leaves the up branch untransformed, as the reference modeling code does
         auto lb = j.find("activation_situ_linear_beta");
-        c.act.linear_beta = (lb == j.end() || lb->is_null()) ? 0.0f : float(r.number("activation_situ_linear_beta", 1e-6, 1e6));
+        c.act.linear_beta =
+            (lb == j.end() || lb->is_null()) ? 0.0f : float(r.number("activation_situ_linear_beta", 1e-6, 1e6));
     } else {
         r.fail("hidden_act", "= \"" + act + "\" is not supported (silu or situ)");
     }
@@ -153,7 +161,8 @@ ModelConfig parse_model_config(const json& top, const std::string& source) {
     c.qk_nope_dim = r.integer("qk_nope_head_dim", 1, kMaxDim);
     c.qk_rope_dim = r.integer("qk_rope_head_dim", 0, kMaxDim);
     c.v_head_dim = r.integer("v_head_dim", 1, kMaxDim);
-    if (c.v_head_dim > c.kv_lora_rank + c.qk_rope_dim) r.fail("v_head_dim", "must not exceed kv_lora_rank + qk_rope_head_dim");
+    if (c.v_head_dim > c.kv_lora_rank + c.qk_rope_dim)
+        r.fail("v_head_dim", "must not exceed kv_lora_rank + qk_rope_head_dim");
     if (!r.boolean_or("mla_use_nope", false))
         r.fail("mla_use_nope", "must be true: Kimi MLA applies no rotary embedding (RoPE MLA is not supported)");
 
@@ -173,9 +182,13 @@ ModelConfig parse_model_config(const json& top, const std::string& source) {
     const auto full = lr.int_list("full_attn_layers");
     c.layer_kinds.assign(size_t(c.n_layers), LayerKind::kKda);
     std::set<int64_t> seen;
-    for (auto [list, kind, name] : {std::tuple{&kda, LayerKind::kKda, "kda_layers"}, std::tuple{&full, LayerKind::kMla, "full_attn_layers"}}) {
+    for (auto [list, kind, name] :
+         {std::tuple{&kda, LayerKind::kKda, "kda_layers"}, std::tuple{&full, LayerKind::kMla, "full_attn_layers"}}) {
         for (int64_t l : *list) {
-            if (l < 1 || l > c.n_layers) lr.fail(name, "has layer " + std::to_string(l) + " outside 1.." + std::to_string(c.n_layers) + " (the lists are 1-based)");
+            if (l < 1 || l > c.n_layers)
+                lr.fail(name,
+                        "has layer " + std::to_string(l) + " outside 1.." + std::to_string(c.n_layers) +
+                            " (the lists are 1-based)");
             if (!seen.insert(l).second) lr.fail(name, "lists layer " + std::to_string(l) + " twice (or in both lists)");
             c.layer_kinds[size_t(l - 1)] = kind;
         }
@@ -225,4 +238,4 @@ ModelConfig load_model_config(const std::string& model_dir) {
     return parse_model_config(j, path);
 }
 
-}  // namespace kimi
+}   // namespace kimi

@@ -25,36 +25,36 @@ struct Activation {
 };
 
 struct ModelConfig {
-    std::string architecture;      // "KimiLinearForCausalLM" or "KimiK3ForConditionalGeneration"
-    std::string tensor_prefix;     // "" (Kimi Linear) or "language_model." (K3: the text model's tensors)
+    std::string architecture;    // "KimiLinearForCausalLM" or "KimiK3ForConditionalGeneration"
+    std::string tensor_prefix;   // "" (Kimi Linear) or "language_model." (K3: the text model's tensors)
     int64_t vocab_size = 0, hidden_size = 0, n_layers = 0, intermediate_size = 0;
     float rms_norm_eps = 1e-5f;
     bool tie_word_embeddings = false;
     int32_t bos_token_id = -1, eos_token_id = -1, pad_token_id = -1;
-    int64_t max_position_embeddings = 0;     // model_max_length when given
-    Activation act;                          // hidden_act (+ activation_situ_*)
+    int64_t max_position_embeddings = 0;   // model_max_length when given
+    Activation act;                        // hidden_act (+ activation_situ_*)
 
     // KDA (linear_attn_config)
     int64_t kda_heads = 0, kda_head_dim = 0, conv_kernel = 0;
-    bool kda_full_rank_gate = false;         // use_full_rank_gate: g_proj instead of g_a/g_b
-    bool kda_has_lower_bound = false;        // gate_lower_bound given: g = lb·sigmoid(e^A (f + dt_bias))
+    bool kda_full_rank_gate = false;    // use_full_rank_gate: g_proj instead of g_a/g_b
+    bool kda_has_lower_bound = false;   // gate_lower_bound given: g = lb·sigmoid(e^A (f + dt_bias))
     float kda_gate_lower_bound = 0.0f;
     // MLA
     int64_t mla_heads = 0, qk_nope_dim = 0, qk_rope_dim = 0, v_head_dim = 0, kv_lora_rank = 0;
-    int64_t q_lora_rank = 0;                 // 0: plain q_proj; else q_a_proj → q_a_layernorm → q_b_proj
-    bool mla_output_gate = false;            // mla_use_output_gate: o ⊙ sigmoid(g_proj(x)) before o_proj
+    int64_t q_lora_rank = 0;        // 0: plain q_proj; else q_a_proj → q_a_layernorm → q_b_proj
+    bool mla_output_gate = false;   // mla_use_output_gate: o ⊙ sigmoid(g_proj(x)) before o_proj
     // MoE
     int64_t n_experts = 0, n_experts_per_token = 0, n_shared_experts = 0, moe_intermediate_size = 0;
     int64_t first_k_dense_replace = 0, moe_layer_freq = 1, n_expert_groups = 1, topk_groups = 1;
     bool moe_renormalize = true;
     float routed_scaling_factor = 1.0f;
-    int64_t moe_latent_dim = 0;              // routed_expert_hidden_size: experts run on a latent (0: on D)
-    bool moe_latent_norm = false;            // latent_moe_use_norm: RMSNorm on the routed sum
+    int64_t moe_latent_dim = 0;     // routed_expert_hidden_size: experts run on a latent (0: on D)
+    bool moe_latent_norm = false;   // latent_moe_use_norm: RMSNorm on the routed sum
     // Block Attention Residuals (docs/model.md#attnres): 0 = plain residual stream
     int64_t attn_res_block_size = 0;
 
-    std::vector<LayerKind> layer_kinds;      // [L], from the 1-based kda_layers / full_attn_layers
-    QuantConfig quant;                       // quantization_config (top level or in text_config): MXFP4 linears
+    std::vector<LayerKind> layer_kinds;   // [L], from the 1-based kda_layers / full_attn_layers
+    QuantConfig quant;                    // quantization_config (top level or in text_config): MXFP4 linears
 
     bool is_moe_layer(int64_t i) const { return i >= first_k_dense_replace && i % moe_layer_freq == 0; }
     int64_t n_kda_layers() const;
@@ -62,7 +62,9 @@ struct ModelConfig {
     int64_t mla_qk_dim() const { return qk_nope_dim + qk_rope_dim; }
     int64_t mla_latent_width() const { return kv_lora_rank + qk_rope_dim; }   // cached per token
     int64_t moe_expert_in_dim() const { return moe_latent_dim > 0 ? moe_latent_dim : hidden_size; }
-    int64_t attn_res_n_blocks() const { return attn_res_block_size > 0 ? (n_layers + attn_res_block_size - 1) / attn_res_block_size : 0; }
+    int64_t attn_res_n_blocks() const {
+        return attn_res_block_size > 0 ? (n_layers + attn_res_block_size - 1) / attn_res_block_size : 0;
+    }
     bool is_k3_layout() const { return !tensor_prefix.empty(); }
 };
 
@@ -70,4 +72,4 @@ struct ModelConfig {
 ModelConfig parse_model_config(const nlohmann::json& j, const std::string& source);
 ModelConfig load_model_config(const std::string& model_dir);
 
-}  // namespace kimi
+}   // namespace kimi

@@ -15,8 +15,8 @@ struct ForwardBatch {
     std::span<const int32_t> state_slots;    // [B]   KDA state slot of sequence b
     std::span<const int32_t> block_tables;   // [B, max_blocks] MLA cache blocks of sequence b
     int32_t max_blocks = 0;
-    std::span<const int32_t> logit_rows;     // [R]   token rows whose logits are wanted
+    std::span<const int32_t> logit_rows;                // [R]   token rows whose logits are wanted
     std::span<const ops::StateCapture> captures = {};   // KDA state copies mid-sequence (prefix cache)
 };
 
-}  // namespace kimi
+}   // namespace kimi

@@ -20,8 +20,9 @@ std::unique_ptr<KimiModel> KimiModel::load(const std::string& model_dir, const L
     if (shard.split()) {
         dist::Comm& world = dist::Comm::world();
         if (world.size() != shard.size || world.rank() != shard.rank)
-            throw Error("a model split over " + std::to_string(shard.size) + " ranks needs an MPI job of that size (this is rank " +
-                        std::to_string(world.rank()) + " of " + std::to_string(world.size()) + ")");
+            throw Error("a model split over " + std::to_string(shard.size) +
+                        " ranks needs an MPI job of that size (this is rank " + std::to_string(world.rank()) + " of " +
+                        std::to_string(world.size()) + ")");
         m->comm_ = &world;
         // why: mapped, a rank touches only its slices' pages, and ranks on one host share the
         // page cache; a private copy would hold the whole checkpoint once per rank.
@@ -70,13 +71,15 @@ namespace {
 Tensor attn_res_input(Exec& ex, const ModelConfig& c, const KimiModel::Residual& r, const Tensor& score) {
     if (c.attn_res_block_size == 0 || r.n_blocks == 0) return r.partial;
     Tensor h = ex.arena->alloc_f32({r.partial.dim(0), r.partial.dim(1)});   // [T, D]
-    ops::attn_res_mix(ex, std::span<const Tensor* const>(r.blocks.data(), r.n_blocks), r.partial, score, c.rms_norm_eps, h);
+    ops::attn_res_mix(ex, std::span<const Tensor* const>(r.blocks.data(), r.n_blocks), r.partial, score, c.rms_norm_eps,
+                      h);
     return h;
 }
 
-}  // namespace
+}   // namespace
 
-void KimiModel::layer_forward(Exec& ex, const ForwardBatch& batch, CacheStorage& cache, int64_t layer, Residual& res) const {
+void KimiModel::layer_forward(Exec& ex, const ForwardBatch& batch, CacheStorage& cache, int64_t layer,
+                              Residual& res) const {
     const LayerWeights& lw = weights_.layers[size_t(layer)];
     const int64_t n = res.partial.dim(0), d = cfg_.hidden_size;
     LayerContext lc{ex, local_, batch, cache, ops::SeqLayout{batch.seq_starts, batch.state_slots, batch.captures}};
@@ -92,7 +95,7 @@ void KimiModel::layer_forward(Exec& ex, const ForwardBatch& batch, CacheStorage&
         std::memset(res.partial.data, 0, res.partial.nbytes());
     }
 
-    Tensor xn = ex.arena->alloc_f32({n, d});                   // [T, D]
+    Tensor xn = ex.arena->alloc_f32({n, d});   // [T, D]
     ops::rms_norm(ex, h, lw.attn_norm, cfg_.rms_norm_eps, xn);
     const Tensor attn = lw.kind == LayerKind::kKda ? kda_attention_forward(lc, lw.kda, lw.cache_index, xn)
                                                    : mla_attention_forward(lc, lw.mla, lw.cache_index, xn);
@@ -106,7 +109,7 @@ void KimiModel::layer_forward(Exec& ex, const ForwardBatch& batch, CacheStorage&
         ++ex.counters.attn_output_copies;
     }
     ex.trace.residual_addend = addend.data;
-    ops::add_inplace(ex, res.partial, addend);                 // that very tensor, into the residual
+    ops::add_inplace(ex, res.partial, addend);   // that very tensor, into the residual
 
     ops::rms_norm(ex, attn_res_input(ex, cfg_, res, lw.ffn_res_score), lw.ffn_norm, cfg_.rms_norm_eps, xn);
     const Tensor ffn = lw.is_moe ? moe_forward(ex, cfg_, lw.moe, xn, comm_) : mlp_forward(ex, cfg_.act, lw.mlp, xn);
@@ -129,19 +132,20 @@ void KimiModel::embed(Exec& ex, std::span<const int32_t> ids, Tensor& y) const {
 
 Tensor KimiModel::lm_head(Exec& ex, const Tensor& rows) const {
     const int64_t r = rows.dim(0), v = cfg_.vocab_size, vl = weights_.vocab.size();
-    Tensor logits = ex.arena->alloc_f32({r, v});                // [R, vocab]
+    Tensor logits = ex.arena->alloc_f32({r, v});   // [R, vocab]
     if (!comm_) {
         ops::matmul(ex, rows, weights_.lm_head, ex.precision, logits);
         return logits;
     }
-    Tensor mine = ex.arena->alloc_f32({r, vl});                 // [R, this rank's vocabulary]
+    Tensor mine = ex.arena->alloc_f32({r, vl});   // [R, this rank's vocabulary]
     ops::matmul(ex, rows, weights_.lm_head, ex.precision, mine);
     comm_->allgather({mine.f32(), size_t(mine.numel())}, gathered_);   // rank blocks [R, V_q], in rank order
     int64_t off = 0;
     for (int q = 0; q < shard_.size; ++q) {
         const dist::Range part = dist::split(v, shard_.size, q);
         for (int64_t i = 0; i < r; ++i)
-            std::memcpy(logits.f32() + i * v + part.begin, gathered_.data() + off + i * part.size(), size_t(part.size()) * 4);
+            std::memcpy(logits.f32() + i * v + part.begin, gathered_.data() + off + i * part.size(),
+                        size_t(part.size()) * 4);
         off += r * part.size();
     }
     return logits;
@@ -154,16 +158,17 @@ Tensor KimiModel::forward(Exec& ex, const ForwardBatch& batch, CacheStorage& cac
     ex.counters = StepCounters{};
     for (int32_t id : batch.token_ids)
         if (id < 0 || id >= cfg_.vocab_size)
-            throw Error("token id " + std::to_string(id) + " is out of range [0, " + std::to_string(cfg_.vocab_size) + ")");
+            throw Error("token id " + std::to_string(id) + " is out of range [0, " + std::to_string(cfg_.vocab_size) +
+                        ")");
     KIMI_CHECK(batch.seq_starts.size() == batch.n_past.size() + 1 && batch.state_slots.size() == batch.n_past.size(),
                "forward: inconsistent batch");
     const int64_t n = int64_t(batch.token_ids.size()), d = cfg_.hidden_size;
 
-    Residual res = new_residual(ex, n);                        // [T, D] the residual stream
+    Residual res = new_residual(ex, n);   // [T, D] the residual stream
     embed(ex, batch.token_ids, res.partial);
     Arena* const step_arena = ex.arena;
     for (int64_t l = 0; l < cfg_.n_layers; ++l) {
-        if (ex.layer_arena) ex.arena = ex.layer_arena;        // the layer's scratch
+        if (ex.layer_arena) ex.arena = ex.layer_arena;   // the layer's scratch
         layer_forward(ex, batch, cache, l, res);
         ex.arena = step_arena;
         if (ex.layer_arena) ex.layer_arena->reset();
@@ -171,11 +176,12 @@ Tensor KimiModel::forward(Exec& ex, const ForwardBatch& batch, CacheStorage& cac
     const Tensor residual = attn_res_input(ex, cfg_, res, weights_.output_res_score);
 
     const int64_t r = int64_t(batch.logit_rows.size());
-    Tensor rows = ex.arena->alloc_f32({r, d});                 // [R, D] only the rows that need logits
+    Tensor rows = ex.arena->alloc_f32({r, d});   // [R, D] only the rows that need logits
     for (int64_t i = 0; i < r; ++i)
-        std::memcpy(rows.f32() + i * d, residual.f32() + int64_t(batch.logit_rows[size_t(i)]) * d, size_t(d) * sizeof(float));
+        std::memcpy(rows.f32() + i * d, residual.f32() + int64_t(batch.logit_rows[size_t(i)]) * d,
+                    size_t(d) * sizeof(float));
     ops::rms_norm(ex, rows, weights_.final_norm, cfg_.rms_norm_eps, rows);
-    const Tensor logits = lm_head(ex, rows);                   // [R, vocab]
+    const Tensor logits = lm_head(ex, rows);   // [R, vocab]
 
     ex.counters.n_tokens = n;
     ex.counters.heap_allocations = int64_t(thread_alloc_count() + ex.pool->worker_alloc_count() - allocs_before);
@@ -184,4 +190,4 @@ Tensor KimiModel::forward(Exec& ex, const ForwardBatch& batch, CacheStorage& cac
     return logits;
 }
 
-}  // namespace kimi
+}   // namespace kimi

@@ -39,7 +39,8 @@ public:
 
     // Cache geometry for the given pool sizes (MLA block size 16 unless given).
     // latent_bf16: the MLA latents stored as bf16 (--kv-cache-dtype bf16).
-    CacheGeometry cache_geometry(int32_t n_slots, int32_t n_blocks, int32_t block_size = 16, bool latent_bf16 = false) const;
+    CacheGeometry cache_geometry(int32_t n_slots, int32_t n_blocks, int32_t block_size = 16,
+                                 bool latent_bf16 = false) const;
 
     // One forward step over the batch; returns logits [R, vocab] (arena-owned) for
     // batch.logit_rows. Token ids are range-checked first (kimi::Error). Updates the caches
@@ -49,10 +50,10 @@ public:
     // The residual state between layers: the residual stream (or AttnRes partial sum) and the
     // block snapshots banked so far (arena-owned; AttnRes only).
     struct Residual {
-        Tensor partial;                      // [T, D]
-        std::span<const Tensor*> blocks;     // capacity: the config's block count
+        Tensor partial;                    // [T, D]
+        std::span<const Tensor*> blocks;   // capacity: the config's block count
         size_t n_blocks = 0;
-        Arena* home = nullptr;               // owns partial and the blocks (outlives the layers)
+        Arena* home = nullptr;   // owns partial and the blocks (outlives the layers)
     };
     Residual new_residual(Exec& ex, int64_t n_tokens) const;
 
@@ -61,14 +62,14 @@ public:
 
 private:
     void embed(Exec& ex, std::span<const int32_t> ids, Tensor& y) const;   // vocabulary-parallel when split
-    Tensor lm_head(Exec& ex, const Tensor& rows) const;                       // [R, vocab] on every rank
+    Tensor lm_head(Exec& ex, const Tensor& rows) const;                    // [R, vocab] on every rank
 
     ModelConfig cfg_, local_;
     Shard shard_;
-    dist::Comm* comm_ = nullptr;                 // set when split
-    mutable std::vector<float> gathered_;        // lm_head's all-gather (kept: no allocation per step)
+    dist::Comm* comm_ = nullptr;            // set when split
+    mutable std::vector<float> gathered_;   // lm_head's all-gather (kept: no allocation per step)
     std::unique_ptr<WeightStore> store_;
     ModelWeights weights_;
 };
 
-}  // namespace kimi
+}   // namespace kimi

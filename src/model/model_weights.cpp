@@ -29,7 +29,8 @@ public:
     // The weight of linear `module` as stored (dense or MXFP4); `dense`: dequantized to BF16.
     Tensor linear(const std::string& module, dist::Range part = kWhole, bool dense = false) {
         const TensorRow& r = layout_.linear(module);
-        const Tensor t = dense ? s_.linear_dense(module, r.shape[0], r.shape[1]) : s_.linear(module, r.shape[0], r.shape[1]);
+        const Tensor t =
+            dense ? s_.linear_dense(module, r.shape[0], r.shape[1]) : s_.linear(module, r.shape[0], r.shape[1]);
         return slice(r, t, part);
     }
     // A norm weight, conv kernel or bias, widened to f32 (this rank's `part` of a split one).
@@ -55,8 +56,9 @@ private:
 MlpWeights bind_mlp(Binder& b, const std::string& p, int64_t f, const char* gate, const char* up, const char* down,
                     const Shard& sh, bool split = true) {
     const dist::Range u = split ? sh.units(f) : dist::Range{0, f};
-    if (u.size() == 0) throw Error("tensor parallelism over " + std::to_string(sh.size) + " ranks leaves rank " +
-                                   std::to_string(sh.rank) + " no units of '" + p + "' (intermediate " + std::to_string(f) + ")");
+    if (u.size() == 0)
+        throw Error("tensor parallelism over " + std::to_string(sh.size) + " ranks leaves rank " +
+                    std::to_string(sh.rank) + " no units of '" + p + "' (intermediate " + std::to_string(f) + ")");
     MlpWeights m;
     m.gate = b.linear(p + gate, u);
     m.up = b.linear(p + up, u);
@@ -67,7 +69,8 @@ MlpWeights bind_mlp(Binder& b, const std::string& p, int64_t f, const char* gate
 // This rank's heads of `n` (each rank needs at least one).
 dist::Range heads_of(const Shard& sh, int64_t n, const char* kind) {
     if (n < sh.size)
-        throw Error("tensor-parallel-size " + std::to_string(sh.size) + " exceeds the " + std::to_string(n) + " " + kind + " heads");
+        throw Error("tensor-parallel-size " + std::to_string(sh.size) + " exceeds the " + std::to_string(n) + " " +
+                    kind + " heads");
     return sh.part(n);
 }
 
@@ -88,10 +91,12 @@ KdaWeights bind_kda(const ModelConfig& c, Binder& b, const std::string& p, const
     // A_log: [1, 1, H, 1] in Kimi Linear; a 1-D F32 vector in K3, padded beyond the H heads
     // (to head_dim): the first H entries are the real ones. Either form is accepted.
     const Tensor a_log = b.store().get_any_shape(p + "A_log");
-    const bool kl_shape = a_log.rank == 4 && a_log.dim(0) == 1 && a_log.dim(1) == 1 && a_log.dim(2) == h && a_log.dim(3) == 1;
+    const bool kl_shape =
+        a_log.rank == 4 && a_log.dim(0) == 1 && a_log.dim(1) == 1 && a_log.dim(2) == h && a_log.dim(3) == 1;
     if (!kl_shape && !(a_log.rank == 1 && a_log.dim(0) >= h))
-        throw Error("tensor '" + c.tensor_prefix + p + "A_log': shape " + shape_str(a_log) + ", expected [1, 1, " + std::to_string(h) +
-                    ", 1] or a vector of at least the " + std::to_string(h) + " KDA heads (padded)");
+        throw Error("tensor '" + c.tensor_prefix + p + "A_log': shape " + shape_str(a_log) + ", expected [1, 1, " +
+                    std::to_string(h) + ", 1] or a vector of at least the " + std::to_string(h) +
+                    " KDA heads (padded)");
     a.neg_exp_a = b.store().new_f32({hr.size()});
     for (int64_t i = 0; i < hr.size(); ++i) a.neg_exp_a.f32()[i] = -std::exp(element_f32(a_log, hr.begin + i));
     a.b_proj = b.linear(p + "b_proj", hr);
@@ -135,7 +140,8 @@ MlaWeights bind_mla(const ModelConfig& c, Binder& b, const std::string& p, const
     for (int64_t hh = 0; hh < h; ++hh)
         for (int64_t i = 0; i < n; ++i)
             for (int64_t j = 0; j < rank; ++j)
-                std::memcpy(dst + size_t((hh * rank + j) * n + i) * es, src + size_t((hh * (n + v) + i) * rank + j) * es, es);
+                std::memcpy(dst + size_t((hh * rank + j) * n + i) * es,
+                            src + size_t((hh * (n + v) + i) * rank + j) * es, es);
     // The v rows of head hh are rows [hh*(n+v)+n, hh*(n+v)+n+v): not contiguous across heads,
     // so they are gathered once into [H, V, R].
     m.w_uv = b.store().new_like(kv_b.dtype, {h, v, rank});
@@ -173,7 +179,8 @@ MoeWeights bind_moe(const ModelConfig& c, Binder& b, const std::string& p, const
         }
     }
     m.has_shared = c.n_shared_experts > 0;
-    if (m.has_shared) m.shared = bind_mlp(b, p + "shared_experts.", f * c.n_shared_experts, "gate_proj", "up_proj", "down_proj", sh);
+    if (m.has_shared)
+        m.shared = bind_mlp(b, p + "shared_experts.", f * c.n_shared_experts, "gate_proj", "up_proj", "down_proj", sh);
     return m;
 }
 
@@ -186,7 +193,7 @@ Tensor bind_res_score(Binder& b, const std::string& name, int64_t d) {
     return out;
 }
 
-}  // namespace
+}   // namespace
 
 ModelWeights bind_weights(const ModelConfig& c, WeightStore& s, const LoadProgress& progress, const Shard& sh) {
     const int64_t d = c.hidden_size;
@@ -229,4 +236,4 @@ ModelWeights bind_weights(const ModelConfig& c, WeightStore& s, const LoadProgre
     return w;
 }
 
-}  // namespace kimi
+}   // namespace kimi

@@ -14,44 +14,45 @@
 namespace kimi {
 
 struct KdaWeights {
-    Tensor q_proj, k_proj, v_proj;          // [H*K, D]
-    Tensor q_conv, k_conv, v_conv;          // [H*K, 1, W] f32 (prepared)
-    Tensor f_a, f_b;                        // [K, D], [H*K, K]   forget gate (low rank)
-    Tensor dt_bias;                         // [H*K] f32 (prepared)
-    Tensor neg_exp_a;                       // [H] f32 = -exp(A_log) (prepared)
-    Tensor b_proj;                          // [H, D]
-    Tensor g_a, g_b;                        // [K, D], [H*V, K]   output gate (low rank, Kimi Linear)
-    Tensor g_proj;                          // [H*V, D]           output gate (full rank, K3)
-    Tensor o_norm;                          // [V] f32 (prepared)
-    Tensor o_proj;                          // [D, H*V]
+    Tensor q_proj, k_proj, v_proj;   // [H*K, D]
+    Tensor q_conv, k_conv, v_conv;   // [H*K, 1, W] f32 (prepared)
+    Tensor f_a, f_b;                 // [K, D], [H*K, K]   forget gate (low rank)
+    Tensor dt_bias;                  // [H*K] f32 (prepared)
+    Tensor neg_exp_a;                // [H] f32 = -exp(A_log) (prepared)
+    Tensor b_proj;                   // [H, D]
+    Tensor g_a, g_b;                 // [K, D], [H*V, K]   output gate (low rank, Kimi Linear)
+    Tensor g_proj;                   // [H*V, D]           output gate (full rank, K3)
+    Tensor o_norm;                   // [V] f32 (prepared)
+    Tensor o_proj;                   // [D, H*V]
 };
 
 struct MlaWeights {
-    Tensor q_proj;                          // [H*(N+P), D]       (plain query, Kimi Linear)
-    Tensor q_a, q_a_norm, q_b;              // [Q, D], [Q] f32, [H*(N+P), Q]  (q-LoRA, K3)
-    Tensor g_proj;                          // [H*V, D] sigmoid output gate before o_proj (K3)
-    Tensor kv_a_c, kv_a_rope;               // [R, D], [P, D]: row views of kv_a_proj_with_mqa
-    Tensor kv_a_norm;                       // [R] f32 (prepared)
-    Tensor w_uk_t;                          // [H, R, N]: k_nope rows of kv_b_proj, transposed per head (prepared)
-    Tensor w_uv;                            // [H, V, R]: v rows of kv_b_proj, per head (a view)
-    Tensor o_proj;                          // [D, H*V]
+    Tensor q_proj;               // [H*(N+P), D]       (plain query, Kimi Linear)
+    Tensor q_a, q_a_norm, q_b;   // [Q, D], [Q] f32, [H*(N+P), Q]  (q-LoRA, K3)
+    Tensor g_proj;               // [H*V, D] sigmoid output gate before o_proj (K3)
+    Tensor kv_a_c, kv_a_rope;    // [R, D], [P, D]: row views of kv_a_proj_with_mqa
+    Tensor kv_a_norm;            // [R] f32 (prepared)
+    Tensor w_uk_t;               // [H, R, N]: k_nope rows of kv_b_proj, transposed per head (prepared)
+    Tensor w_uv;                 // [H, V, R]: v rows of kv_b_proj, per head (a view)
+    Tensor o_proj;               // [D, H*V]
 };
 
 struct MlpWeights {
-    Tensor gate, up;                        // [F, D]
-    Tensor down;                            // [D, F]
+    Tensor gate, up;   // [F, D]
+    Tensor down;       // [D, F]
 };
 
 struct MoeWeights {
-    Tensor router;                          // [E, D] (router logits are always computed in f32)
-    Tensor score_bias;                      // [E] f32 (prepared e_score_correction_bias)
-    std::vector<MlpWeights> experts;        // E experts (w1 = gate, w3 = up, w2 = down); expert parallel: undefined if not this rank's
-    MlpWeights shared;                      // intermediate = moe_intermediate_size × n_shared
+    Tensor router;       // [E, D] (router logits are always computed in f32)
+    Tensor score_bias;   // [E] f32 (prepared e_score_correction_bias)
+    std::vector<MlpWeights>
+        experts;         // E experts (w1 = gate, w3 = up, w2 = down); expert parallel: undefined if not this rank's
+    MlpWeights shared;   // intermediate = moe_intermediate_size × n_shared
     bool has_shared = false;
     // Latent MoE (K3): experts run on x·latent_downᵀ; their sum → latent_norm → latent_up.
-    Tensor latent_down;                     // [Lat, D]
-    Tensor latent_norm;                     // [Lat] f32 (prepared; undefined without latent_moe_use_norm)
-    Tensor latent_up;                       // [D, Lat]
+    Tensor latent_down;   // [Lat, D]
+    Tensor latent_norm;   // [Lat] f32 (prepared; undefined without latent_moe_use_norm)
+    Tensor latent_up;     // [D, Lat]
 };
 
 struct LayerWeights {
@@ -67,11 +68,11 @@ struct LayerWeights {
 };
 
 struct ModelWeights {
-    dist::Range vocab;                      // this rank's vocabulary rows (all of them in one process)
-    Tensor embed;                           // [vocab, D]
-    Tensor final_norm;                      // [D] f32 (prepared)
-    Tensor lm_head;                         // [vocab, D] (embed when tied)
-    Tensor output_res_score;                // [D] f32 (prepared; AttnRes only)
+    dist::Range vocab;         // this rank's vocabulary rows (all of them in one process)
+    Tensor embed;              // [vocab, D]
+    Tensor final_norm;         // [D] f32 (prepared)
+    Tensor lm_head;            // [vocab, D] (embed when tied)
+    Tensor output_res_score;   // [D] f32 (prepared; AttnRes only)
     std::vector<LayerWeights> layers;
 };
 
@@ -81,6 +82,7 @@ struct ModelWeights {
 using LoadProgress = std::function<void(uint64_t done_bytes, uint64_t total_bytes)>;
 // With a split Shard: only this rank's slices are kept (see weight_shard.h), every tensor is
 // still checked.
-ModelWeights bind_weights(const ModelConfig& c, WeightStore& store, const LoadProgress& progress = {}, const Shard& shard = {});
+ModelWeights bind_weights(const ModelConfig& c, WeightStore& store, const LoadProgress& progress = {},
+                          const Shard& shard = {});
 
-}  // namespace kimi
+}   // namespace kimi

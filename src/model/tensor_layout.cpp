@@ -30,10 +30,12 @@ const char* tensor_role_name(TensorRole r) {
 
 bool TensorRow::is_linear() const {
     return role == TensorRole::kLinear || role == TensorRole::kRouter || role == TensorRole::kSharedExpert ||
-           role == TensorRole::kRoutedExpert;
+        role == TensorRole::kRoutedExpert;
 }
 
-bool TensorRow::quantizable() const { return is_linear() && role != TensorRole::kRouter && shape[1] % kMxfp4Group == 0; }
+bool TensorRow::quantizable() const {
+    return is_linear() && role != TensorRole::kRouter && shape[1] % kMxfp4Group == 0;
+}
 
 std::string TensorRow::module() const { return is_linear() ? name.substr(0, name.size() - 7) : std::string(); }
 
@@ -41,23 +43,29 @@ TensorLayout::TensorLayout(const ModelConfig& c) : prefix_(c.tensor_prefix) {
     const bool k3 = c.is_k3_layout();
     const DType small = k3 ? DType::kF32 : DType::kBF16;   // conv, o_norm, router bias, model-level norms
     const int64_t d = c.hidden_size;
-    auto add = [&](const std::string& name, std::vector<int64_t> shape, TensorRole role, int split, DType t = DType::kBF16) {
+    auto add = [&](const std::string& name, std::vector<int64_t> shape, TensorRole role, int split,
+                   DType t = DType::kBF16) {
         rows_.push_back({name, std::move(shape), t, role, split});
     };
-    auto lin = [&](const std::string& module, int64_t out, int64_t in, int split, TensorRole role = TensorRole::kLinear) {
+    auto lin = [&](const std::string& module, int64_t out, int64_t in, int split,
+                   TensorRole role = TensorRole::kLinear) {
         add(module + ".weight", {out, in}, role, split);
     };
-    auto out_lin = [&](const std::string& module, int64_t out, int64_t in, int split, TensorRole role = TensorRole::kLinear) {
+    auto out_lin = [&](const std::string& module, int64_t out, int64_t in, int split,
+                       TensorRole role = TensorRole::kLinear) {
         lin(module, out, in, split, role);
         rows_.back().out_proj = true;
     };
-    auto norm = [&](const std::string& name, int64_t n, DType t = DType::kBF16) { add(name, {n}, TensorRole::kNorm, -1, t); };
+    auto norm = [&](const std::string& name, int64_t n, DType t = DType::kBF16) {
+        add(name, {n}, TensorRole::kNorm, -1, t);
+    };
     auto attn_res = [&](const std::string& n, DType t) {   // AttnRes score pair: norm [D] and projection [1, D]
         norm(n + "_norm.weight", d, t);
         add(n + "_proj.weight", {1, d}, TensorRole::kLinear, -1, t);
     };
     // gate/up column-parallel, down row-parallel
-    auto mlp = [&](const std::string& p, int64_t in, int64_t f, const char* g, const char* u, const char* dn, TensorRole role) {
+    auto mlp = [&](const std::string& p, int64_t in, int64_t f, const char* g, const char* u, const char* dn,
+                   TensorRole role) {
         lin(p + g, f, in, 0, role);
         lin(p + u, f, in, 0, role);
         out_lin(p + dn, in, f, 1, role);
@@ -146,4 +154,4 @@ const TensorRow& TensorLayout::at(const std::string& name) const {
     return *r;
 }
 
-}  // namespace kimi
+}   // namespace kimi

@@ -33,24 +33,24 @@ enum class TensorRole : uint8_t {
 const char* tensor_role_name(TensorRole r);   // "embedding", "linear", "router", "routed_expert", …
 
 struct TensorRow {
-    std::string name;               // as the text model names it (the checkpoint adds TensorLayout::prefix)
-    std::vector<int64_t> shape;     // as published
-    DType dtype = DType::kBF16;     // as this family publishes it (the loader takes any float class)
+    std::string name;             // as the text model names it (the checkpoint adds TensorLayout::prefix)
+    std::vector<int64_t> shape;   // as published
+    DType dtype = DType::kBF16;   // as this family publishes it (the loader takes any float class)
     TensorRole role = TensorRole::kLinear;
-    int split = -1;                 // tensor-parallel split axis (-1: every rank holds all of it)
-    bool out_proj = false;          // a linear writing back toward the residual (o_proj, down, latent up)
+    int split = -1;          // tensor-parallel split axis (-1: every rank holds all of it)
+    bool out_proj = false;   // a linear writing back toward the residual (o_proj, down, latent up)
 
-    bool is_linear() const;         // a matrix-product weight: kLinear, kRouter or an expert's
+    bool is_linear() const;   // a matrix-product weight: kLinear, kRouter or an expert's
     // `quantize` can store it as MXFP4: a linear other than the router, input width a multiple of 32.
     bool quantizable() const;
-    std::string module() const;     // a linear's module name (name less ".weight"); "" otherwise
+    std::string module() const;   // a linear's module name (name less ".weight"); "" otherwise
 };
 
 class TensorLayout {
 public:
     explicit TensorLayout(const ModelConfig& c);
 
-    const std::string& prefix() const { return prefix_; }   // "" or "language_model." (K3)
+    const std::string& prefix() const { return prefix_; }          // "" or "language_model." (K3)
     const std::vector<TensorRow>& rows() const { return rows_; }   // in checkpoint order
     const TensorRow* find(const std::string& name) const;          // name without the prefix
     const TensorRow& at(const std::string& name) const;            // throws kimi::Error if absent
@@ -62,4 +62,4 @@ private:
     std::map<std::string, size_t> index_;
 };
 
-}  // namespace kimi
+}   // namespace kimi

@@ -24,12 +24,13 @@ bool captures_valid(const SeqLayout& seqs) {
         if (c.t >= seqs.seq_starts[size_t(c.seq) + 1] - seqs.seq_starts[size_t(c.seq)] || c.slot < 0) return false;
         for (int32_t s : seqs.slots)
             if (s == c.slot) return false;
-        if (i > 0 && (seqs.captures[i - 1].seq > c.seq || (seqs.captures[i - 1].seq == c.seq && seqs.captures[i - 1].t >= c.t)))
+        if (i > 0 &&
+            (seqs.captures[i - 1].seq > c.seq || (seqs.captures[i - 1].seq == c.seq && seqs.captures[i - 1].t >= c.t)))
             return false;
     }
     return true;
 }
-}  // namespace
+}   // namespace
 
 void matmul(Exec& ex, const Tensor& x, const Tensor& w, Precision p, Tensor& y) {
     CONTRACT(x.rank == 2 && w.rank == 2 && y.rank == 2 && is_weight(w));
@@ -71,8 +72,7 @@ void embedding(Exec& ex, const Tensor& table, std::span<const int32_t> ids, Tens
     cpu::embedding(ex, table, ids, y);
 }
 
-void causal_conv1d_silu(Exec& ex, const Tensor& x, const Tensor& w, SlotState state, const SeqLayout& seqs,
-                        Tensor& y) {
+void causal_conv1d_silu(Exec& ex, const Tensor& x, const Tensor& w, SlotState state, const SeqLayout& seqs, Tensor& y) {
     CONTRACT(x.rank == 2 && same_shape(x, y) && w.rank == 3 && w.dim(0) == x.dim(1) && w.dim(1) == 1);
     CONTRACT(w.dtype == DType::kF32 && seqs.seq_starts.size() == seqs.slots.size() + 1);
     CONTRACT(state.slot_stride >= (w.dim(2) - 1) * x.dim(1) && captures_valid(seqs));
@@ -93,7 +93,8 @@ void kda_gate(Exec& ex, const Tensor& f, const Tensor& neg_exp_a, const Tensor& 
 void kda_gate_lower_bound(Exec& ex, const Tensor& f, const Tensor& neg_exp_a, const Tensor& dt_bias, float lower_bound,
                           Tensor& g) {
     CONTRACT(f.rank == 2 && same_shape(f, g) && neg_exp_a.dtype == DType::kF32 && dt_bias.dtype == DType::kF32);
-    CONTRACT(dt_bias.numel() == f.dim(1) && neg_exp_a.numel() > 0 && f.dim(1) % neg_exp_a.numel() == 0 && lower_bound < 0.0f);
+    CONTRACT(dt_bias.numel() == f.dim(1) && neg_exp_a.numel() > 0 && f.dim(1) % neg_exp_a.numel() == 0 &&
+             lower_bound < 0.0f);
     cpu::kda_gate_lower_bound(ex, f, neg_exp_a, dt_bias, lower_bound, g);
 }
 
@@ -104,8 +105,8 @@ void mul_sigmoid_inplace(Exec& ex, Tensor& x, const Tensor& gate) {
     cpu::mul_sigmoid_inplace(ex, x, gate);
 }
 
-void kda_recurrent(Exec& ex, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
-                   const Tensor& beta, SlotState state, const SeqLayout& seqs, Tensor& o) {
+void kda_recurrent(Exec& ex, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                   SlotState state, const SeqLayout& seqs, Tensor& o) {
     CONTRACT(q.rank == 3 && same_shape(q, k) && same_shape(q, g) && v.rank == 3 && same_shape(v, o));
     CONTRACT(v.dim(0) == q.dim(0) && v.dim(1) == q.dim(1) && v.dim(2) <= 512);
     CONTRACT(beta.numel() == q.dim(0) * q.dim(1) && seqs.seq_starts.size() == seqs.slots.size() + 1);
@@ -145,18 +146,19 @@ void situ_mul(Exec& ex, const Tensor& gate, const Tensor& up, float beta, float 
 
 void attn_res_mix(Exec& ex, std::span<const Tensor* const> blocks, const Tensor& partial, const Tensor& score_w,
                   float eps, Tensor& y) {
-    CONTRACT(partial.rank == 2 && same_shape(partial, y) && score_w.dtype == DType::kF32 && score_w.numel() == partial.dim(1));
+    CONTRACT(partial.rank == 2 && same_shape(partial, y) && score_w.dtype == DType::kF32 &&
+             score_w.numel() == partial.dim(1));
     for (const Tensor* b : blocks) CONTRACT(same_shape(*b, partial) && b->data != y.data);
     cpu::attn_res_mix(ex, blocks, partial, score_w, eps, y);
 }
 
-void moe_route(Exec& ex, const Tensor& logits, const Tensor& bias, const RouteParams& p, Tensor& ids,
-               Tensor& weights) {
+void moe_route(Exec& ex, const Tensor& logits, const Tensor& bias, const RouteParams& p, Tensor& ids, Tensor& weights) {
     CONTRACT(logits.rank == 2 && logits.dim(1) <= 4096 && bias.numel() == logits.dim(1) && bias.dtype == DType::kF32);
     CONTRACT(p.n_groups >= 1 && logits.dim(1) % p.n_groups == 0 && p.topk_groups >= 1 && p.topk_groups <= p.n_groups);
     CONTRACT(p.top_k >= 1 && p.top_k <= logits.dim(1) / p.n_groups * p.topk_groups);
-    CONTRACT(ids.dtype == DType::kI32 && ids.dim(0) == logits.dim(0) && ids.dim(1) == p.top_k && same_shape(ids, weights));
+    CONTRACT(ids.dtype == DType::kI32 && ids.dim(0) == logits.dim(0) && ids.dim(1) == p.top_k &&
+             same_shape(ids, weights));
     cpu::moe_route(ex, logits, bias, p, ids, weights);
 }
 
-}  // namespace kimi::ops
+}   // namespace kimi::ops

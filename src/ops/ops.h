@@ -9,4 +9,4 @@ namespace kimi::ops {
 
 KIMI_OPS(KIMI_OP_DECLARE)
 
-}  // namespace kimi::ops
+}   // namespace kimi::ops

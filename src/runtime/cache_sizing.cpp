@@ -18,12 +18,15 @@ int32_t resolve_max_len(const KimiModel& m, const EngineConfig& c) {
 }
 std::string human_bytes(int64_t bytes) {
     char buf[32];
-    if (bytes < (int64_t(1) << 20)) std::snprintf(buf, sizeof buf, "%.1f KiB", double(bytes) / 1024.0);
-    else if (bytes < (int64_t(1) << 30)) std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / (1024.0 * 1024.0));
-    else std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / (1024.0 * 1024.0 * 1024.0));
+    if (bytes < (int64_t(1) << 20))
+        std::snprintf(buf, sizeof buf, "%.1f KiB", double(bytes) / 1024.0);
+    else if (bytes < (int64_t(1) << 30))
+        std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / (1024.0 * 1024.0));
+    else
+        std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / (1024.0 * 1024.0 * 1024.0));
     return buf;
 }
-}  // namespace
+}   // namespace
 
 CacheSizing size_cache(const KimiModel& m, const EngineConfig& c) {
     if (c.max_num_seqs < 1) throw Error("max-num-seqs must be at least 1");
@@ -41,16 +44,19 @@ CacheSizing size_cache(const KimiModel& m, const EngineConfig& c) {
     if (c.prefix_cache_memory_bytes < 0) throw Error("prefix-cache-memory must be >= 0");
     z.prefix_caching = c.enable_prefix_caching;
     if (z.prefix_caching) {
-        const int32_t want = c.prefix_checkpoint_interval > 0 ? c.prefix_checkpoint_interval : EngineConfig::kDefaultCheckpointInterval;
+        const int32_t want =
+            c.prefix_checkpoint_interval > 0 ? c.prefix_checkpoint_interval : EngineConfig::kDefaultCheckpointInterval;
         z.checkpoint_interval = (want + c.block_size - 1) / c.block_size * c.block_size;
-        const int64_t budget = c.prefix_cache_memory_bytes > 0 ? c.prefix_cache_memory_bytes
-                                                                : default_prefix_cache_bytes(z.slot_bytes, c.max_num_seqs);
+        const int64_t budget = c.prefix_cache_memory_bytes > 0
+            ? c.prefix_cache_memory_bytes
+            : default_prefix_cache_bytes(z.slot_bytes, c.max_num_seqs);
         const int64_t avail = int64_t(memory_available_bytes());
         if (avail > 0 && budget > avail)
             throw Error("prefix-cache-memory " + human_bytes(budget) + " is more than the memory available (" +
                         human_bytes(avail) + ")");
         // No recurrent layers: a checkpoint holds nothing (64 per sequence slot).
-        z.n_checkpoints = int32_t(std::min<int64_t>(z.slot_bytes > 0 ? budget / z.slot_bytes : int64_t(c.max_num_seqs) * 64, 1 << 24));
+        z.n_checkpoints = int32_t(
+            std::min<int64_t>(z.slot_bytes > 0 ? budget / z.slot_bytes : int64_t(c.max_num_seqs) * 64, 1 << 24));
     }
     // Never fewer blocks than one full-length sequence needs, so any admissible request fits alone.
     const int32_t one = (z.max_model_len + c.block_size - 1) / c.block_size;
@@ -63,7 +69,8 @@ CacheSizing size_cache(const KimiModel& m, const EngineConfig& c) {
             throw Error("cache-memory " + human_bytes(c.cache_memory_bytes) + " is too small: the KDA state of " +
                         std::to_string(z.n_slots) + " sequences (max-num-seqs) takes " +
                         human_bytes(int64_t(z.n_slots) * z.slot_bytes) + " and one max-model-len (" +
-                        std::to_string(z.max_model_len) + ") sequence needs " + human_bytes(int64_t(one) * z.block_bytes) +
+                        std::to_string(z.max_model_len) + ") sequence needs " +
+                        human_bytes(int64_t(one) * z.block_bytes) +
                         " of MLA cache; lower max-num-seqs or max-model-len, or give more");
         z.n_blocks = int32_t(std::min<int64_t>(n, int64_t(1) << 30));
     } else {
@@ -82,13 +89,13 @@ int64_t default_prefix_cache_bytes(int64_t slot_bytes, int32_t max_num_seqs) {
 
 std::string CacheSizing::describe() const {
     std::string s = "cache: " + std::to_string(n_slots) + " state slots x " + human_bytes(slot_bytes) + " (KDA) + " +
-                    std::to_string(n_blocks) + " blocks x " + std::to_string(block_size) + " tokens (" +
-                    std::to_string(cached_tokens()) + " tokens of MLA cache, " + human_bytes(int64_t(n_blocks) * block_bytes) +
-                    ") = " + human_bytes(total_bytes()) + "; max-model-len " + std::to_string(max_model_len);
+        std::to_string(n_blocks) + " blocks x " + std::to_string(block_size) + " tokens (" +
+        std::to_string(cached_tokens()) + " tokens of MLA cache, " + human_bytes(int64_t(n_blocks) * block_bytes) +
+        ") = " + human_bytes(total_bytes()) + "; max-model-len " + std::to_string(max_model_len);
     if (!prefix_caching) return s + "; prefix cache off";
     return s + "; prefix cache on: " + std::to_string(n_checkpoints) + " KDA checkpoints x " + human_bytes(slot_bytes) +
-           " = " + human_bytes(int64_t(n_checkpoints) * slot_bytes) + " (--prefix-cache-memory), every " +
-           std::to_string(checkpoint_interval) + " tokens and at each prompt's and reply's last full block";
+        " = " + human_bytes(int64_t(n_checkpoints) * slot_bytes) + " (--prefix-cache-memory), every " +
+        std::to_string(checkpoint_interval) + " tokens and at each prompt's and reply's last full block";
 }
 
-}  // namespace kimi
+}   // namespace kimi

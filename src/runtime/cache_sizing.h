@@ -30,4 +30,4 @@ CacheSizing size_cache(const KimiModel& m, const EngineConfig& c);
 // most an eighth of the memory available now.
 int64_t default_prefix_cache_bytes(int64_t slot_bytes, int32_t max_num_seqs);
 
-}  // namespace kimi
+}   // namespace kimi

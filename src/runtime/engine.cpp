@@ -34,11 +34,14 @@ Engine::Engine(const KimiModel& model, const EngineConfig& cfg, const tok::Token
     ex_.attn_output = cfg.attn_output;
     live_.reserve(size_t(cfg.max_num_seqs) * 4);
     // The salt of the block hashes: what else shapes the cached values.
-    if (sizing_.prefix_caching) cache_.enable_prefix_caching(1 + uint64_t(cfg.precision == Precision::kBF16) + 2 * uint64_t(cfg.kv_cache_bf16));
+    if (sizing_.prefix_caching)
+        cache_.enable_prefix_caching(1 + uint64_t(cfg.precision == Precision::kBF16) + 2 * uint64_t(cfg.kv_cache_bf16));
     profile_run();
     if (model.shard().split()) {
-        if (model.shard().rank == 0) runner_.lead(dist::Comm::world());
-        else runner_.join(ex_);
+        if (model.shard().rank == 0)
+            runner_.lead(dist::Comm::world());
+        else
+            runner_.join(ex_);
     }
 }
 
@@ -82,16 +85,19 @@ std::shared_ptr<RequestStream> Engine::submit(std::vector<int32_t> prompt, const
     if (prompt.empty()) throw Error("the prompt is empty");
     for (int32_t id : prompt)
         if (id < 0 || id >= model_.config().vocab_size)
-            throw Error("token id " + std::to_string(id) + " is out of range [0, " + std::to_string(model_.config().vocab_size) + ")");
+            throw Error("token id " + std::to_string(id) + " is out of range [0, " +
+                        std::to_string(model_.config().vocab_size) + ")");
     if (params.max_tokens < 1) throw Error("max_tokens must be at least 1");
     if (int64_t(prompt.size()) + params.max_tokens > sizing_.max_model_len)
-        throw Error("prompt (" + std::to_string(prompt.size()) + " tokens) + max_tokens (" + std::to_string(params.max_tokens) +
-                    ") exceeds max-model-len " + std::to_string(sizing_.max_model_len));
+        throw Error("prompt (" + std::to_string(prompt.size()) + " tokens) + max_tokens (" +
+                    std::to_string(params.max_tokens) + ") exceeds max-model-len " +
+                    std::to_string(sizing_.max_model_len));
     if (!params.stop.empty() && !tok_) throw Error("stop strings need a tokenizer");
     for (const auto& s : params.stop)
         if (s.empty()) throw Error("stop strings must not be empty");
     if (params.structured && !tok_) throw Error("structured output needs a tokenizer");
-    if (const std::string why = failure(); !why.empty()) throw EngineFailed("the engine is not running requests any more: " + why);
+    if (const std::string why = failure(); !why.empty())
+        throw EngineFailed("the engine is not running requests any more: " + why);
     auto live = std::make_unique<LiveRequest>();
     if (params.structured) {
         {
@@ -103,13 +109,15 @@ std::shared_ptr<RequestStream> Engine::submit(std::vector<int32_t> prompt, const
     live->stream = std::make_shared<RequestStream>();
     live->stream->notifier_ = std::move(notifier);
     live->req.params = params;
-    if (tok_) live->text = std::make_unique<TextStream>(*tok_, live->req.params.stop, params.skip_special_tokens,
-                                                    params.include_stop_str_in_output, params.keep_special_ids);
+    if (tok_)
+        live->text = std::make_unique<TextStream>(*tok_, live->req.params.stop, params.skip_special_tokens,
+                                                  params.include_stop_str_in_output, params.keep_special_ids);
     live->req.prompt = std::move(prompt);
     live->req.output.reserve(size_t(params.max_tokens));
     if (params.logprobs > 0) {
         live->top_pool.resize(size_t(params.max_tokens));
-        for (auto& v : live->top_pool) v.reserve(size_t(std::min<int64_t>(params.logprobs, model_.config().vocab_size)));
+        for (auto& v : live->top_pool)
+            v.reserve(size_t(std::min<int64_t>(params.logprobs, model_.config().vocab_size)));
     }
     live->stream->events_.reserve(size_t(params.max_tokens) + 1);
     live->t0_ms = event_clock_ms();
@@ -225,7 +233,8 @@ void Engine::plan_captures() {
         const ScheduledRequest& s = plan_.scheduled[i];
         const Request& r = *s.req;
         const auto token_at = [&r](int64_t t) { return int32_t(r.token_at(t)); };
-        if (!ckpt_plan_.plan_chunk(int32_t(i), r.id, r.n_computed, s.n_tokens, int64_t(r.prompt.size()), token_at)) break;
+        if (!ckpt_plan_.plan_chunk(int32_t(i), r.id, r.n_computed, s.n_tokens, int64_t(r.prompt.size()), token_at))
+            break;
     }
 }
 
@@ -301,8 +310,7 @@ EngineSnapshot Engine::snapshot() const {
 }
 
 void Engine::run_until_idle() {
-    while (step()) {
-    }
+    while (step()) {}
 }
 
 void Engine::start() {
@@ -333,4 +341,4 @@ void Engine::stop() {
     if (loop_.joinable()) loop_.join();
 }
 
-}  // namespace kimi
+}   // namespace kimi

@@ -66,7 +66,7 @@ public:
     // Why the engine stopped running requests for good; empty while it is healthy. Thread-safe.
     std::string failure() const;
     void run_until_idle();
-    void start();                     // background loop
+    void start();   // background loop
     void stop();
 
     const EngineStepStats& last_step() const { return last_; }
@@ -89,9 +89,9 @@ private:
     void profile_run();
 
     // The phases of a step (run_step).
-    bool schedule();                      // admit, plan into plan_, end aborts; false: nothing to run
-    Tensor run_model();                   // the forward of plan_ with its prefix-cache checkpoints
-    void record_step();                   // last_ from plan_ and the forward (before postprocess)
+    bool schedule();      // admit, plan into plan_, end aborts; false: nothing to run
+    Tensor run_model();   // the forward of plan_ with its prefix-cache checkpoints
+    void record_step();   // last_ from plan_ and the forward (before postprocess)
     void finish_step(double t0_ms, uint64_t allocs_before);   // last_'s end-of-step counts, snapshot
 
     void admit_pending();
@@ -99,7 +99,7 @@ private:
     // then those at the chunks' ends (checkpoint_planner.h).
     void plan_captures();
     void save_checkpoints();
-    bool run_step();                      // step() without its failure handling
+    bool run_step();                         // step() without its failure handling
     void fail_all(const std::string& why);   // every request in flight ends with this error
     void update_snapshot(bool ran);
 
@@ -112,8 +112,8 @@ private:
     Exec ex_;
     CacheStorage storage_;
     CacheManager cache_;
-    CheckpointStore ckpt_;             // KDA checkpoints of the prefix cache (capacity 0 when off)
-    CheckpointPlanner ckpt_plan_;      // where they are taken
+    CheckpointStore ckpt_;          // KDA checkpoints of the prefix cache (capacity 0 when off)
+    CheckpointPlanner ckpt_plan_;   // where they are taken
     Scheduler sched_;
     ModelRunner runner_;
     OutputProcessor outputs_;
@@ -123,9 +123,9 @@ private:
     std::unique_ptr<GrammarVocab> grammar_vocab_;   // built at the first structured request
     EngineStepStats last_;
     int64_t total_preemptions_ = 0;
-    int64_t prefix_hit_tokens_ = 0;    // tokens admitted from the prefix cache, all requests
+    int64_t prefix_hit_tokens_ = 0;   // tokens admitted from the prefix cache, all requests
     mutable std::mutex stats_mu_;
-    EngineSnapshot snap_;              // updated at the end of every step, under stats_mu_
+    EngineSnapshot snap_;   // updated at the end of every step, under stats_mu_
 
     mutable std::mutex inbox_mu_;
     std::condition_variable inbox_cv_;
@@ -135,7 +135,7 @@ private:
     LiveRequests live_;
     std::thread loop_;
     bool stop_ = false;
-    std::string failure_;              // under inbox_mu_
+    std::string failure_;   // under inbox_mu_
 };
 
-}  // namespace kimi
+}   // namespace kimi

@@ -14,9 +14,9 @@ struct EngineConfig {
     AttnOutputMode attn_output = AttnOutputMode::kDirect;
     int32_t max_num_seqs = 8;
     int32_t max_num_batched_tokens = 256;
-    int32_t max_model_len = 0;        // 0: min(model_max_length, 4096)
+    int32_t max_model_len = 0;   // 0: min(model_max_length, 4096)
     int32_t block_size = 16;
-    bool kv_cache_bf16 = false;       // MLA latents stored as bf16 (half the cache bytes)
+    bool kv_cache_bf16 = false;   // MLA latents stored as bf16 (half the cache bytes)
     // MLA cache blocks: n_blocks if > 0 (tests); else as many as fit in cache_memory_bytes
     // after the KDA state slots; else (both 0) enough for max_num_seqs full-length sequences.
     int32_t n_blocks = 0;
@@ -33,4 +33,4 @@ struct EngineConfig {
     int64_t prefix_cache_memory_bytes = 0;
 };
 
-}  // namespace kimi
+}   // namespace kimi

@@ -8,7 +8,7 @@ namespace kimi {
 
 struct EngineStepStats {
     int32_t n_seqs = 0, n_tokens = 0, n_prefill_tokens = 0, n_decode_seqs = 0;
-    int32_t n_running = 0, n_waiting = 0, n_preempted = 0;  // after scheduling
+    int32_t n_running = 0, n_waiting = 0, n_preempted = 0;   // after scheduling
     int32_t blocks_used = 0, slots_used = 0;
     double step_ms = 0.0;
     int64_t attn_output_copies = 0, heap_allocations = 0;   // forward pass, all threads
@@ -32,4 +32,4 @@ struct EngineSnapshot {
     EngineStepStats last;
 };
 
-}  // namespace kimi
+}   // namespace kimi

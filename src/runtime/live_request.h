@@ -23,8 +23,8 @@ struct LiveRequest {
     std::shared_ptr<RequestStream> stream;
     std::unique_ptr<TextStream> text;
     std::vector<std::vector<std::pair<int32_t, float>>> top_pool;   // reserved at submit: no allocation per token
-    std::unique_ptr<GrammarState> grammar;   // structured output (params.structured)
-    double t0_ms = 0.0;                      // submission, on event_clock_ms()
+    std::unique_ptr<GrammarState> grammar;                          // structured output (params.structured)
+    double t0_ms = 0.0;                                             // submission, on event_clock_ms()
 };
 
 // The requests between admission and their last event, by id.
@@ -35,4 +35,4 @@ inline double event_clock_ms() {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-}  // namespace kimi
+}   // namespace kimi

@@ -8,7 +8,8 @@
 
 namespace kimi {
 
-ModelRunner::ModelRunner(const KimiModel& model, CacheStorage& storage, const CacheManager& cache, CheckpointStore* ckpt)
+ModelRunner::ModelRunner(const KimiModel& model, CacheStorage& storage, const CacheManager& cache,
+                         CheckpointStore* ckpt)
     : model_(model), storage_(storage), cache_(cache), ckpt_(ckpt) {}
 
 void ModelRunner::prepare_states(const ScheduleOutput& plan) {
@@ -27,7 +28,12 @@ void ModelRunner::prepare_states(const ScheduleOutput& plan) {
 Tensor ModelRunner::execute(Exec& ex, const ScheduleOutput& plan, std::span<const ops::StateCapture> captures,
                             std::vector<Request*>& sample_reqs) {
     const int32_t max_blocks = cache_.max_blocks_per_seq();
-    ids_.clear(); starts_.assign(1, 0); past_.clear(); slots_.clear(); tables_.clear(); rows_.clear();
+    ids_.clear();
+    starts_.assign(1, 0);
+    past_.clear();
+    slots_.clear();
+    tables_.clear();
+    rows_.clear();
     sample_reqs.clear();
     for (const ScheduledRequest& s : plan.scheduled) {
         Request& r = *s.req;
@@ -65,7 +71,7 @@ const int32_t* get(const int32_t* p, std::vector<T>& v) {
     return p + v.size() * (sizeof(T) / sizeof(int32_t));
 }
 
-}  // namespace
+}   // namespace
 
 void ModelRunner::lead(dist::Comm& comm) {
     lead_ = &comm;
@@ -74,9 +80,7 @@ void ModelRunner::lead(dist::Comm& comm) {
     storage_.log_slot_ops(&slot_ops_);
 }
 
-void ModelRunner::join(Exec& ex) {
-    index_ = RankGroup::process().join(*this, ex);
-}
+void ModelRunner::join(Exec& ex) { index_ = RankGroup::process().join(*this, ex); }
 
 // Payload (after the header: kind, the runner's index): max_blocks, then each list as its
 // length and its items: slot ops, ids, starts, past, slots, tables, rows, captures.
@@ -110,4 +114,4 @@ void ModelRunner::stop_followers() {
     storage_.log_slot_ops(nullptr);
 }
 
-}  // namespace kimi
+}   // namespace kimi

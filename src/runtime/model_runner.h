@@ -21,7 +21,8 @@ namespace kimi {
 class ModelRunner {
 public:
     // ckpt: where fresh requests with a prefix hit restore their KDA state from (may be null).
-    ModelRunner(const KimiModel& model, CacheStorage& storage, const CacheManager& cache, CheckpointStore* ckpt = nullptr);
+    ModelRunner(const KimiModel& model, CacheStorage& storage, const CacheManager& cache,
+                CheckpointStore* ckpt = nullptr);
 
     // The state slots of the plan's fresh requests: zeroed, or restored from a checkpoint.
     void prepare_states(const ScheduleOutput& plan);
@@ -49,10 +50,10 @@ private:
 
     std::vector<int32_t> ids_, starts_, past_, slots_, tables_, rows_;
     dist::Comm* lead_ = nullptr;
-    int32_t index_ = -1;                     // in RankGroup::process() (split models)
-    std::vector<SlotOp> slot_ops_;           // since the last forward (the leader's log)
-    std::vector<int32_t> msg_;               // one step, flattened
+    int32_t index_ = -1;             // in RankGroup::process() (split models)
+    std::vector<SlotOp> slot_ops_;   // since the last forward (the leader's log)
+    std::vector<int32_t> msg_;       // one step, flattened
     std::vector<ops::StateCapture> captures_in_;
 };
 
-}  // namespace kimi
+}   // namespace kimi

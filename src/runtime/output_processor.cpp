@@ -70,11 +70,13 @@ FinishReason OutputProcessor::check_stop(LiveRequest& l, int32_t token, TokenEve
         return FinishReason::kStop;
     }
     const bool stop_id = std::find(r.params.stop_token_ids.begin(), r.params.stop_token_ids.end(), token) !=
-                         r.params.stop_token_ids.end();
+        r.params.stop_token_ids.end();
     FinishReason why = FinishReason::kNone;
     // a grammar's end: its end-of-sequence finishes the request even with ignore_eos
-    if (((!r.params.ignore_eos || l.grammar) && token == eos_) || stop_id) why = FinishReason::kStop;
-    else if (int32_t(r.output.size()) >= r.params.max_tokens || r.num_tokens() >= max_model_len_) why = FinishReason::kLength;
+    if (((!r.params.ignore_eos || l.grammar) && token == eos_) || stop_id)
+        why = FinishReason::kStop;
+    else if (int32_t(r.output.size()) >= r.params.max_tokens || r.num_tokens() >= max_model_len_)
+        why = FinishReason::kLength;
     if (why != FinishReason::kNone && l.text) l.text->finish(e.text);
     return why;
 }
@@ -112,4 +114,4 @@ void OutputProcessor::publish_finish(LiveRequest& l, FinishReason why) {
     l.stream->push(std::move(e));
 }
 
-}  // namespace kimi
+}   // namespace kimi

@@ -51,4 +51,4 @@ private:
     std::vector<int32_t> end_ids_;   // its stop_token_ids and EOS (structured output)
 };
 
-}  // namespace kimi
+}   // namespace kimi

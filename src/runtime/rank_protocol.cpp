@@ -25,9 +25,7 @@ RankGroup& RankGroup::process() {
     return group;
 }
 
-int32_t RankGroup::lead() {
-    return n_led_++;
-}
+int32_t RankGroup::lead() { return n_led_++; }
 
 int32_t RankGroup::join(ModelRunner& runner, Exec& ex) {
     const int32_t index = n_joined_++;
@@ -44,9 +42,11 @@ void RankGroup::follow_all(dist::Comm& comm) {
         KIMI_CHECK(n >= kRankMessageHeader + 1, "a malformed step message");
         auto it = std::find_if(joined_.begin(), joined_.end(), [&](const Joined& j) { return j.index == msg_[1]; });
         KIMI_CHECK(it != joined_.end(), "a step message for an unknown engine");
-        if (RankMessage(msg_[0]) == RankMessage::kStop) joined_.erase(it);
-        else it->runner->run_message(msg_.data() + kRankMessageHeader, *it->ex);
+        if (RankMessage(msg_[0]) == RankMessage::kStop)
+            joined_.erase(it);
+        else
+            it->runner->run_message(msg_.data() + kRankMessageHeader, *it->ex);
     }
 }
 
-}  // namespace kimi
+}   // namespace kimi

@@ -37,8 +37,8 @@ class RankGroup {
 public:
     static RankGroup& process();
 
-    int32_t lead();                               // rank 0: the index of a runner that starts leading
-    int32_t join(ModelRunner& runner, Exec& ex);  // other ranks: the index of a runner that follows
+    int32_t lead();                                // rank 0: the index of a runner that starts leading
+    int32_t join(ModelRunner& runner, Exec& ex);   // other ranks: the index of a runner that follows
     // Other ranks: receives rank 0's messages and runs each on its runner, until every joined
     // runner is stopped.
     void follow_all(dist::Comm& comm);
@@ -54,4 +54,4 @@ private:
     std::vector<int32_t> msg_;           // the message being received
 };
 
-}  // namespace kimi
+}   // namespace kimi

@@ -28,15 +28,15 @@ struct Request {
     std::vector<int32_t> prompt;
     std::vector<int32_t> output;
     SamplingParams params;
-    uint64_t seed = 0;                  // params.seed, or one drawn at submission
-    int64_t n_computed = 0;             // tokens whose KV/state is in the cache
+    uint64_t seed = 0;        // params.seed, or one drawn at submission
+    int64_t n_computed = 0;   // tokens whose KV/state is in the cache
     RequestStatus status = RequestStatus::kWaiting;
     FinishReason finish = FinishReason::kNone;
     bool abort_requested = false;
     int32_t n_preemptions = 0;
-    int64_t n_cached_tokens = 0;        // prompt tokens served from the prefix cache at admission
-    uint64_t tail_checkpoint = 0;       // the KDA checkpoint this request moves forward as it decodes
-    uint64_t group = 0;                 // the client request it belongs to (its n × prompts share one)
+    int64_t n_cached_tokens = 0;    // prompt tokens served from the prefix cache at admission
+    uint64_t tail_checkpoint = 0;   // the KDA checkpoint this request moves forward as it decodes
+    uint64_t group = 0;             // the client request it belongs to (its n × prompts share one)
 
     int64_t num_tokens() const { return int64_t(prompt.size() + output.size()); }
     int64_t token_at(int64_t i) const {
@@ -44,4 +44,4 @@ struct Request {
     }
 };
 
-}  // namespace kimi
+}   // namespace kimi

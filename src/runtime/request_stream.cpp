@@ -43,4 +43,4 @@ void RequestStream::push(TokenEvent&& e) {
     if (notifier_) notifier_->notify();
 }
 
-}  // namespace kimi
+}   // namespace kimi

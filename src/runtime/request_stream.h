@@ -17,15 +17,15 @@
 namespace kimi {
 
 struct TokenEvent {
-    int32_t token = -1;               // -1 on a final event that carries no token (abort)
-    std::string text;                 // text that became final with this event (with a tokenizer)
+    int32_t token = -1;   // -1 on a final event that carries no token (abort)
+    std::string text;     // text that became final with this event (with a tokenizer)
     float logprob = 0.0f;
     std::vector<std::pair<int32_t, float>> top;
     FinishReason finish = FinishReason::kNone;
-    int32_t stop_index = -1;          // finish == kStop by a stop string: its index in params.stop
-    double time_ms = 0.0;             // since submission
-    int64_t cached_tokens = 0;        // prompt tokens the request took from the prefix cache
-    std::string error;                // finish == kAbort because the engine failed it: why
+    int32_t stop_index = -1;     // finish == kStop by a stop string: its index in params.stop
+    double time_ms = 0.0;        // since submission
+    int64_t cached_tokens = 0;   // prompt tokens the request took from the prefix cache
+    std::string error;           // finish == kAbort because the engine failed it: why
 };
 
 // Wakes one consumer that follows several streams (n > 1 choices, several prompts): every
@@ -49,8 +49,8 @@ public:
     bool next(TokenEvent& out);       // blocks; false once the final event was taken
     bool try_next(TokenEvent& out);   // does not block; false if no event is ready
 private:
-    friend class Engine;              // creates it (id, notifier, reserved events)
-    friend class OutputProcessor;     // publishes its events
+    friend class Engine;            // creates it (id, notifier, reserved events)
+    friend class OutputProcessor;   // publishes its events
     void push(TokenEvent&& e);
     uint64_t id_ = 0;
     std::mutex mu_;
@@ -61,4 +61,4 @@ private:
     std::shared_ptr<StreamNotifier> notifier_;
 };
 
-}  // namespace kimi
+}   // namespace kimi

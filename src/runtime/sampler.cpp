@@ -33,7 +33,10 @@ int64_t argmax(std::span<const float> v) {
     int64_t best = 0;
     float best_v = key(v[0]);
     for (int64_t i = 1; i < int64_t(v.size()); ++i)
-        if (v[size_t(i)] > best_v) { best_v = v[size_t(i)]; best = i; }
+        if (v[size_t(i)] > best_v) {
+            best_v = v[size_t(i)];
+            best = i;
+        }
     return best;
 }
 
@@ -43,10 +46,10 @@ int64_t argmax(std::span<const float> v) {
 // loops over it vectorise with SSE2, and the results do not depend on the platform's libm.
 inline float exp_nonpos(float x) {
     uint32_t mag = std::bit_cast<uint32_t>(x) & 0x7fffffffu;
-    mag = mag < 0x42b00000u ? mag : 0x42b00000u;   // |x| ≤ 88 (NaN → 88)
-    x = std::bit_cast<float>(mag | 0x80000000u);    // −|x|
+    mag = mag < 0x42b00000u ? mag : 0x42b00000u;                      // |x| ≤ 88 (NaN → 88)
+    x = std::bit_cast<float>(mag | 0x80000000u);                      // −|x|
     const float kf = (x * 1.44269504f - 12582912.0f) + 12582912.0f;   // round(x / ln2) ∈ [−127, 0]
-    const float r = (x - kf * 0.693359375f) + kf * 2.12194440e-4f;      // x − k·ln2 (two-part ln2)
+    const float r = (x - kf * 0.693359375f) + kf * 2.12194440e-4f;    // x − k·ln2 (two-part ln2)
     float y = 1.9875691500e-4f;
     y = y * r + 1.3981999507e-3f;
     y = y * r + 8.3334519073e-3f;
@@ -153,7 +156,10 @@ int32_t draw_bucketed(std::span<const float> p, double top_p, float min_p, doubl
     if (top_p < 1.0) {
         double cum = 0.0;
         for (uint32_t b = kBuckets; b-- > 0;) {
-            if (cum + mass[b] >= need) { cut = b; break; }
+            if (cum + mass[b] >= need) {
+                cut = b;
+                break;
+            }
             cum += mass[b];
         }
     }
@@ -163,7 +169,7 @@ int32_t draw_bucketed(std::span<const float> p, double top_p, float min_p, doubl
     for (uint32_t b = kBuckets; b-- > cut + 1;) above += mass[b];
     int32_t* const cut_ids = order.data();
     const int64_t n_bucket = collect_bucket(p, cut, cut_ids);
-    int64_t n_cut = 0;    // kept tokens of the cut bucket
+    int64_t n_cut = 0;   // kept tokens of the cut bucket
     double kept = above;
     for (; n_cut < n_bucket; ++n_cut) {
         const float x = p[size_t(cut_ids[n_cut])];
@@ -208,7 +214,7 @@ int32_t draw_bucketed(std::span<const float> p, double top_p, float min_p, doubl
     return last;   // rounding: the target lies at the very end (−1 if none: the caller falls back)
 }
 
-}  // namespace
+}   // namespace
 
 Sampler::Sampler(int64_t vocab_size)
     : vocab_(vocab_size),
@@ -245,12 +251,17 @@ void Sampler::sample(std::span<const float> logits, const SamplingParams& params
             if (in_vocab(t)) work[size_t(t)] += b;
         const auto penalise = [r](float& x) { x = x > 0.0f ? x / r : x * r; };
         if (rep)
-            for (const int32_t t : prompt) if (in_vocab(t)) in_prompt_[size_t(t)] = 1;
+            for (const int32_t t : prompt)
+                if (in_vocab(t)) in_prompt_[size_t(t)] = 1;
         if (rep || freq_pres)
-            for (const int32_t t : output) if (in_vocab(t)) ++counts_[size_t(t)];
+            for (const int32_t t : output)
+                if (in_vocab(t)) ++counts_[size_t(t)];
         if (rep)   // prompt tokens, each once (1 → 2 marks it done; reset below)
             for (const int32_t t : prompt)
-                if (in_vocab(t) && in_prompt_[size_t(t)] == 1) { penalise(work[size_t(t)]); in_prompt_[size_t(t)] = 2; }
+                if (in_vocab(t) && in_prompt_[size_t(t)] == 1) {
+                    penalise(work[size_t(t)]);
+                    in_prompt_[size_t(t)] = 2;
+                }
         for (const int32_t t : output) {   // output tokens, each once (counts_ zeroed on the first visit)
             if (!in_vocab(t) || counts_[size_t(t)] == 0) continue;
             const int32_t c = counts_[size_t(t)];
@@ -260,7 +271,8 @@ void Sampler::sample(std::span<const float> logits, const SamplingParams& params
             x -= params.frequency_penalty * float(c) + params.presence_penalty;
         }
         if (rep)
-            for (const int32_t t : prompt) if (in_vocab(t)) in_prompt_[size_t(t)] = 0;
+            for (const int32_t t : prompt)
+                if (in_vocab(t)) in_prompt_[size_t(t)] = 0;
     }
     const std::span<const float> proc = processed ? std::span<const float>(work) : raw;
 
@@ -274,24 +286,31 @@ void Sampler::sample(std::span<const float> logits, const SamplingParams& params
         chosen = -1;
     } else if (params.greedy()) {
         chosen = argmax(proc);
-        if (!processed) { raw_max = key(raw[size_t(chosen)]); have_raw_max = true; }
+        if (!processed) {
+            raw_max = key(raw[size_t(chosen)]);
+            have_raw_max = true;
+        }
     } else {
         const float t = params.temperature;
         const bool top_k_on = params.top_k > 0 && params.top_k < vocab;
         const bool top_p_on = params.top_p < 1.0f;
         const bool min_p_on = params.min_p > 0.0f;
-        Rng rng(seed * 0x9E3779B97F4A7C15ull ^ (step + 1) * 0xBF58476D1CE4E5B9ull ^ uint64_t(attempt) * 0x94D049BB133111EBull);
+        Rng rng(seed * 0x9E3779B97F4A7C15ull ^ (step + 1) * 0xBF58476D1CE4E5B9ull ^
+                uint64_t(attempt) * 0x94D049BB133111EBull);
         const double u = rng.uniform();
 
         // Probabilities (unnormalised, max-subtracted: the best token has p = 1) go in work[id].
-        int64_t n = vocab;     // candidates in order[0, n), best first (unless no filter)
-        double total = 0.0;    // Σ p over the candidates (the distribution top-p sees)
+        int64_t n = vocab;    // candidates in order[0, n), best first (unless no filter)
+        double total = 0.0;   // Σ p over the candidates (the distribution top-p sees)
         float m = 0.0f;
         if (top_k_on) {
             n = params.top_k;
             select_top(proc, order, n);   // by processed logit = by probability
             m = key(proc[size_t(order[0])]);
-            if (!processed) { raw_max = m; have_raw_max = true; }
+            if (!processed) {
+                raw_max = m;
+                have_raw_max = true;
+            }
             for (int64_t j = 0; j < n; ++j) {
                 const size_t id = size_t(order[size_t(j)]);
                 total += double(work[id] = exp_nonpos((proc[id] - m) / t));
@@ -299,7 +318,10 @@ void Sampler::sample(std::span<const float> logits, const SamplingParams& params
         } else {
             m = max_value(proc);
             total = exp_shifted<true>(proc.data(), work.data(), vocab, m, t);
-            if (!processed) { raw_max = m; have_raw_max = true; }
+            if (!processed) {
+                raw_max = m;
+                have_raw_max = true;
+            }
             if (!processed && t == 1.0f && std::isfinite(m)) {   // same sum as the raw log-softmax
                 raw_lse = double(m) + std::log(total);
                 have_raw_lse = true;
@@ -328,16 +350,25 @@ void Sampler::sample(std::span<const float> logits, const SamplingParams& params
                 double kept = 0.0;
                 for (int64_t j = 0; j < n; ++j) {
                     const float p = work[size_t(order[size_t(j)])];
-                    if (j > 0 && p < min_p_thr) { keep = j; break; }
+                    if (j > 0 && p < min_p_thr) {
+                        keep = j;
+                        break;
+                    }
                     kept += double(p);
-                    if (top_p_on && kept >= need) { keep = j + 1; break; }
+                    if (top_p_on && kept >= need) {
+                        keep = j + 1;
+                        break;
+                    }
                 }
                 const double target = u * kept;
                 double cum = 0.0;
                 chosen = order[size_t(keep - 1)];   // rounding fallback: the last kept token
                 for (int64_t j = 0; j < keep; ++j) {
                     cum += double(work[size_t(order[size_t(j)])]);
-                    if (cum > target) { chosen = order[size_t(j)]; break; }
+                    if (cum > target) {
+                        chosen = order[size_t(j)];
+                        break;
+                    }
                 }
             }
         }
@@ -367,4 +398,4 @@ void Sampler::sample(std::span<const float> logits, const SamplingParams& params
     }
 }
 
-}  // namespace kimi
+}   // namespace kimi

@@ -15,8 +15,8 @@ namespace kimi {
 
 struct SampledToken {
     int32_t token = -1;
-    float logprob = 0.0f;                            // log-softmax of the raw logits (before any processing, after the mask)
-    std::vector<std::pair<int32_t, float>> top;      // top-N (token, raw logprob), best first; N = params.logprobs
+    float logprob = 0.0f;   // log-softmax of the raw logits (before any processing, after the mask)
+    std::vector<std::pair<int32_t, float>> top;   // top-N (token, raw logprob), best first; N = params.logprobs
 };
 
 class Sampler {
@@ -48,4 +48,4 @@ private:
     std::vector<uint8_t> in_prompt_;
 };
 
-}  // namespace kimi
+}   // namespace kimi

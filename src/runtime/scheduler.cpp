@@ -59,12 +59,18 @@ void Scheduler::schedule(ScheduleOutput& out) {
     for (size_t i = 0; i < running_.size() && budget > 0;) {
         Request* r = running_[i];
         const int32_t n = int32_t(std::min<int64_t>(r->num_tokens() - r->n_computed, budget));
-        if (n <= 0) { ++i; continue; }
+        if (n <= 0) {
+            ++i;
+            continue;
+        }
         bool preempted_self = false;
         while (!cache_.allocate(r->id, r->n_computed + n)) {
             Request* victim = running_.back();   // newest first
             preempt(victim, out);
-            if (victim == r) { preempted_self = true; break; }
+            if (victim == r) {
+                preempted_self = true;
+                break;
+            }
         }
         if (preempted_self) break;   // everything after it was newer and is gone too
         out.scheduled.push_back({r, n, false});
@@ -154,8 +160,9 @@ void Scheduler::step_done(const ScheduleOutput& plan) {
     for (const auto& s : plan.scheduled) {
         Request* r = s.req;
         r->n_computed += s.n_tokens;
-        if (cache_.prefix_caching()) cache_.commit_full_blocks(r->id, r->n_computed, [r](int64_t i) { return int32_t(r->token_at(i)); });
+        if (cache_.prefix_caching())
+            cache_.commit_full_blocks(r->id, r->n_computed, [r](int64_t i) { return int32_t(r->token_at(i)); });
     }
 }
 
-}  // namespace kimi
+}   // namespace kimi

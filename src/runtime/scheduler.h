@@ -26,16 +26,20 @@ struct SchedulerConfig {   // the engine passes EngineConfig's (--max-num-seqs, 
 
 struct ScheduledRequest {
     Request* req = nullptr;
-    int32_t n_tokens = 0;       // tokens [n_computed, n_computed + n_tokens) run this step
-    bool fresh = false;         // first step since (re)admission: its state slot must be reset
-    uint64_t restore = 0;       // fresh with a prefix hit: restore this KDA checkpoint instead
+    int32_t n_tokens = 0;   // tokens [n_computed, n_computed + n_tokens) run this step
+    bool fresh = false;     // first step since (re)admission: its state slot must be reset
+    uint64_t restore = 0;   // fresh with a prefix hit: restore this KDA checkpoint instead
 };
 
 struct ScheduleOutput {
     std::vector<ScheduledRequest> scheduled;
     std::vector<Request*> preempted;
     int32_t total_tokens = 0;
-    void clear() { scheduled.clear(); preempted.clear(); total_tokens = 0; }
+    void clear() {
+        scheduled.clear();
+        preempted.clear();
+        total_tokens = 0;
+    }
 };
 
 class Scheduler {
@@ -44,7 +48,7 @@ public:
     // may be null).
     Scheduler(const SchedulerConfig& cfg, CacheManager& cache, const CheckpointStore* ckpt = nullptr);
 
-    void add(Request* r);                        // → waiting (back)
+    void add(Request* r);   // → waiting (back)
     // Plans one step into `out` (cleared first). Aborted requests are finished first.
     void schedule(ScheduleOutput& out);
     // After the step ran: advances n_computed of every scheduled request.
@@ -66,7 +70,7 @@ public:
 private:
     void preempt(Request* r, ScheduleOutput& out);
     int32_t running_in_group(uint64_t group) const;
-    size_t fairest_waiting() const;                   // index into waiting_
+    size_t fairest_waiting() const;                     // index into waiting_
     Request* fair_share_victim(uint64_t group) const;   // null: the batch is fair to `group`
 
     SchedulerConfig cfg_;
@@ -78,4 +82,4 @@ private:
     int64_t prefix_queries_ = 0, prefix_hits_ = 0, fair_preemptions_ = 0;
 };
 
-}  // namespace kimi
+}   // namespace kimi

@@ -26,13 +26,15 @@ std::vector<std::string> grammar_bytes(const tok::Tokenizer& t, int64_t vocab_si
     const int32_t n = std::min<int32_t>(t.n_vocab(), int32_t(vocab_size));
     for (int32_t id = 0; id < n; ++id) {
         const std::string_view b = t.token_bytes(id);
-        if (t.is_special(id)) out[size_t(id)] = grammar::special_token_bytes(b);
-        else if (b.find(char(grammar::kSpecialByte)) == std::string_view::npos) out[size_t(id)] = std::string(b);
+        if (t.is_special(id))
+            out[size_t(id)] = grammar::special_token_bytes(b);
+        else if (b.find(char(grammar::kSpecialByte)) == std::string_view::npos)
+            out[size_t(id)] = std::string(b);
     }
     return out;
 }
 
-}  // namespace
+}   // namespace
 
 GrammarVocab::GrammarVocab(const tok::Tokenizer& t, int64_t vocab_size)
     : bytes_(grammar_bytes(t, vocab_size)), trie_(bytes_) {}
@@ -64,4 +66,4 @@ void GrammarState::accept(int32_t token) {
     matcher_.accept(vocab_.bytes(token));   // an end id has no bytes here, or was allowed by the mask
 }
 
-}  // namespace kimi
+}   // namespace kimi

@@ -74,4 +74,4 @@ private:
     std::vector<uint8_t> allowed_;
 };
 
-}  // namespace kimi
+}   // namespace kimi

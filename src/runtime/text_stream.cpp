@@ -7,11 +7,16 @@ namespace kimi {
 
 namespace {
 bool is_continuation(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
-}  // namespace
+}   // namespace
 
 TextStream::TextStream(const tok::Tokenizer& tok, const std::vector<std::string>& stops, bool skip_special,
                        bool include_stop, const std::vector<int32_t>& keep_special)
-    : tok_(&tok), stops_(stops), dec_(tok), skip_special_(skip_special), keep_special_(keep_special), include_stop_(include_stop) {
+    : tok_(&tok),
+      stops_(stops),
+      dec_(tok),
+      skip_special_(skip_special),
+      keep_special_(keep_special),
+      include_stop_(include_stop) {
     for (const auto& s : stops) hold_ = std::max(hold_, s.size() - 1);
     pending_.reserve(hold_ + 64);
 }
@@ -59,4 +64,4 @@ void TextStream::finish(std::string& out) {
     done_ = true;
 }
 
-}  // namespace kimi
+}   // namespace kimi

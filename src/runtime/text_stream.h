@@ -20,8 +20,7 @@ public:
     // include_stop: keep the matched stop string at the end (vLLM include_stop_str_in_output).
     // keep_special: ids whose text is kept even when skipping specials (a chat format's markers).
     TextStream(const tok::Tokenizer& tok, const std::vector<std::string>& stops, bool skip_special,
-               bool include_stop = false,
-               const std::vector<int32_t>& keep_special = {});
+               bool include_stop = false, const std::vector<int32_t>& keep_special = {});
 
     // Appends to `out` the text that became final with token `id`. Returns true when a stop
     // string completed: `out` then ends just before it and the stream is over.
@@ -35,8 +34,8 @@ private:
     const tok::Tokenizer* tok_;
     std::vector<std::string> stops_;
     tok::Tokenizer::StreamDecoder dec_;
-    std::string pending_;          // decoded, not yet emitted
-    size_t hold_ = 0;              // longest stop − 1
+    std::string pending_;   // decoded, not yet emitted
+    size_t hold_ = 0;       // longest stop − 1
     bool skip_special_;
     std::vector<int32_t> keep_special_;
     bool include_stop_;
@@ -44,4 +43,4 @@ private:
     int32_t stop_index_ = -1;
 };
 
-}  // namespace kimi
+}   // namespace kimi

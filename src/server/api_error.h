@@ -43,7 +43,8 @@ inline ApiError bad_param(const std::string& param, const std::string& message) 
 // 503: memory ran out while this request was being served. Only this request fails: what it
 // had queued is cancelled and the server goes on.
 inline ApiError out_of_memory() {
-    return ApiError(503, "the server ran out of memory for this request; retry it smaller or later", "", "out_of_memory");
+    return ApiError(503, "the server ran out of memory for this request; retry it smaller or later", "",
+                    "out_of_memory");
 }
 
-}  // namespace kimi::server
+}   // namespace kimi::server

@@ -44,10 +44,13 @@ std::string chunk(std::string_view data) {
     return out;
 }
 
-}  // namespace
+}   // namespace
 
 HttpListener::HttpListener(ListenerConfig cfg, Handler handler, ErrorBody error_body, OnResponse on_response)
-    : cfg_(std::move(cfg)), handler_(std::move(handler)), error_body_(std::move(error_body)), on_response_(std::move(on_response)) {}
+    : cfg_(std::move(cfg)),
+      handler_(std::move(handler)),
+      error_body_(std::move(error_body)),
+      on_response_(std::move(on_response)) {}
 
 HttpListener::~HttpListener() {
     stop(0.0, [] {});
@@ -138,10 +141,13 @@ void HttpListener::accept_loop() {
 
 // Past max_connections: 503 at once (the socket's buffer takes it without waiting), then close.
 void HttpListener::refuse(int fd) {
-    const std::string body = error_body_(503, "too many connections (the server's limit is " +
-                                                  std::to_string(cfg_.max_connections) + ", --max-connections); retry shortly");
-    const std::string msg = status_line(503) + "Content-Type: application/json\r\nContent-Length: " +
-                            std::to_string(body.size()) + "\r\nRetry-After: 1\r\nConnection: close\r\n\r\n" + body;
+    const std::string body =
+        error_body_(503,
+                    "too many connections (the server's limit is " + std::to_string(cfg_.max_connections) +
+                        ", --max-connections); retry shortly");
+    const std::string msg = status_line(503) +
+        "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+        "\r\nRetry-After: 1\r\nConnection: close\r\n\r\n" + body;
     [[maybe_unused]] const ssize_t n = ::send(fd, msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     ::shutdown(fd, SHUT_WR);
     ::close(fd);
@@ -174,8 +180,10 @@ bool HttpListener::send_response(int fd, const HttpRequest* req, HttpResponse& r
     out += "Content-Type: " + res.content_type + "\r\n";
     for (const auto& [k, v] : res.headers) out += k + ": " + v + "\r\n";
     if (res.stream && !chunked && !head_only) res.close = true;   // HTTP/1.0: the body ends with the connection
-    if (!res.stream) out += "Content-Length: " + std::to_string(res.body.size()) + "\r\n";
-    else if (chunked) out += "Transfer-Encoding: chunked\r\n";
+    if (!res.stream)
+        out += "Content-Length: " + std::to_string(res.body.size()) + "\r\n";
+    else if (chunked)
+        out += "Transfer-Encoding: chunked\r\n";
     if (res.close) out += "Connection: close\r\n";
     out += "\r\n";
     if (!head_only && !res.stream) out += res.body;
@@ -238,8 +246,9 @@ void HttpListener::serve(int fd) {
                         std::lock_guard<std::mutex> lk(mu_);
                         ++stats_.timed_out;
                     }
-                    send_error(fd, 408, "the request did not arrive within " + std::to_string(int(cfg_.request_timeout_s)) +
-                                            " s (--request-timeout)");
+                    send_error(fd, 408,
+                               "the request did not arrive within " + std::to_string(int(cfg_.request_timeout_s)) +
+                                   " s (--request-timeout)");
                 }
                 break;
             }
@@ -296,4 +305,4 @@ void HttpListener::stop(double grace_s, const std::function<void()>& on_grace_ov
     cv_.wait(lk, [&] { return fds_.empty(); });
 }
 
-}  // namespace kimi::server
+}   // namespace kimi::server

@@ -43,10 +43,10 @@ struct HttpResponse {
 
 struct ListenerConfig {
     std::string host = "127.0.0.1";
-    int port = 8000;                      // 0: any free port
+    int port = 8000;   // 0: any free port
     int max_connections = 256;
-    double request_timeout_s = 30.0;      // head + body after the first byte; each write
-    double keep_alive_timeout_s = 5.0;    // idle between requests
+    double request_timeout_s = 30.0;     // head + body after the first byte; each write
+    double keep_alive_timeout_s = 5.0;   // idle between requests
     HttpLimits limits;
 };
 
@@ -65,8 +65,8 @@ public:
     HttpListener(ListenerConfig cfg, Handler handler, ErrorBody error_body, OnResponse on_response);
     ~HttpListener();
 
-    int bind();        // throws kimi::Error; returns the port
-    void start();      // the accept loop on a thread of its own
+    int bind();     // throws kimi::Error; returns the port
+    void start();   // the accept loop on a thread of its own
     // Stops accepting and closes idle connections; requests being handled may finish for
     // grace_s, then on_grace_over() runs (it should abort them) and, a moment later, every
     // socket is shut. Returns once every connection thread has ended. Idempotent.
@@ -91,8 +91,8 @@ private:
     std::atomic<bool> running_{false}, stopping_{false}, force_close_{false}, stopped_{false};
     mutable std::mutex mu_;
     std::condition_variable cv_;
-    std::set<int> fds_;                   // open connections (under mu_)
-    ListenerStats stats_;                 // under mu_
+    std::set<int> fds_;     // open connections (under mu_)
+    ListenerStats stats_;   // under mu_
 };
 
-}  // namespace kimi::server
+}   // namespace kimi::server

@@ -11,7 +11,8 @@ namespace {
 bool iequals(std::string_view a, std::string_view b) {
     if (a.size() != b.size()) return false;
     for (size_t i = 0; i < a.size(); ++i)
-        if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
+        if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i])))
+            return false;
     return true;
 }
 
@@ -55,7 +56,7 @@ std::optional<std::string> decode_path(std::string_view p) {
 // The end of the line starting at `from` (the index of its '\n'), or npos.
 size_t line_end(std::string_view s, size_t from) { return s.find('\n', from); }
 
-}  // namespace
+}   // namespace
 
 bool HttpRequest::has_header(std::string_view name) const { return header_count(name) > 0; }
 
@@ -86,7 +87,9 @@ bool HttpRequest::keep_alive() const {
     return minor_version >= 1 || keep;
 }
 
-bool HttpRequest::expects_continue() const { return minor_version >= 1 && iequals(trim(header("Expect")), "100-continue"); }
+bool HttpRequest::expects_continue() const {
+    return minor_version >= 1 && iequals(trim(header("Expect")), "100-continue");
+}
 
 void RequestParser::reset() {
     phase_ = Phase::kHead;
@@ -130,7 +133,8 @@ bool RequestParser::parse_head(std::string_view head) {
     req_.target = std::string(target);
     req_.minor_version = version[7] - '0';
     std::string_view origin = target;
-    if (origin.substr(0, 7) == "http://" || origin.substr(0, 8) == "https://") {   // absolute form: drop scheme and authority
+    if (origin.substr(0, 7) == "http://" ||
+        origin.substr(0, 8) == "https://") {   // absolute form: drop scheme and authority
         const size_t slash = origin.find('/', origin.find("//") + 2);
         origin = slash == std::string_view::npos ? std::string_view("/") : origin.substr(slash);
     }
@@ -149,14 +153,16 @@ bool RequestParser::parse_head(std::string_view head) {
         at = eol + 1;
         if (!f.empty() && f.back() == '\r') f.remove_suffix(1);
         if (f.empty()) break;   // the blank line ending the head
-        if (f.front() == ' ' || f.front() == '\t') return fail(400, "obsolete header line folding is not accepted"), false;
+        if (f.front() == ' ' || f.front() == '\t')
+            return fail(400, "obsolete header line folding is not accepted"), false;
         const size_t colon = f.find(':');
         if (colon == 0 || colon == std::string_view::npos) return fail(400, "malformed header line"), false;
         const std::string_view name = f.substr(0, colon);
         if (!std::all_of(name.begin(), name.end(), is_tchar)) return fail(400, "malformed header name"), false;
         const std::string_view value = trim(f.substr(colon + 1));
         if (std::any_of(value.begin(), value.end(), [](char c) { return c == '\0' || c == '\r' || c == '\n'; })) {
-            if (iequals(name, "Content-Length")) return fail(400, "invalid Content-Length header (one decimal number expected)"), false;
+            if (iequals(name, "Content-Length"))
+                return fail(400, "invalid Content-Length header (one decimal number expected)"), false;
             return fail(400, "invalid character in header '" + std::string(name) + "'"), false;
         }
         if (req_.headers.size() >= limits_.max_headers)
@@ -182,11 +188,13 @@ RequestParser::State RequestParser::feed(std::string& in) {
         }
         if (end == std::string::npos) {
             if (in.size() > limits_.max_head_bytes)
-                return fail(431, "the request head is larger than " + std::to_string(limits_.max_head_bytes >> 10) + " KiB");
+                return fail(431,
+                            "the request head is larger than " + std::to_string(limits_.max_head_bytes >> 10) + " KiB");
             return State::kNeedMore;
         }
         if (end + skip > limits_.max_head_bytes)
-            return fail(431, "the request head is larger than " + std::to_string(limits_.max_head_bytes >> 10) + " KiB");
+            return fail(431,
+                        "the request head is larger than " + std::to_string(limits_.max_head_bytes >> 10) + " KiB");
         if (!parse_head(std::string_view(in).substr(0, end + skip))) return State::kError;
         in.erase(0, end + skip);
 
@@ -203,7 +211,8 @@ RequestParser::State RequestParser::feed(std::string& in) {
                 return fail(400, "invalid Content-Length header (one decimal number expected)");
             const uint64_t n = std::stoull(v);
             if (n > limits_.max_body_bytes)
-                return fail(413, "the request body is larger than " + std::to_string(limits_.max_body_bytes >> 20) + " MiB");
+                return fail(413,
+                            "the request body is larger than " + std::to_string(limits_.max_body_bytes >> 20) + " MiB");
             body_left_ = size_t(n);
             phase_ = body_left_ > 0 ? Phase::kBody : Phase::kDone;
             if (body_left_ > 0) req_.body.reserve(body_left_);
@@ -257,7 +266,9 @@ RequestParser::State RequestParser::feed_body(std::string& in) {
                 }
                 at = eol + 1;
                 if (size > limits_.max_body_bytes - std::min(limits_.max_body_bytes, req_.body.size()))
-                    return fail(413, "the request body is larger than " + std::to_string(limits_.max_body_bytes >> 20) + " MiB");
+                    return fail(
+                        413,
+                        "the request body is larger than " + std::to_string(limits_.max_body_bytes >> 20) + " MiB");
                 body_left_ = size;
                 phase_ = size == 0 ? Phase::kTrailers : Phase::kChunkData;
                 break;
@@ -272,19 +283,24 @@ RequestParser::State RequestParser::feed_body(std::string& in) {
                         phase_ = Phase::kChunkSize;
                         break;
                     }
-                    if (in.size() - at == 1 && in[at] != '\r') return fail(400, "malformed chunk (no CRLF after its data)");
+                    if (in.size() - at == 1 && in[at] != '\r')
+                        return fail(400, "malformed chunk (no CRLF after its data)");
                     return consume(), State::kNeedMore;
                 }
-                if (in.compare(at, 2, "\r\n") == 0) at += 2;
-                else if (in[at] == '\n') at += 1;
-                else return fail(400, "malformed chunk (no CRLF after its data)");
+                if (in.compare(at, 2, "\r\n") == 0)
+                    at += 2;
+                else if (in[at] == '\n')
+                    at += 1;
+                else
+                    return fail(400, "malformed chunk (no CRLF after its data)");
                 phase_ = Phase::kChunkSize;
                 break;
             }
             case Phase::kTrailers: {   // trailer fields up to a blank line; ignored
                 const size_t eol = in.find('\n', at);
                 if (eol == std::string::npos) {
-                    if (trailer_bytes_ + (in.size() - at) > limits_.max_head_bytes) return fail(431, "the trailer section is too large");
+                    if (trailer_bytes_ + (in.size() - at) > limits_.max_head_bytes)
+                        return fail(431, "the trailer section is too large");
                     return consume(), State::kNeedMore;
                 }
                 const size_t len = eol - at;
@@ -322,6 +338,8 @@ const char* reason_phrase(int status) {
     }
 }
 
-std::string status_line(int status) { return "HTTP/1.1 " + std::to_string(status) + " " + reason_phrase(status) + "\r\n"; }
+std::string status_line(int status) {
+    return "HTTP/1.1 " + std::to_string(status) + " " + reason_phrase(status) + "\r\n";
+}
 
-}  // namespace kimi::server
+}   // namespace kimi::server

@@ -16,11 +16,11 @@
 namespace kimi::server {
 
 struct HttpRequest {
-    std::string method;                 // as sent (methods are case-sensitive)
-    std::string target;                 // the request target as sent
-    std::string path;                   // percent-decoded, without the query
+    std::string method;   // as sent (methods are case-sensitive)
+    std::string target;   // the request target as sent
+    std::string path;     // percent-decoded, without the query
     std::string query;
-    int minor_version = 1;              // HTTP/1.x
+    int minor_version = 1;                                      // HTTP/1.x
     std::vector<std::pair<std::string, std::string>> headers;   // names as sent, values trimmed
     std::string body;
 
@@ -31,7 +31,7 @@ struct HttpRequest {
     // Whether the connection stays open after this request (HTTP/1.1 unless "close";
     // HTTP/1.0 only with "keep-alive").
     bool keep_alive() const;
-    bool expects_continue() const;      // "Expect: 100-continue" (HTTP/1.1)
+    bool expects_continue() const;   // "Expect: 100-continue" (HTTP/1.1)
 };
 
 struct HttpLimits {
@@ -72,7 +72,7 @@ private:
     Phase phase_ = Phase::kHead;
     HttpRequest req_;
     HttpParseError error_;
-    size_t body_left_ = 0;              // Content-Length bytes, or the current chunk's, still to read
+    size_t body_left_ = 0;   // Content-Length bytes, or the current chunk's, still to read
     size_t trailer_bytes_ = 0;
     bool seen_bytes_ = false, head_reported_ = false;
 };
@@ -81,4 +81,4 @@ private:
 std::string status_line(int status);
 const char* reason_phrase(int status);
 
-}  // namespace kimi::server
+}   // namespace kimi::server

@@ -44,7 +44,7 @@ ListenerConfig listener_config(const ServerConfig& c) {
     return l;
 }
 
-}  // namespace
+}   // namespace
 
 HttpServer::HttpServer(ServerConfig cfg)
     : cfg_(std::move(cfg)),
@@ -85,7 +85,9 @@ bool HttpServer::pre_route(const HttpRequest& req, HttpResponse& res) {
     if (!cfg_.api_key.empty() && needs_auth(req.path)) {
         const std::string want = "Bearer " + cfg_.api_key;
         if (req.header("Authorization") != want) {
-            send_error(res, ApiError(401, "Incorrect or missing API key (send \"Authorization: Bearer KEY\")", "", "invalid_api_key"));
+            send_error(res,
+                       ApiError(401, "Incorrect or missing API key (send \"Authorization: Bearer KEY\")", "",
+                                "invalid_api_key"));
             return true;
         }
     }
@@ -127,12 +129,16 @@ void HttpServer::handle(const HttpRequest& req, HttpResponse& res) {
 
 void HttpServer::generate(const HttpRequest& req, HttpResponse& res, bool chat) {
     const J b = parse_body(req.body);
-    const ParseContext pc{tok_, cfg_.served_model_name, engine_->max_model_len(), int32_t(model_->vocab_size), format_.get(),
-                          cfg_.max_sequences_per_request, cfg_.max_request_tokens};
-    auto job = std::make_shared<const GenerationJob>(chat ? parse_chat_request(b, pc) : parse_completion_request(b, pc));
+    const ParseContext pc{
+        tok_,          cfg_.served_model_name,         engine_->max_model_len(), int32_t(model_->vocab_size),
+        format_.get(), cfg_.max_sequences_per_request, cfg_.max_request_tokens};
+    auto job =
+        std::make_shared<const GenerationJob>(chat ? parse_chat_request(b, pc) : parse_completion_request(b, pc));
     if (job->params.structured) metrics_.on_grammar_compiled(job->grammar_compile_s);
-    const GenerateContext gc{*engine_, *tok_, metrics_, std::string("fp_kimi_cpp_") + kVersion + "_" + cfg_.precision, &abort_all_};
-    std::shared_ptr<JobRun> run = start_job(job, gc);   // submitted before any byte goes out: a refusal keeps its status
+    const GenerateContext gc{*engine_, *tok_, metrics_, std::string("fp_kimi_cpp_") + kVersion + "_" + cfg_.precision,
+                             &abort_all_};
+    std::shared_ptr<JobRun> run =
+        start_job(job, gc);   // submitted before any byte goes out: a refusal keeps its status
     if (!job->stream) {
         send_json(res, 200, run_job(*run));
         return;
@@ -156,8 +162,11 @@ void HttpServer::generate(const HttpRequest& req, HttpResponse& res, bool chat) 
 }
 
 void HttpServer::routes() {
-    auto on = [this](const char* method, const char* path, Handler h) { routes_.push_back({method, path, std::move(h)}); };
-    on("GET", "/", [](const HttpRequest&, HttpResponse& res) { res.set_content(kIndexPage, "text/html; charset=utf-8"); });
+    auto on = [this](const char* method, const char* path, Handler h) {
+        routes_.push_back({method, path, std::move(h)});
+    };
+    on("GET", "/",
+       [](const HttpRequest&, HttpResponse& res) { res.set_content(kIndexPage, "text/html; charset=utf-8"); });
     on("GET", "/health", [this](const HttpRequest&, HttpResponse& res) {
         if (!ready_.load()) return send_json(res, 503, {{"status", "loading"}});
         const std::string failure = engine_->failure();
@@ -171,37 +180,52 @@ void HttpServer::routes() {
         EngineSnapshot snap;
         const bool ready = ready_.load();
         if (ready) snap = engine_->snapshot();
-        res.set_content(metrics_.render(ready ? &snap : nullptr, ready, listener_.stats()), "text/plain; version=0.0.4; charset=utf-8");
+        res.set_content(metrics_.render(ready ? &snap : nullptr, ready, listener_.stats()),
+                        "text/plain; version=0.0.4; charset=utf-8");
     });
     on("GET", "/v1/models", [this](const HttpRequest&, HttpResponse& res) {
-        J card = {{"id", cfg_.served_model_name},  {"object", "model"}, {"created", started_at_},
-                  {"owned_by", "kimi.cpp"},        {"root", cfg_.served_model_name}, {"parent", nullptr},   // never the path on disk
-                  {"max_model_len", engine_->max_model_len()}, {"permission", J::array()}};
+        J card = {{"id", cfg_.served_model_name},
+                  {"object", "model"},
+                  {"created", started_at_},
+                  {"owned_by", "kimi.cpp"},
+                  {"root", cfg_.served_model_name},
+                  {"parent", nullptr},   // never the path on disk
+                  {"max_model_len", engine_->max_model_len()},
+                  {"permission", J::array()}};
         send_json(res, 200, {{"object", "list"}, {"data", J::array({card})}});
     });
     on("POST", "/tokenize", [this](const HttpRequest& req, HttpResponse& res) {
         const J b = parse_body(req.body);
         if (b.contains("model") && !b["model"].is_null() && b["model"] != cfg_.served_model_name)
-            throw ApiError(404, "The model does not exist; this server serves `" + cfg_.served_model_name + "`.", "model",
-                           "model_not_found");
+            throw ApiError(404, "The model does not exist; this server serves `" + cfg_.served_model_name + "`.",
+                           "model", "model_not_found");
         std::vector<int32_t> ids;
         if (b.contains("messages")) {
             J chat = b;
             chat["max_tokens"] = 1;
             chat.erase("stream");
-            ParseContext pc{tok_, cfg_.served_model_name, std::numeric_limits<int32_t>::max(), int32_t(model_->vocab_size), format_.get(),
-                            cfg_.max_sequences_per_request, std::numeric_limits<int64_t>::max()};
+            ParseContext pc{tok_,
+                            cfg_.served_model_name,
+                            std::numeric_limits<int32_t>::max(),
+                            int32_t(model_->vocab_size),
+                            format_.get(),
+                            cfg_.max_sequences_per_request,
+                            std::numeric_limits<int64_t>::max()};
             ids = parse_chat_request(chat, pc).prompts[0].ids;
         } else {
             if (!b.contains("prompt") || !b["prompt"].is_string()) throw bad_param("prompt", "prompt must be a string");
             ids = tok_->encode(b["prompt"].get<std::string>(), true);
         }
-        send_json(res, 200, {{"count", ids.size()}, {"max_model_len", engine_->max_model_len()}, {"tokens", ids},
-                             {"token_strs", nullptr}});
+        send_json(res, 200,
+                  {{"count", ids.size()},
+                   {"max_model_len", engine_->max_model_len()},
+                   {"tokens", ids},
+                   {"token_strs", nullptr}});
     });
     on("POST", "/detokenize", [this](const HttpRequest& req, HttpResponse& res) {
         const J b = parse_body(req.body);
-        if (!b.contains("tokens") || !b["tokens"].is_array()) throw bad_param("tokens", "tokens must be an array of token ids");
+        if (!b.contains("tokens") || !b["tokens"].is_array())
+            throw bad_param("tokens", "tokens must be an array of token ids");
         std::vector<int32_t> ids;
         for (const auto& v : b["tokens"]) {
             if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= tok_->n_vocab())
@@ -214,4 +238,4 @@ void HttpServer::routes() {
     on("POST", "/v1/chat/completions", [this](const HttpRequest& req, HttpResponse& res) { generate(req, res, true); });
 }
 
-}  // namespace kimi::server
+}   // namespace kimi::server

@@ -26,17 +26,17 @@ inline constexpr const char* kVersion = "0.1.0";
 
 struct ServerConfig {
     std::string host = "127.0.0.1";
-    int port = 8000;                       // 0: any free port (see port())
-    std::string api_key;                   // empty: no auth
+    int port = 8000;       // 0: any free port (see port())
+    std::string api_key;   // empty: no auth
     std::string served_model_name;
     int32_t max_sequences_per_request = 64;   // n × prompts of one request (--max-sequences-per-request)
     int64_t max_request_tokens = 1 << 20;     // Σ prompt + max_tokens over its sequences (--max-request-tokens)
     size_t max_body_bytes = 16u << 20;
-    int max_connections = 256;             // open at once (streams hold one each); past it: 503
-    double request_timeout_s = 30.0;       // a request's head + body must arrive within it
-    double keep_alive_timeout_s = 5.0;     // an idle connection closes after it
+    int max_connections = 256;           // open at once (streams hold one each); past it: 503
+    double request_timeout_s = 30.0;     // a request's head + body must arrive within it
+    double keep_alive_timeout_s = 5.0;   // an idle connection closes after it
     double shutdown_grace_s = 5.0;
-    std::string precision = "f32";         // for system_fingerprint (set from the engine when ready)
+    std::string precision = "f32";   // for system_fingerprint (set from the engine when ready)
 };
 
 class HttpServer {
@@ -44,12 +44,12 @@ public:
     explicit HttpServer(ServerConfig cfg);
     ~HttpServer();
 
-    void start();                          // binds (throws kimi::Error) and serves on a background thread
+    void start();   // binds (throws kimi::Error) and serves on a background thread
     int port() const { return port_; }
     ListenerStats connections() const { return listener_.stats(); }
     // The model is loaded: generation endpoints open. All three must outlive the server.
     void set_ready(Engine* engine, const tok::Tokenizer* tok, const ModelConfig* model);
-    void shutdown();                       // idempotent; returns when every connection is done
+    void shutdown();   // idempotent; returns when every connection is done
     ServerMetrics& metrics() { return metrics_; }
 
 private:
@@ -59,8 +59,8 @@ private:
         Handler handler;
     };
     void routes();
-    void handle(const HttpRequest& req, HttpResponse& res);   // pre-routing checks, dispatch, errors
-    bool pre_route(const HttpRequest& req, HttpResponse& res);  // true: answered here
+    void handle(const HttpRequest& req, HttpResponse& res);      // pre-routing checks, dispatch, errors
+    bool pre_route(const HttpRequest& req, HttpResponse& res);   // true: answered here
     void generate(const HttpRequest& req, HttpResponse& res, bool chat);
 
     ServerConfig cfg_;
@@ -76,4 +76,4 @@ private:
     int64_t started_at_ = 0;
 };
 
-}  // namespace kimi::server
+}   // namespace kimi::server

@@ -24,7 +24,7 @@ void gauge(std::string& out, const std::string& name, const std::string& help, d
     header(out, name, "gauge", help);
     line(out, "%s %.17g\n", name, v);
 }
-}  // namespace
+}   // namespace
 
 Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
 
@@ -42,7 +42,8 @@ void Histogram::render(std::string& out, const std::string& name, const std::str
     char buf[256];
     for (size_t i = 0; i < bounds_.size(); ++i) {
         cum += counts_[i];
-        std::snprintf(buf, sizeof buf, "%s_bucket{le=\"%g\"} %llu\n", name.c_str(), bounds_[i], (unsigned long long)cum);
+        std::snprintf(buf, sizeof buf, "%s_bucket{le=\"%g\"} %llu\n", name.c_str(), bounds_[i],
+                      (unsigned long long)cum);
         out += buf;
     }
     cum += counts_.back();
@@ -52,7 +53,8 @@ void Histogram::render(std::string& out, const std::string& name, const std::str
 }
 
 ServerMetrics::ServerMetrics()
-    : ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}),
+    : ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
+             80.0}),
       itl_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0}),
       e2e_({0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0}),
       grammar_compile_({0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0}) {}
@@ -94,21 +96,23 @@ std::string ServerMetrics::render(const EngineSnapshot* e, bool ready, const Lis
     header(out, "kimi:request_success_total", "counter", "Finished requests (choices) by finish reason");
     for (FinishReason r : {FinishReason::kStop, FinishReason::kLength, FinishReason::kAbort})
         out += std::string("kimi:request_success_total{finished_reason=\"") + finish_reason_name(r) + "\"} " +
-               std::to_string(finished_[size_t(r)]) + "\n";
+            std::to_string(finished_[size_t(r)]) + "\n";
     counter(out, "kimi:prompt_tokens_total", "Prompt tokens of finished requests", double(prompt_tokens_));
     counter(out, "kimi:generation_tokens_total", "Generated tokens of finished requests", double(generation_tokens_));
     header(out, "kimi:http_responses_total", "counter", "HTTP responses by status class");
     for (int c = 1; c <= 5; ++c)
-        out += "kimi:http_responses_total{code=\"" + std::to_string(c) + "xx\"} " + std::to_string(http_[size_t(c)]) + "\n";
+        out += "kimi:http_responses_total{code=\"" + std::to_string(c) + "xx\"} " + std::to_string(http_[size_t(c)]) +
+            "\n";
     gauge(out, "kimi:http_connections_open", "HTTP connections open now", double(conn.open));
     counter(out, "kimi:http_connections_accepted_total", "HTTP connections accepted", double(conn.accepted));
     counter(out, "kimi:http_connections_refused_total", "HTTP connections refused with 503 (--max-connections)",
             double(conn.refused));
-    counter(out, "kimi:http_requests_timed_out_total", "Requests answered 408: head or body too slow (--request-timeout)",
-            double(conn.timed_out));
+    counter(out, "kimi:http_requests_timed_out_total",
+            "Requests answered 408: head or body too slow (--request-timeout)", double(conn.timed_out));
     // Memory: resident = weights (file pages) + cache + checkpoints + the rest (heap, stacks).
     const ResidentMemory rm = resident_memory();
-    header(out, "kimi:process_resident_memory_bytes", "gauge", "Resident memory of the server process, by kind of page");
+    header(out, "kimi:process_resident_memory_bytes", "gauge",
+           "Resident memory of the server process, by kind of page");
     out += "kimi:process_resident_memory_bytes{kind=\"total\"} " + std::to_string(rm.total) + "\n";
     out += "kimi:process_resident_memory_bytes{kind=\"anon\"} " + std::to_string(rm.anon) + "\n";
     out += "kimi:process_resident_memory_bytes{kind=\"file\"} " + std::to_string(rm.file) + "\n";
@@ -116,11 +120,13 @@ std::string ServerMetrics::render(const EngineSnapshot* e, bool ready, const Lis
     ttft_.render(out, "kimi:time_to_first_token_seconds", "Time from request arrival to the first token");
     itl_.render(out, "kimi:inter_token_latency_seconds", "Time between consecutive tokens of a request");
     e2e_.render(out, "kimi:e2e_request_latency_seconds", "Time from request arrival to its last token");
-    grammar_compile_.render(out, "kimi:grammar_compile_seconds", "Compile time of each structured-output request's grammar");
+    grammar_compile_.render(out, "kimi:grammar_compile_seconds",
+                            "Compile time of each structured-output request's grammar");
     if (e) {
         gauge(out, "kimi:num_requests_running", "Requests in the running batch", e->n_running);
         gauge(out, "kimi:num_requests_waiting", "Requests waiting to be scheduled", e->n_waiting);
-        gauge(out, "kimi:cache_memory_bytes", "KV cache and KDA state slots, allocated at start", double(e->cache_bytes));
+        gauge(out, "kimi:cache_memory_bytes", "KV cache and KDA state slots, allocated at start",
+              double(e->cache_bytes));
         gauge(out, "kimi:prefix_cache_capacity_bytes", "KDA checkpoint memory of the prefix cache, allocated at start",
               double(e->checkpoint_capacity_bytes));
         gauge(out, "kimi:kv_cache_usage_perc", "Fraction of MLA cache blocks in use",
@@ -133,25 +139,31 @@ std::string ServerMetrics::render(const EngineSnapshot* e, bool ready, const Lis
         counter(out, "kimi:prompt_tokens_computed_total", "Prompt tokens run through the model (recompute included)",
                 double(e->prompt_tokens_computed));
         counter(out, "kimi:num_preemptions_total", "Requests preempted (recomputed later)", double(e->preemptions));
-        counter(out, "kimi:num_fair_preemptions_total", "Sequences preempted to share the batch between client requests",
-                double(e->fair_preemptions));
-        counter(out, "kimi:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache (at first admission)",
-                double(e->prefix_queries));
-        counter(out, "kimi:prefix_cache_hits_total", "Prompt tokens served from the prefix cache", double(e->prefix_hits));
+        counter(out, "kimi:num_fair_preemptions_total",
+                "Sequences preempted to share the batch between client requests", double(e->fair_preemptions));
+        counter(out, "kimi:prefix_cache_queries_total",
+                "Prompt tokens looked up in the prefix cache (at first admission)", double(e->prefix_queries));
+        counter(out, "kimi:prefix_cache_hits_total", "Prompt tokens served from the prefix cache",
+                double(e->prefix_hits));
         gauge(out, "kimi:prefix_cache_blocks_cached", "MLA blocks kept only for their cached contents (evictable)",
               e->blocks_cached);
         gauge(out, "kimi:prefix_cache_checkpoints", "KDA state checkpoints resident", e->checkpoints);
         gauge(out, "kimi:prefix_cache_checkpoints_total", "KDA state checkpoints the prefix-cache memory holds",
               e->checkpoints_total);
-        gauge(out, "kimi:prefix_cache_checkpoint_bytes", "Memory of the resident KDA checkpoints", double(e->checkpoint_bytes));
-        counter(out, "kimi:prefix_cache_checkpoints_saved_total", "KDA checkpoints written", double(e->checkpoints_saved));
-        counter(out, "kimi:attn_output_copies_total", "Attention-output copies (0 in direct mode)", double(e->attn_output_copies));
+        gauge(out, "kimi:prefix_cache_checkpoint_bytes", "Memory of the resident KDA checkpoints",
+              double(e->checkpoint_bytes));
+        counter(out, "kimi:prefix_cache_checkpoints_saved_total", "KDA checkpoints written",
+                double(e->checkpoints_saved));
+        counter(out, "kimi:attn_output_copies_total", "Attention-output copies (0 in direct mode)",
+                double(e->attn_output_copies));
         counter(out, "kimi:forward_heap_allocations_total", "Heap allocations inside forward passes",
                 double(e->forward_heap_allocations));
         counter(out, "kimi:step_heap_allocations_total", "Heap allocations inside whole engine steps",
                 double(e->step_heap_allocations));
-        gauge(out, "kimi:last_step_attn_output_copies", "Attention-output copies in the last step", double(e->last.attn_output_copies));
-        gauge(out, "kimi:last_step_heap_allocations", "Heap allocations in the last step", double(e->last.step_heap_allocations));
+        gauge(out, "kimi:last_step_attn_output_copies", "Attention-output copies in the last step",
+              double(e->last.attn_output_copies));
+        gauge(out, "kimi:last_step_heap_allocations", "Heap allocations in the last step",
+              double(e->last.step_heap_allocations));
         gauge(out, "kimi:last_step_batch_size", "Sequences in the last step", e->last.n_seqs);
         gauge(out, "kimi:last_step_tokens", "Tokens in the last step", e->last.n_tokens);
         gauge(out, "kimi:last_step_seconds", "Duration of the last step", e->last.step_ms / 1e3);
@@ -159,4 +171,4 @@ std::string ServerMetrics::render(const EngineSnapshot* e, bool ready, const Lis
     return out;
 }
 
-}  // namespace kimi::server
+}   // namespace kimi::server

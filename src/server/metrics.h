@@ -36,7 +36,7 @@ public:
     void on_finished(FinishReason why, int64_t prompt_tokens, int64_t generation_tokens, double e2e_s);
     void on_first_token(double ttft_s);
     void on_inter_token(double itl_s);
-    void on_http_request(int status);   // every HTTP response, by status class
+    void on_http_request(int status);           // every HTTP response, by status class
     void on_grammar_compiled(double seconds);   // one structured-output request's grammar
 
     std::string render(const EngineSnapshot* engine, bool ready, const ListenerStats& connections) const;
@@ -46,9 +46,9 @@ private:
     mutable std::mutex mu_;
     std::array<uint64_t, 4> finished_{};   // indexed by FinishReason (kStop, kLength, kAbort; 0 unused)
     uint64_t prompt_tokens_ = 0, generation_tokens_ = 0;
-    std::array<uint64_t, 6> http_{};       // 1xx..5xx, [0] unused
+    std::array<uint64_t, 6> http_{};   // 1xx..5xx, [0] unused
     Histogram ttft_, itl_, e2e_, grammar_compile_;
     std::atomic<int64_t> weight_bytes_{0};
 };
 
-}  // namespace kimi::server
+}   // namespace kimi::server

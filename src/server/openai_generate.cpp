@@ -24,7 +24,8 @@ std::string random_id(const char* prefix) {
     static std::atomic<uint64_t> counter{std::random_device{}()};
     Rng r(counter.fetch_add(0x9e3779b97f4a7c15ull) ^ uint64_t(std::time(nullptr)));
     char buf[40];
-    std::snprintf(buf, sizeof buf, "%s%016llx%08llx", prefix, (unsigned long long)r.next(), (unsigned long long)(r.next() >> 32));
+    std::snprintf(buf, sizeof buf, "%s%016llx%08llx", prefix, (unsigned long long)r.next(),
+                  (unsigned long long)(r.next() >> 32));
     return buf;
 }
 
@@ -39,8 +40,8 @@ struct Choice {
     size_t prompt = 0;
     std::shared_ptr<RequestStream> stream;
     std::vector<int32_t> tokens;
-    std::string text;          // content (before a tool-call section)
-    std::string tool_text;     // text after <|tool_calls_section_begin|>
+    std::string text;        // content (before a tool-call section)
+    std::string tool_text;   // text after <|tool_calls_section_begin|>
     bool in_tools = false;
     std::vector<TokenEvent> events;   // kept for non-streamed logprobs
     std::vector<int64_t> offsets;     // code points of the text before each kept event
@@ -48,7 +49,7 @@ struct Choice {
     int64_t cached_tokens = 0;   // prompt tokens served from the prefix cache
     bool done = false, sent_first = false;
     double t_first = -1.0, t_last = -1.0;
-    int64_t text_cps = 0;      // code points of the text so far (completions text_offset)
+    int64_t text_cps = 0;   // code points of the text so far (completions text_offset)
     std::vector<chat::ToolCallOut> calls;
     // Kimi-K3: the format's output parser, the deltas it released since the last chunk, and
     // the reasoning channel's text.
@@ -59,13 +60,15 @@ struct Choice {
 
 class Job {
 public:
-    Job(const GenerationJob& job, GenerateContext& ctx) : job_(job), ctx_(ctx), notifier_(std::make_shared<StreamNotifier>()) {
+    Job(const GenerationJob& job, GenerateContext& ctx)
+        : job_(job), ctx_(ctx), notifier_(std::make_shared<StreamNotifier>()) {
         t0_ = now_s();
         created_ = int64_t(std::time(nullptr));
         id_ = random_id(job.endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-");
         if (auto s = ctx.tok.special_id("<|tool_calls_section_begin|>")) section_begin_ = *s;
         const int32_t per_prompt = job.n;
-        const uint64_t group = ctx.engine.new_group();   // one client request: the scheduler shares the batch fairly between them
+        const uint64_t group =
+            ctx.engine.new_group();   // one client request: the scheduler shares the batch fairly between them
         choices_.reserve(job.prompts.size() * size_t(per_prompt));
         // A submission that fails (a bad prompt, or memory running out) must not leave the
         // sequences submitted before it running: cancel them, then answer.
@@ -103,8 +106,8 @@ public:
         for (auto& c : choices_) {
             if (c.done) continue;
             ctx_.engine.cancel(c.stream->id());
-            ctx_.metrics.on_finished(FinishReason::kAbort, int64_t(job_.prompts[c.prompt].ids.size()), int64_t(c.tokens.size()),
-                                     now_s() - t0_);
+            ctx_.metrics.on_finished(FinishReason::kAbort, int64_t(job_.prompts[c.prompt].ids.size()),
+                                     int64_t(c.tokens.size()), now_s() - t0_);
             c.done = true;
         }
     }
@@ -159,7 +162,10 @@ public:
     }
 
     J envelope(const char* object) const {
-        return {{"id", id_}, {"object", object}, {"created", created_}, {"model", job_.model},
+        return {{"id", id_},
+                {"object", object},
+                {"created", created_},
+                {"model", job_.model},
                 {"system_fingerprint", ctx_.system_fingerprint}};
     }
 
@@ -196,8 +202,11 @@ public:
         J content = J::array();
         for (const TokenEvent* e : evs) {
             J top = J::array();
-            for (const auto& [id, lp] : e->top) top.push_back({{"token", token_str(id)}, {"logprob", lp_json(lp)}, {"bytes", token_bytes(id)}});
-            content.push_back({{"token", token_str(e->token)}, {"logprob", lp_json(e->logprob)}, {"bytes", token_bytes(e->token)},
+            for (const auto& [id, lp] : e->top)
+                top.push_back({{"token", token_str(id)}, {"logprob", lp_json(lp)}, {"bytes", token_bytes(id)}});
+            content.push_back({{"token", token_str(e->token)},
+                               {"logprob", lp_json(e->logprob)},
+                               {"bytes", token_bytes(e->token)},
                                {"top_logprobs", std::move(top)}});
         }
         return {{"content", std::move(content)}};
@@ -214,7 +223,9 @@ public:
             tops.push_back(std::move(top));
             offs.push_back(offsets[i]);
         }
-        return {{"tokens", std::move(tokens)}, {"token_logprobs", std::move(lps)}, {"top_logprobs", std::move(tops)},
+        return {{"tokens", std::move(tokens)},
+                {"token_logprobs", std::move(lps)},
+                {"top_logprobs", std::move(tops)},
                 {"text_offset", std::move(offs)}};
     }
 
@@ -280,14 +291,13 @@ private:
     std::string error_;
 };
 
-std::string sse(const J& j) {
-    return "data: " + j.dump(-1, ' ', false, J::error_handler_t::replace) + "\n\n";
-}
+std::string sse(const J& j) { return "data: " + j.dump(-1, ' ', false, J::error_handler_t::replace) + "\n\n"; }
 
-}  // namespace
+}   // namespace
 
 struct JobRun {
-    JobRun(std::shared_ptr<const GenerationJob> j, const GenerateContext& c) : job(std::move(j)), ctx(c), run(*job, ctx) {}
+    JobRun(std::shared_ptr<const GenerationJob> j, const GenerateContext& c)
+        : job(std::move(j)), ctx(c), run(*job, ctx) {}
     std::shared_ptr<const GenerationJob> job;
     GenerateContext ctx;
     Job run;   // refers to the two above
@@ -358,10 +368,14 @@ bool run_job_streaming(JobRun& jr, const std::function<bool(const std::string&)>
                 c.deltas.clear();
                 if (first && !delta.contains("content")) delta["content"] = "";
             } else {
-                if (!c.in_tools && !e.text.empty()) delta["content"] = e.text;
-                else if (first) delta["content"] = "";
-                if (c.done && !c.calls.empty()) delta["tool_calls"] = run.tool_calls_json(c, true);
-                else if (c.done && c.in_tools && !c.tool_text.empty()) delta["content"] = c.tool_text;   // unparsed section
+                if (!c.in_tools && !e.text.empty())
+                    delta["content"] = e.text;
+                else if (first)
+                    delta["content"] = "";
+                if (c.done && !c.calls.empty())
+                    delta["tool_calls"] = run.tool_calls_json(c, true);
+                else if (c.done && c.in_tools && !c.tool_text.empty())
+                    delta["content"] = c.tool_text;   // unparsed section
             }
             ch["delta"] = std::move(delta);
             ch["logprobs"] = job.logprobs && !evs.empty() ? run.chat_logprobs(evs) : J(nullptr);
@@ -370,8 +384,8 @@ bool run_job_streaming(JobRun& jr, const std::function<bool(const std::string&)>
             if (first && job.echo) text = job.prompts[c.prompt].text + text;
             ch["text"] = std::move(text);
             ch["logprobs"] = job.logprobs && !evs.empty()
-                                 ? run.completion_logprobs(evs, {c.text_cps - code_points(e.text)})
-                                 : J(nullptr);
+                ? run.completion_logprobs(evs, {c.text_cps - code_points(e.text)})
+                : J(nullptr);
         }
         ch["finish_reason"] = c.done ? J(run.finish_name(c)) : J(nullptr);
         chunk["choices"] = J::array({std::move(ch)});
@@ -395,4 +409,4 @@ bool run_job_streaming(JobRun& jr, const std::function<bool(const std::string&)>
     return write("data: [DONE]\n\n");
 }
 
-}  // namespace kimi::server
+}   // namespace kimi::server

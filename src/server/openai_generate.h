@@ -41,4 +41,4 @@ nlohmann::ordered_json run_job(JobRun& run);
 // which returns false if the client went away. Returns false if the stream was cut short.
 bool run_job_streaming(JobRun& run, const std::function<bool(const std::string&)>& write);
 
-}  // namespace kimi::server
+}   // namespace kimi::server

@@ -31,8 +31,9 @@ double number(const J& b, const char* key, double def, double lo, double hi, boo
     if (!v->is_number()) throw bad_param(key, std::string(key) + " must be a number");
     const double x = v->get<double>();
     if (!std::isfinite(x) || x < lo || x > hi || (lo_open && x == lo))
-        throw bad_param(key, std::string(key) + " must be in " + (lo_open ? "(" : "[") + J(lo).dump() + ", " + J(hi).dump() +
-                                 "], got " + v->dump());
+        throw bad_param(key,
+                        std::string(key) + " must be in " + (lo_open ? "(" : "[") + J(lo).dump() + ", " + J(hi).dump() +
+                            "], got " + v->dump());
     return x;
 }
 
@@ -50,8 +51,9 @@ int64_t integer(const J& b, const char* key, int64_t def, int64_t lo, int64_t hi
     if (!v) return def;
     const int64_t x = integer_value(*v, key);
     if (x < lo || x > hi)
-        throw bad_param(key, std::string(key) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
-                                 std::to_string(x));
+        throw bad_param(key,
+                        std::string(key) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                            "], got " + std::to_string(x));
     return x;
 }
 
@@ -65,8 +67,9 @@ bool boolean(const J& b, const char* key, bool def) {
 int32_t token_id(const J& v, const char* key, int32_t vocab) {
     const int64_t id = integer_value(v, key);
     if (id < 0 || id >= vocab)
-        throw bad_param(key, std::string(key) + ": token id " + std::to_string(id) + " is out of range [0, " +
-                                 std::to_string(vocab) + ")");
+        throw bad_param(key,
+                        std::string(key) + ": token id " + std::to_string(id) + " is out of range [0, " +
+                            std::to_string(vocab) + ")");
     return int32_t(id);
 }
 
@@ -76,12 +79,15 @@ void check_model(const J& b, const ParseContext& c, GenerationJob& job) {
     if (!m) return;
     if (!m->is_string()) throw bad_param("model", "model must be a string");
     if (m->get<std::string>() != c.served_model_name)
-        throw ApiError(404, "The model `" + m->get<std::string>() + "` does not exist. This server serves `" +
-                                c.served_model_name + "`.", "model", "model_not_found");
+        throw ApiError(404,
+                       "The model `" + m->get<std::string>() + "` does not exist. This server serves `" +
+                           c.served_model_name + "`.",
+                       "model", "model_not_found");
 }
 
 void reject_if_set(const J& b, const char* key, const std::string& why) {
-    if (field(b, key)) throw ApiError(400, std::string(key) + " is not supported: " + why, key, "unsupported_parameter");
+    if (field(b, key))
+        throw ApiError(400, std::string(key) + " is not supported: " + why, key, "unsupported_parameter");
 }
 
 // Fields both endpoints share: sampling, stopping, n, streaming.
@@ -125,8 +131,10 @@ void parse_common(const J& b, const ParseContext& c, GenerationJob& job) {
             } catch (const std::exception&) {
                 id = -1;
             }
-            if (id < 0 || id >= c.vocab_size) throw bad_param("logit_bias", "logit_bias key '" + it.key() + "' is not a token id in the vocabulary");
-            if (!it.value().is_number() || !std::isfinite(it.value().get<double>()) || std::fabs(it.value().get<double>()) > 100.0)
+            if (id < 0 || id >= c.vocab_size)
+                throw bad_param("logit_bias", "logit_bias key '" + it.key() + "' is not a token id in the vocabulary");
+            if (!it.value().is_number() || !std::isfinite(it.value().get<double>()) ||
+                std::fabs(it.value().get<double>()) > 100.0)
                 throw bad_param("logit_bias", "logit_bias values must be numbers in [-100, 100]");
             p.logit_bias.push_back({int32_t(id), it.value().get<float>()});
         }
@@ -164,23 +172,28 @@ void parse_common(const J& b, const ParseContext& c, GenerationJob& job) {
 void fit_context(GenerationJob& job, const ParseContext& c, int32_t default_max_tokens) {
     const int64_t n_seqs = int64_t(job.prompts.size()) * job.n;
     if (n_seqs > c.max_sequences)
-        throw ApiError(400, "this request asks for " + std::to_string(n_seqs) + " sequences (n " + std::to_string(job.n) + " x " +
-                                std::to_string(job.prompts.size()) + " prompts); the server allows at most " +
-                                std::to_string(c.max_sequences) + " per request (--max-sequences-per-request)",
+        throw ApiError(400,
+                       "this request asks for " + std::to_string(n_seqs) + " sequences (n " + std::to_string(job.n) +
+                           " x " + std::to_string(job.prompts.size()) + " prompts); the server allows at most " +
+                           std::to_string(c.max_sequences) + " per request (--max-sequences-per-request)",
                        "n", "invalid_value");
     for (const auto& pr : job.prompts) {
         const int64_t len = int64_t(pr.ids.size());
         if (len >= c.max_model_len)
-            throw ApiError(400, "This model's maximum context length is " + std::to_string(c.max_model_len) +
-                                    " tokens. However, your prompt has " + std::to_string(len) +
-                                    " tokens. Please reduce the length of the prompt.",
+            throw ApiError(400,
+                           "This model's maximum context length is " + std::to_string(c.max_model_len) +
+                               " tokens. However, your prompt has " + std::to_string(len) +
+                               " tokens. Please reduce the length of the prompt.",
                            job.endpoint == Endpoint::kChat ? "messages" : "prompt", "context_length_exceeded");
         if (job.max_tokens_given && len + job.params.max_tokens > c.max_model_len)
-            throw ApiError(400, "This model's maximum context length is " + std::to_string(c.max_model_len) +
-                                    " tokens. However, you requested " + std::to_string(len + job.params.max_tokens) +
-                                    " tokens (" + std::to_string(len) + " in the prompt, " +
-                                    std::to_string(job.params.max_tokens) + " in the completion). Please reduce the length "
-                                    "of the prompt or completion.", "max_tokens", "context_length_exceeded");
+            throw ApiError(400,
+                           "This model's maximum context length is " + std::to_string(c.max_model_len) +
+                               " tokens. However, you requested " + std::to_string(len + job.params.max_tokens) +
+                               " tokens (" + std::to_string(len) + " in the prompt, " +
+                               std::to_string(job.params.max_tokens) +
+                               " in the completion). Please reduce the length "
+                               "of the prompt or completion.",
+                           "max_tokens", "context_length_exceeded");
     }
     if (!job.max_tokens_given) {
         int64_t room = c.max_model_len;
@@ -191,9 +204,10 @@ void fit_context(GenerationJob& job, const ParseContext& c, int32_t default_max_
     int64_t total = 0;
     for (const auto& pr : job.prompts) total += (int64_t(pr.ids.size()) + job.params.max_tokens) * job.n;
     if (total > c.max_request_tokens)
-        throw ApiError(400, "this request asks for " + std::to_string(total) + " tokens (prompt + max_tokens over its " +
-                                std::to_string(n_seqs) + " sequences); the server allows at most " +
-                                std::to_string(c.max_request_tokens) + " per request (--max-request-tokens)",
+        throw ApiError(400,
+                       "this request asks for " + std::to_string(total) + " tokens (prompt + max_tokens over its " +
+                           std::to_string(n_seqs) + " sequences); the server allows at most " +
+                           std::to_string(c.max_request_tokens) + " per request (--max-request-tokens)",
                        "max_tokens", "invalid_value");
 }
 
@@ -213,11 +227,12 @@ PromptInput prompt_from_text(const std::string& s, const ParseContext& c) {
     return p;
 }
 
-}  // namespace
+}   // namespace
 
 nlohmann::ordered_json parse_body(const std::string& body) {
     if (!json_depth_within(body))
-        throw ApiError(400, "the request body is nested deeper than " + std::to_string(kMaxJsonDepth) + " levels", "", "invalid_json");
+        throw ApiError(400, "the request body is nested deeper than " + std::to_string(kMaxJsonDepth) + " levels", "",
+                       "invalid_json");
     J j;
     try {
         j = parse_json_linear(body);
@@ -242,20 +257,30 @@ GenerationJob parse_completion_request(const J& b, const ParseContext& c) {
     } else if (pr->is_array() && !pr->empty()) {
         if (pr->size() > 256) throw bad_param("prompt", "at most 256 prompts per request");
         for (const auto& e : *pr) {
-            if (e.is_string()) job.prompts.push_back(prompt_from_text(e.get<std::string>(), c));
-            else if (e.is_array()) job.prompts.push_back(prompt_from_ids(e, c));
-            else throw bad_param("prompt", "prompt must be a string, an array of strings, an array of token ids or an array of those");
+            if (e.is_string())
+                job.prompts.push_back(prompt_from_text(e.get<std::string>(), c));
+            else if (e.is_array())
+                job.prompts.push_back(prompt_from_ids(e, c));
+            else
+                throw bad_param(
+                    "prompt",
+                    "prompt must be a string, an array of strings, an array of token ids or an array of those");
         }
     } else {
-        throw bad_param("prompt", "prompt must be a non-empty string, an array of strings, an array of token ids or an array of those");
+        throw bad_param(
+            "prompt",
+            "prompt must be a non-empty string, an array of strings, an array of token ids or an array of those");
     }
     job.echo = boolean(b, "echo", false);
     if (const J* lp = field(b, "logprobs")) {
-        if (lp->is_boolean()) throw bad_param("logprobs", "logprobs must be an integer (the number of top alternatives)");
+        if (lp->is_boolean())
+            throw bad_param("logprobs", "logprobs must be an integer (the number of top alternatives)");
         job.logprobs = true;
         job.params.logprobs = int32_t(integer(b, "logprobs", 0, 0, 20));
     }
-    if (job.echo && job.logprobs) reject_if_set(b, "logprobs", "logprobs together with echo needs prompt logprobs, which this server does not compute");
+    if (job.echo && job.logprobs)
+        reject_if_set(b, "logprobs",
+                      "logprobs together with echo needs prompt logprobs, which this server does not compute");
     if (job.constraint) job.params.structured = std::make_shared<StructuredOutput>(std::move(*job.constraint));
     fit_context(job, c, 16);
     return job;
@@ -279,16 +304,20 @@ GenerationJob parse_chat_request(const J& b, const ParseContext& c) {
         for (const auto& m : messages) {
             if (m.parts)
                 for (const auto& part : *m.parts)
-                    if (part.is_image) throw ApiError(400, "image content is not supported by this model", "messages", "unsupported_content");
+                    if (part.is_image)
+                        throw ApiError(400, "image content is not supported by this model", "messages",
+                                       "unsupported_content");
         }
     }
     J tools = nullptr;
     if (const J* t = field(b, "tools")) {
         if (!t->is_array()) throw bad_param("tools", "tools must be an array");
         for (const auto& tool : *t) {
-            if (!tool.is_object() || !tool.contains("type") || tool["type"] != "function" || !tool.contains("function") ||
-                !tool["function"].is_object() || !tool["function"].contains("name") || !tool["function"]["name"].is_string())
-                throw bad_param("tools", "each tool must be {\"type\": \"function\", \"function\": {\"name\": ..., ...}}");
+            if (!tool.is_object() || !tool.contains("type") || tool["type"] != "function" ||
+                !tool.contains("function") || !tool["function"].is_object() || !tool["function"].contains("name") ||
+                !tool["function"]["name"].is_string())
+                throw bad_param("tools",
+                                "each tool must be {\"type\": \"function\", \"function\": {\"name\": ..., ...}}");
         }
         if (!t->empty()) tools = *t;
     }
@@ -296,10 +325,13 @@ GenerationJob parse_chat_request(const J& b, const ParseContext& c) {
     const bool tool_choice_none = tc && tc->is_string() && *tc == "none";
     const std::optional<ForcedTools> forced = parse_forced_tools(b, tools);
     if (forced && job.constraint)
-        throw bad_param("tool_choice", "a forced tool call (tool_choice) cannot be combined with response_format or structured_outputs");
+        throw bad_param(
+            "tool_choice",
+            "a forced tool call (tool_choice) cannot be combined with response_format or structured_outputs");
     for (const char* k : {"functions", "function_call"}) reject_if_set(b, k, "deprecated; use tools");
     reject_if_set(b, "chat_template", "the model's own chat format is always used");
-    if (boolean(b, "continue_final_message", false)) reject_if_set(b, "continue_final_message", "continuing a final assistant message is not supported");
+    if (boolean(b, "continue_final_message", false))
+        reject_if_set(b, "continue_final_message", "continuing a final assistant message is not supported");
     job.parse_tools = !tools.is_null() && !tool_choice_none;
 
     job.logprobs = boolean(b, "logprobs", false);
@@ -322,9 +354,11 @@ GenerationJob parse_chat_request(const J& b, const ParseContext& c) {
             job.thinking = r.thinking;
         } catch (const Error& e) {
             const std::string what = e.what();
-            if (what.find("image content") != std::string::npos) throw ApiError(400, what, "messages", "unsupported_content");
-            const bool kwargs = what.find("thinking") != std::string::npos || what.find("reasoning_effort") != std::string::npos ||
-                                what.find("chat_template_kwargs") != std::string::npos;
+            if (what.find("image content") != std::string::npos)
+                throw ApiError(400, what, "messages", "unsupported_content");
+            const bool kwargs = what.find("thinking") != std::string::npos ||
+                what.find("reasoning_effort") != std::string::npos ||
+                what.find("chat_template_kwargs") != std::string::npos;
             throw bad_param(kwargs ? "chat_template_kwargs" : "messages", what);
         }
         // The parser reads the format's markers: keep their text (other specials still add none).
@@ -348,7 +382,8 @@ GenerationJob parse_chat_request(const J& b, const ParseContext& c) {
         const auto t0 = std::chrono::steady_clock::now();
         const ChatFrame frame = k3 ? ChatFrame::kK3 : ChatFrame::kKimiLinear;
         try {
-            job.params.structured = std::make_shared<StructuredOutput>(frame_grammar(frame, job.thinking, std::move(job.constraint), forced));
+            job.params.structured = std::make_shared<StructuredOutput>(
+                frame_grammar(frame, job.thinking, std::move(job.constraint), forced));
         } catch (const Error& e) {
             throw bad_param(forced ? "tool_choice" : "response_format", e.what());
         }
@@ -362,4 +397,4 @@ GenerationJob parse_chat_request(const J& b, const ParseContext& c) {
     return job;
 }
 
-}  // namespace kimi::server
+}   // namespace kimi::server

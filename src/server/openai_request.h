@@ -23,19 +23,19 @@ enum class Endpoint { kCompletions, kChat };
 
 struct PromptInput {
     std::vector<int32_t> ids;
-    std::string text;          // the prompt as text (for echo)
+    std::string text;   // the prompt as text (for echo)
 };
 
 struct GenerationJob {
     Endpoint endpoint = Endpoint::kCompletions;
-    std::string model;                       // as the response reports it
-    std::vector<PromptInput> prompts;        // chat: exactly one
-    SamplingParams params;                   // per choice; seed + choice index when seeded
+    std::string model;                  // as the response reports it
+    std::vector<PromptInput> prompts;   // chat: exactly one
+    SamplingParams params;              // per choice; seed + choice index when seeded
     int32_t n = 1;
     bool stream = false, include_usage = false, continuous_usage = false;
-    bool echo = false;                       // completions
-    bool logprobs = false;                   // report logprobs (top N = params.logprobs)
-    bool parse_tools = false;                // chat: tools given and tool_choice != "none" (Kimi Linear markers)
+    bool echo = false;          // completions
+    bool logprobs = false;      // report logprobs (top N = params.logprobs)
+    bool parse_tools = false;   // chat: tools given and tool_choice != "none" (Kimi Linear markers)
     // chat with Kimi-K3: every reply is parsed by this format's output parser (reasoning,
     // content, tool calls), from the text with the format's markers (thinking: the think
     // channel was opened by the prompt).
@@ -45,7 +45,7 @@ struct GenerationJob {
     // response_format / structured_outputs / guided_*: the reply's text must follow it (chat:
     // framed by the format into params.structured; completions: params.structured as is).
     std::optional<grammar::Grammar> constraint;
-    double grammar_compile_s = 0.0;          // compiling the constraint (and the chat frame)
+    double grammar_compile_s = 0.0;   // compiling the constraint (and the chat frame)
 };
 
 struct ParseContext {
@@ -64,4 +64,4 @@ GenerationJob parse_chat_request(const nlohmann::ordered_json& body, const Parse
 // Parses a request body: 400 for invalid JSON or a non-object.
 nlohmann::ordered_json parse_body(const std::string& body);
 
-}  // namespace kimi::server
+}   // namespace kimi::server

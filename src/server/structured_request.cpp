@@ -29,7 +29,8 @@ const J* field(const J& b, const char* key) {
 J schema_value(const J& v, const std::string& param) {
     if (v.is_string()) {
         if (!json_depth_within(v.get_ref<const std::string&>()))
-            throw bad_param(param, param + ": the schema text is nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+            throw bad_param(
+                param, param + ": the schema text is nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
         try {
             return parse_json_linear(v.get_ref<const std::string&>());
         } catch (const nlohmann::json::exception&) {
@@ -65,7 +66,8 @@ Grammar kind_grammar(const std::string& kind, const J& v, const std::string& par
         return compile(param, [&] { return grammar::regex_grammar(v.get<std::string>()); });
     }
     if (kind == "choice") {
-        if (!v.is_array() || v.empty()) throw bad_param(param, param + " (choice) must be a non-empty array of strings");
+        if (!v.is_array() || v.empty())
+            throw bad_param(param, param + " (choice) must be a non-empty array of strings");
         std::vector<std::string> choices;
         for (const J& c : v) {
             if (!c.is_string() || c.get<std::string>().empty())
@@ -76,14 +78,17 @@ Grammar kind_grammar(const std::string& kind, const J& v, const std::string& par
     }
     if (kind == "grammar") {
         if (!v.is_string()) throw bad_param(param, param + " (grammar) must be GBNF text");
-        return compile(param, [&] { return grammar::parse_grammar(v.get<std::string>(), kMaxRules); });   // "grammar: …"
+        return compile(param,
+                       [&] { return grammar::parse_grammar(v.get<std::string>(), kMaxRules); });   // "grammar: …"
     }
     throw bad_param(param, "unknown structured output kind '" + kind + "' (json, regex, choice, grammar, json_object)");
 }
 
 // The frames' pieces: literal text, special tokens, and K3's <|open|>TAG<|sep|> / <|close|>TAG<|sep|>.
 void text(Grammar& g, Alternative& a, const std::string& s) { g.append_literal(a, s); }
-void special(Grammar& g, Alternative& a, const std::string& name) { g.append_literal(a, grammar::special_token_bytes(name)); }
+void special(Grammar& g, Alternative& a, const std::string& name) {
+    g.append_literal(a, grammar::special_token_bytes(name));
+}
 void k3_tag(Grammar& g, Alternative& a, const char* marker, const std::string& tag) {
     special(g, a, marker);
     text(g, a, tag);
@@ -101,11 +106,16 @@ int32_t free_text(Grammar& g) {
 std::string xml_attr(const std::string& s) {
     std::string out;
     for (char c : s) {
-        if (c == '&') out += "&amp;";
-        else if (c == '"') out += "&quot;";
-        else if (c == '<') out += "&lt;";
-        else if (c == '>') out += "&gt;";
-        else out += c;
+        if (c == '&')
+            out += "&amp;";
+        else if (c == '"')
+            out += "&quot;";
+        else if (c == '<')
+            out += "&lt;";
+        else if (c == '>')
+            out += "&gt;";
+        else
+            out += c;
     }
     return out;
 }
@@ -148,7 +158,7 @@ int32_t tool_calls(Grammar& g, ChatFrame frame, const ForcedTools& ft) {
     return next;
 }
 
-}  // namespace
+}   // namespace
 
 std::optional<Grammar> parse_output_constraint(const J& b) {
     std::vector<std::pair<std::string, Grammar>> found;
@@ -160,22 +170,33 @@ std::optional<Grammar> parse_output_constraint(const J& b) {
             found.push_back({"response_format", kind_grammar("json_object", true, "response_format")});
         } else if (type == "json_schema") {
             const J* js = field(*rf, "json_schema");
-            if (!js || !js->is_object()) throw bad_param("response_format", "response_format.json_schema must be an object");
+            if (!js || !js->is_object())
+                throw bad_param("response_format", "response_format.json_schema must be an object");
             const J* schema = field(*js, "schema");
             if (!schema) throw bad_param("response_format", "response_format.json_schema.schema is required");
-            found.push_back({"response_format", schema_grammar(schema_value(*schema, "response_format"), "response_format")});
+            found.push_back(
+                {"response_format", schema_grammar(schema_value(*schema, "response_format"), "response_format")});
         } else if (type != "text") {
-            throw bad_param("response_format", "response_format.type must be text, json_object or json_schema, got '" + type + "'");
+            throw bad_param("response_format",
+                            "response_format.type must be text, json_object or json_schema, got '" + type + "'");
         }
     }
     if (const J* so = field(b, "structured_outputs")) {
         if (!so->is_object()) throw bad_param("structured_outputs", "structured_outputs must be an object");
         for (const char* kind : {"json", "regex", "choice", "grammar", "json_object"})
-            if (const J* v = field(*so, kind)) found.push_back({"structured_outputs", kind_grammar(kind, *v, "structured_outputs")});
+            if (const J* v = field(*so, kind))
+                found.push_back({"structured_outputs", kind_grammar(kind, *v, "structured_outputs")});
         for (const auto& [k, v] : so->items()) {
-            static const std::vector<std::string> known = {"json", "regex", "choice", "grammar", "json_object",
-                                                           "disable_fallback", "disable_any_whitespace", "whitespace_pattern",
-                                                           "disable_additional_properties", "backend"};
+            static const std::vector<std::string> known = {"json",
+                                                           "regex",
+                                                           "choice",
+                                                           "grammar",
+                                                           "json_object",
+                                                           "disable_fallback",
+                                                           "disable_any_whitespace",
+                                                           "whitespace_pattern",
+                                                           "disable_additional_properties",
+                                                           "backend"};
             if (std::find(known.begin(), known.end(), k) == known.end())
                 throw bad_param("structured_outputs", "structured_outputs." + k + " is not supported");
         }
@@ -183,7 +204,8 @@ std::optional<Grammar> parse_output_constraint(const J& b) {
     for (const char* key : {"guided_json", "guided_regex", "guided_choice", "guided_grammar"})
         if (const J* v = field(b, key)) found.push_back({key, kind_grammar(std::string(key).substr(7), *v, key)});
     if (found.size() > 1)
-        throw bad_param(found[1].first, "give one output constraint, not several (" + found[0].first + " and " + found[1].first + ")");
+        throw bad_param(found[1].first,
+                        "give one output constraint, not several (" + found[0].first + " and " + found[1].first + ")");
     if (found.empty()) return std::nullopt;
     return std::move(found[0].second);
 }
@@ -196,15 +218,21 @@ std::optional<ForcedTools> parse_forced_tools(const J& b, const J& tools) {
         if (!p->is_boolean()) throw bad_param("parallel_tool_calls", "parallel_tool_calls must be a boolean");
         ft.parallel = p->get<bool>();
     }
-    if (!tools.is_array() || tools.empty()) throw bad_param("tool_choice", "tool_choice forces a tool call, but no tools were given");
+    if (!tools.is_array() || tools.empty())
+        throw bad_param("tool_choice", "tool_choice forces a tool call, but no tools were given");
     std::optional<std::string> only;
     if (tc->is_object()) {
         const J* fn = field(*tc, "function");
-        if (!tc->contains("type") || (*tc)["type"] != "function" || !fn || !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string())
-            throw bad_param("tool_choice", "tool_choice must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+        if (!tc->contains("type") || (*tc)["type"] != "function" || !fn || !fn->is_object() || !fn->contains("name") ||
+            !(*fn)["name"].is_string())
+            throw bad_param("tool_choice",
+                            "tool_choice must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", "
+                            "\"function\": {\"name\": ...}}");
         only = (*fn)["name"].get<std::string>();
     } else if (!(tc->is_string() && *tc == "required")) {
-        throw bad_param("tool_choice", "tool_choice must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+        throw bad_param("tool_choice",
+                        "tool_choice must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", "
+                        "\"function\": {\"name\": ...}}");
     }
     for (const J& t : tools) {
         const std::string name = t["function"]["name"].get<std::string>();
@@ -212,11 +240,13 @@ std::optional<ForcedTools> parse_forced_tools(const J& b, const J& tools) {
         const J* params = field(t["function"], "parameters");
         ft.tools.push_back({name, params ? *params : J{{"type", "object"}}});
     }
-    if (ft.tools.empty()) throw bad_param("tool_choice", "tool_choice names the function '" + *only + "', which is not in tools");
+    if (ft.tools.empty())
+        throw bad_param("tool_choice", "tool_choice names the function '" + *only + "', which is not in tools");
     return ft;
 }
 
-Grammar frame_grammar(ChatFrame frame, bool thinking, std::optional<Grammar> body, const std::optional<ForcedTools>& tools) {
+Grammar frame_grammar(ChatFrame frame, bool thinking, std::optional<Grammar> body,
+                      const std::optional<ForcedTools>& tools) {
     if (frame == ChatFrame::kNone && !tools) return std::move(*body);
     Grammar g;
     g.root = g.add_rule("reply");
@@ -247,4 +277,4 @@ Grammar frame_grammar(ChatFrame frame, bool thinking, std::optional<Grammar> bod
     return g;
 }
 
-}  // namespace kimi::server
+}   // namespace kimi::server

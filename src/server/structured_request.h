@@ -23,7 +23,7 @@ std::optional<grammar::Grammar> parse_output_constraint(const nlohmann::ordered_
 
 struct ForcedTools {
     std::vector<std::pair<std::string, nlohmann::ordered_json>> tools;   // name, parameters schema
-    bool parallel = true;                                               // false: exactly one call
+    bool parallel = true;                                                // false: exactly one call
 };
 
 // tool_choice "required" or {"type": "function", "function": {"name"}} → the tools a call may
@@ -37,4 +37,4 @@ enum class ChatFrame { kNone, kKimiLinear, kK3 };
 grammar::Grammar frame_grammar(ChatFrame frame, bool thinking, std::optional<grammar::Grammar> body,
                                const std::optional<ForcedTools>& tools);
 
-}  // namespace kimi::server
+}   // namespace kimi::server

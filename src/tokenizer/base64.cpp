@@ -17,14 +17,15 @@ int value(char c) {
     return -1;
 }
 
-}  // namespace
+}   // namespace
 
 std::string base64_encode(std::string_view bytes) {
     std::string out;
     out.reserve((bytes.size() + 2) / 3 * 4);
     size_t i = 0;
     for (; i + 3 <= bytes.size(); i += 3) {
-        const uint32_t v = (uint32_t(uint8_t(bytes[i])) << 16) | (uint32_t(uint8_t(bytes[i + 1])) << 8) | uint8_t(bytes[i + 2]);
+        const uint32_t v =
+            (uint32_t(uint8_t(bytes[i])) << 16) | (uint32_t(uint8_t(bytes[i + 1])) << 8) | uint8_t(bytes[i + 2]);
         out += kAlphabet[v >> 18];
         out += kAlphabet[(v >> 12) & 63];
         out += kAlphabet[(v >> 6) & 63];
@@ -68,4 +69,4 @@ std::optional<std::string> base64_decode(std::string_view text) {
     return out;
 }
 
-}  // namespace kimi::tok
+}   // namespace kimi::tok

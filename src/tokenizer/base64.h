@@ -11,4 +11,4 @@ std::string base64_encode(std::string_view bytes);
 // unused low bits are ignored, as Python's base64.b64decode does. nullopt on a violation.
 std::optional<std::string> base64_decode(std::string_view text);
 
-}  // namespace kimi::tok
+}   // namespace kimi::tok

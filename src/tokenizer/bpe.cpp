@@ -153,7 +153,7 @@ void merge_large(const unsigned char* s, size_t n, const RankTable& ranks, std::
     if (next.capacity() > kKeepEntries) sc = LargeScratch{};
 }
 
-}  // namespace
+}   // namespace
 
 void bpe_merge(std::string_view piece, const RankTable& ranks, std::vector<int32_t>& out) {
     const auto* s = reinterpret_cast<const unsigned char*>(piece.data());
@@ -177,4 +177,4 @@ void bpe_encode_piece(std::string_view piece, const RankTable& ranks, std::vecto
         merge_large<true>(s, piece.size(), ranks, out);
 }
 
-}  // namespace kimi::tok
+}   // namespace kimi::tok

@@ -17,4 +17,4 @@ void bpe_encode_piece(std::string_view piece, const RankTable& ranks, std::vecto
 // The merge alone (no whole-piece shortcut): used to check that a token is reachable.
 void bpe_merge(std::string_view piece, const RankTable& ranks, std::vector<int32_t>& out);
 
-}  // namespace kimi::tok
+}   // namespace kimi::tok

@@ -54,4 +54,4 @@ const char* const kKimiLinearChatTemplate = R"JINJA({% macro render_content(msg)
 {%- endif -%}
 )JINJA";
 
-}  // namespace kimi::tok
+}   // namespace kimi::tok

@@ -9,4 +9,4 @@ namespace kimi::tok {
 // system prompt); the rest follows the Kimi-K2 family templates (see docs/tokenizer.md).
 extern const char* const kKimiLinearChatTemplate;
 
-}  // namespace kimi::tok
+}   // namespace kimi::tok

@@ -51,4 +51,4 @@ void Tokenizer::StreamDecoder::flush(std::string& out) {
     pending_.clear();
 }
 
-}  // namespace kimi::tok
+}   // namespace kimi::tok

@@ -15,7 +15,7 @@ namespace {
 constexpr size_t kWindowChars = 400000;
 constexpr size_t kMaxRun = 25000;
 
-}  // namespace
+}   // namespace
 
 void Tokenizer::Impl::encode_ordinary(std::string_view segment, std::vector<int32_t>& out) const {
     Splitter sp(segment, pattern);
@@ -105,4 +105,4 @@ void Tokenizer::encode_append(std::string_view text, bool allow_special, std::ve
     impl_->encode_text(text, allow_special, out);
 }
 
-}  // namespace kimi::tok
+}   // namespace kimi::tok

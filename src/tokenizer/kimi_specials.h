@@ -39,14 +39,8 @@ inline constexpr KimiSpecial kKimiSpecials[] = {
 // Kimi-K3 ("XTML" conversation format): the same ranks, with the structural markers in the
 // first slots (ids 163585–163589 for the real tokenizer). Image placeholders are not served.
 inline constexpr KimiSpecial kK3Specials[] = {
-    {0, "[BOS]", true},
-    {1, "[EOS]", true},
-    {2, "<|end_of_msg|>", true},
-    {3, "<|open|>", true},
-    {4, "<|close|>", true},
-    {5, "<|sep|>", true},
-    {254, "[UNK]", true},
-    {255, "[PAD]", true},
+    {0, "[BOS]", true},     {1, "[EOS]", true},   {2, "<|end_of_msg|>", true}, {3, "<|open|>", true},
+    {4, "<|close|>", true}, {5, "<|sep|>", true}, {254, "[UNK]", true},        {255, "[PAD]", true},
 };
 
-}  // namespace kimi::tok
+}   // namespace kimi::tok

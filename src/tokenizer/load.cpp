@@ -57,7 +57,8 @@ void load_ranks(const std::string& path, Tokenizer::Impl& t) {
             if (line.empty() || line == "\r") continue;
             throw Error(where() + "blank line with spaces (expected '<base64> <rank>')");
         }
-        if (fields.size() != 2) throw Error(where() + "expected '<base64> <rank>', got " + std::to_string(fields.size()) + " fields");
+        if (fields.size() != 2)
+            throw Error(where() + "expected '<base64> <rank>', got " + std::to_string(fields.size()) + " fields");
         auto bytes = base64_decode(fields[0]);
         if (!bytes) throw Error(where() + "invalid base64 '" + std::string(fields[0].substr(0, 64)) + "'");
         if (bytes->empty()) throw Error(where() + "empty token");
@@ -79,17 +80,18 @@ void load_ranks(const std::string& path, Tokenizer::Impl& t) {
             throw Error(path + ": ranks are not contiguous: rank " + std::to_string(rank) + " with only " +
                         std::to_string(n) + " tokens (ranks must be exactly 0.." + std::to_string(n - 1) + ")");
         if (t.ranks.has_rank(rank))
-            throw Error(path + ": duplicate rank " + std::to_string(rank) + " (lines " + std::to_string(line_of_rank[rank]) + " and " +
-                        std::to_string(k + 1) + ")");
+            throw Error(path + ": duplicate rank " + std::to_string(rank) + " (lines " +
+                        std::to_string(line_of_rank[rank]) + " and " + std::to_string(k + 1) + ")");
         if (!t.ranks.insert(bytes, rank))
-            throw Error(path + ": duplicate token bytes (base64 " + base64_encode(bytes) + ") for rank " + std::to_string(rank));
+            throw Error(path + ": duplicate token bytes (base64 " + base64_encode(bytes) + ") for rank " +
+                        std::to_string(rank));
         line_of_rank[rank] = k + 1;
     }
     for (int b = 0; b < 256; ++b) {
         const unsigned char c = static_cast<unsigned char>(b);
         if (t.ranks.find(&c, 1) == kNoRank)
-            throw Error(path + ": single byte 0x" + std::string(1, "0123456789abcdef"[b >> 4]) + "0123456789abcdef"[b & 15] +
-                        " is not a token (every byte must be, for byte-level BPE)");
+            throw Error(path + ": single byte 0x" + std::string(1, "0123456789abcdef"[b >> 4]) +
+                        "0123456789abcdef"[b & 15] + " is not a token (every byte must be, for byte-level BPE)");
     }
     t.n_base = int32_t(n);
 }
@@ -125,8 +127,8 @@ void load_config(const std::string& dir, Tokenizer::Impl& t) {
             if (ec != std::errc() || p != key.data() + key.size())
                 throw Error(path + ": added_tokens_decoder key '" + key + "' is not a token id");
             if (id < t.n_base || id >= int64_t(t.n_base) + kSpecialSlots)
-                throw Error(path + ": added token id " + key + " is outside the special range [" + std::to_string(t.n_base) + ", " +
-                            std::to_string(t.n_base + kSpecialSlots) + ")");
+                throw Error(path + ": added token id " + key + " is outside the special range [" +
+                            std::to_string(t.n_base) + ", " + std::to_string(t.n_base + kSpecialSlots) + ")");
             if (!val.is_object() || !val.contains("content") || !val["content"].is_string())
                 throw Error(path + ": added_tokens_decoder[" + key + "] needs a string 'content'");
             const std::string content = val["content"].get<std::string>();
@@ -137,10 +139,11 @@ void load_config(const std::string& dir, Tokenizer::Impl& t) {
     t.special_text.resize(kSpecialSlots);
     for (int32_t k = 0; k < kSpecialSlots; ++k) {
         const int32_t id = t.n_base + k;
-        std::string name = names[size_t(k)].empty() ? "<|reserved_token_" + std::to_string(id) + "|>" : names[size_t(k)];
+        std::string name =
+            names[size_t(k)].empty() ? "<|reserved_token_" + std::to_string(id) + "|>" : names[size_t(k)];
         if (!t.special_ids.emplace(name, id).second)
-            throw Error(path + ": special token '" + name + "' is used for two ids (" + std::to_string(t.special_ids[name]) + " and " +
-                        std::to_string(id) + ")");
+            throw Error(path + ": special token '" + name + "' is used for two ids (" +
+                        std::to_string(t.special_ids[name]) + " and " + std::to_string(id) + ")");
         t.special_text[size_t(k)] = std::move(name);
     }
     for (const auto& s : t.special_text) {
@@ -185,7 +188,7 @@ void load_config(const std::string& dir, Tokenizer::Impl& t) {
     }
 }
 
-}  // namespace
+}   // namespace
 
 Tokenizer Tokenizer::load(const std::string& dir, const LoadOptions& opts) {
     auto impl = std::make_shared<Impl>();
@@ -226,4 +229,4 @@ std::vector<int32_t> Tokenizer::stop_ids() const {
     return ids;
 }
 
-}  // namespace kimi::tok
+}   // namespace kimi::tok

@@ -12,14 +12,14 @@ namespace {
 
 // Derived bits, per pattern.
 enum : unsigned char {
-    dA = 1,    // [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] (Kimi: && not Han)
-    dB = 2,    // [\p{Ll}\p{Lm}\p{Lo}\p{M}]       (Kimi: && not Han)
-    dP = 4,    // [^\r\n\p{L}\p{N}]
-    dQ = 8,    // [^\s\p{L}\p{N}]
-    dN = 16,   // \p{N}
-    dS = 32,   // \s
-    dH = 64,   // \p{Han} run (Kimi only)
-    dNL = 128, // [\r\n]
+    dA = 1,      // [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] (Kimi: && not Han)
+    dB = 2,      // [\p{Ll}\p{Lm}\p{Lo}\p{M}]       (Kimi: && not Han)
+    dP = 4,      // [^\r\n\p{L}\p{N}]
+    dQ = 8,      // [^\s\p{L}\p{N}]
+    dN = 16,     // \p{N}
+    dS = 32,     // \s
+    dH = 64,     // \p{Han} run (Kimi only)
+    dNL = 128,   // [\r\n]
 };
 
 struct Derived {
@@ -111,8 +111,7 @@ struct Cursor {
     }
 };
 
-}  // namespace
-
+}   // namespace
 
 const char* pattern_regex(Pattern p) {
     if (p == Pattern::kimi)
@@ -197,4 +196,4 @@ size_t Splitter::match_at(size_t p) const {
     return pos;
 }
 
-}  // namespace kimi::tok
+}   // namespace kimi::tok

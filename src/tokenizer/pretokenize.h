@@ -39,4 +39,4 @@ private:
     bool slash_tail_;                // o200k: [\r\n/]* after punctuation
 };
 
-}  // namespace kimi::tok
+}   // namespace kimi::tok

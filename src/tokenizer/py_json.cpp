@@ -77,7 +77,7 @@ void dump(const nlohmann::ordered_json& v, std::string& out, bool compact, bool 
     }
 }
 
-}  // namespace
+}   // namespace
 
 std::string py_float_repr(double v) {
     if (std::isnan(v)) return "NaN";
@@ -121,4 +121,4 @@ std::string py_json_dumps(const nlohmann::ordered_json& v, bool compact, bool so
     return out;
 }
 
-}  // namespace kimi::tok
+}   // namespace kimi::tok

@@ -11,4 +11,4 @@ namespace kimi::tok {
 std::string py_json_dumps(const nlohmann::ordered_json& v, bool compact, bool sort_keys);
 std::string py_float_repr(double v);
 
-}  // namespace kimi::tok
+}   // namespace kimi::tok

@@ -15,7 +15,7 @@ constexpr uint64_t kK0 = 0xa0761d6478bd642full, kK1 = 0xe7037ed1a0b428dbull, kK2
 
 std::atomic<uint64_t> g_generation{1};
 
-}  // namespace
+}   // namespace
 
 RankTable::RankTable() : generation_(g_generation.fetch_add(1)) {
     for (auto& r : byte_rank_) r = kNoRank;
@@ -77,4 +77,4 @@ bool RankTable::insert(std::string_view bytes, uint32_t rank) {
     return true;
 }
 
-}  // namespace kimi::tok
+}   // namespace kimi::tok

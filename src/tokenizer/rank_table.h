@@ -27,17 +27,18 @@ public:
         for (size_t i = size_t(h) & mask_;; i = (i + 1) & mask_) {
             const Slot& s = slots_[i];
             if (s.rank == kNoRank) return kNoRank;
-            if (s.head == head && s.len == n && (n <= 8 || std::memcmp(pool_.data() + off_[s.rank] + 8, p + 8, n - 8) == 0))
+            if (s.head == head && s.len == n &&
+                (n <= 8 || std::memcmp(pool_.data() + off_[s.rank] + 8, p + 8, n - 8) == 0))
                 return s.rank;
         }
     }
-    uint32_t find(std::string_view b) const {
-        return find(reinterpret_cast<const unsigned char*>(b.data()), b.size());
-    }
+    uint32_t find(std::string_view b) const { return find(reinterpret_cast<const unsigned char*>(b.data()), b.size()); }
 
     // Rank of a single byte / of a two-byte token (kNoRank if absent): plain table reads.
     uint32_t byte_rank(unsigned char b) const { return byte_rank_[b]; }
-    uint32_t pair_rank(unsigned char a, unsigned char b) const { return pair2_.empty() ? kNoRank : pair2_[(size_t(a) << 8) | b]; }
+    uint32_t pair_rank(unsigned char a, unsigned char b) const {
+        return pair2_.empty() ? kNoRank : pair2_[(size_t(a) << 8) | b];
+    }
     // Changes whenever the table changes; identifies its contents for caches keyed by rank.
     uint64_t generation() const { return generation_; }
 
@@ -48,7 +49,7 @@ public:
 
 private:
     struct Slot {
-        uint64_t head = 0;       // first min(8, len) bytes, little-endian, zero-padded
+        uint64_t head = 0;   // first min(8, len) bytes, little-endian, zero-padded
         uint32_t rank = kNoRank;
         uint32_t len = 0;
     };
@@ -82,4 +83,4 @@ private:
     std::vector<uint32_t> len_;   // by rank; kUnused for a rank not present
 };
 
-}  // namespace kimi::tok
+}   // namespace kimi::tok

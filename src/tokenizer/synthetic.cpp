@@ -101,7 +101,8 @@ void train(Vocab& v, int32_t target) {
             }
             w.sym.swap(out);
         }
-        words.erase(std::remove_if(words.begin(), words.end(), [](const Word& w) { return w.sym.size() < 2; }), words.end());
+        words.erase(std::remove_if(words.begin(), words.end(), [](const Word& w) { return w.sym.size() < 2; }),
+                    words.end());
     }
 }
 
@@ -110,7 +111,8 @@ void fill(Vocab& v, int32_t target, uint64_t seed) {
     Rng rng(seed ^ 0x6b696d69746f6bull);
     std::vector<int32_t> scratch, pool;
     for (int32_t id = 0; id < v.size(); ++id)
-        if (utf8_valid(v.bytes[size_t(id)]) && (v.bytes[size_t(id)].size() > 1 || uint8_t(v.bytes[size_t(id)][0]) >= 0x20))
+        if (utf8_valid(v.bytes[size_t(id)]) &&
+            (v.bytes[size_t(id)].size() > 1 || uint8_t(v.bytes[size_t(id)][0]) >= 0x20))
             pool.push_back(id);
     const size_t learned = pool.size();
     uint64_t attempts = 0;
@@ -155,10 +157,10 @@ nlohmann::ordered_json config_json(int32_t n_base, SpecialLayout layout) {
     }
     nlohmann::ordered_json cfg;
     cfg["added_tokens_decoder"] = dec;
-    cfg["additional_special_tokens"] =
-        k3 ? nlohmann::ordered_json::array({"<|end_of_msg|>", "<|open|>", "<|close|>", "<|sep|>"})
-           : nlohmann::ordered_json::array({"<|im_end|>", "<|im_user|>", "<|im_assistant|>", "<|start_header_id|>",
-                                            "<|end_header_id|>", "[EOT]", "<|im_system|>", "<|im_middle|>"});
+    cfg["additional_special_tokens"] = k3
+        ? nlohmann::ordered_json::array({"<|end_of_msg|>", "<|open|>", "<|close|>", "<|sep|>"})
+        : nlohmann::ordered_json::array({"<|im_end|>", "<|im_user|>", "<|im_assistant|>", "<|start_header_id|>",
+                                         "<|end_header_id|>", "[EOT]", "<|im_system|>", "<|im_middle|>"});
     cfg["auto_map"]["AutoTokenizer"] = nlohmann::ordered_json::array({"tokenization_kimi.TikTokenTokenizer", nullptr});
     cfg["bos_token"] = "[BOS]";
     if (!k3) cfg["chat_template"] = kKimiLinearChatTemplate;   // K3 ships its encoder in Python, no Jinja
@@ -172,7 +174,7 @@ nlohmann::ordered_json config_json(int32_t n_base, SpecialLayout layout) {
     return cfg;
 }
 
-}  // namespace
+}   // namespace
 
 void write_synthetic_tokenizer(const std::string& dir, int32_t n_base_tokens, uint64_t seed, SpecialLayout layout) {
     if (n_base_tokens < 256 || n_base_tokens > (1 << 30))
@@ -215,4 +217,4 @@ int32_t count_base_tokens(const std::string& dir) {
     return int32_t(n);
 }
 
-}  // namespace kimi::tok
+}   // namespace kimi::tok

@@ -23,4 +23,4 @@ void write_synthetic_tokenizer(const std::string& dir, int32_t n_base_tokens, ui
 // vocab_size == n_base + kModelVocabExtra without loading the whole tokenizer.
 int32_t count_base_tokens(const std::string& dir);
 
-}  // namespace kimi::tok
+}   // namespace kimi::tok

@@ -5,7 +5,8 @@ namespace kimi::tok {
 
 extern const char* const kSyntheticSeedText;
 
-const char* const kSyntheticSeedText = R"SEED(The small model was trained on a mixture of text and code. It reads every sentence one
+const char* const kSyntheticSeedText =
+    R"SEED(The small model was trained on a mixture of text and code. It reads every sentence one
 token at a time, and then it predicts the next token. When the weights are random, the
 predictions are random too, but the shapes, the tokenizer and the chat format are real.
 We test the engine with many short prompts and a few long ones. The server answers each
@@ -72,4 +73,4 @@ Emoji and symbols: 🙂 👍 🚀 ✓ → ← ≤ ≥ ± × ÷ € £ ¥ © ® �
 The end of the seed text. The end of the seed text. The end of the seed text.
 )SEED";
 
-}  // namespace kimi::tok
+}   // namespace kimi::tok

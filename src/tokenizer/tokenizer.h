@@ -55,12 +55,13 @@ public:
 
     std::optional<int32_t> special_id(std::string_view text) const;
     bool is_special(int32_t id) const;
-    int32_t bos_id() const;    // -1 if the config names none
+    int32_t bos_id() const;   // -1 if the config names none
     int32_t eos_id() const;
     int32_t pad_id() const;
     int32_t unk_id() const;
-    std::vector<int32_t> stop_ids() const;    // end of turn (<|im_end|> or K3's <|end_of_msg|>) then [EOS], those present
-    const std::string& chat_template() const; // the Jinja text shipped in the config (may be empty)
+    std::vector<int32_t> stop_ids()
+        const;   // end of turn (<|im_end|> or K3's <|end_of_msg|>) then [EOS], those present
+    const std::string& chat_template() const;   // the Jinja text shipped in the config (may be empty)
 
     // Emits text only at UTF-8 boundaries: never splits a multi-byte character across pieces;
     // U+FFFD only for bytes that cannot become valid. concat(push...) + flush() == decode_lossy.
@@ -82,4 +83,4 @@ private:
     std::shared_ptr<const Impl> impl_;
 };
 
-}  // namespace kimi::tok
+}   // namespace kimi::tok

@@ -23,8 +23,8 @@ struct Tokenizer::Impl {
 
     std::vector<std::string> special_text;   // index: id - n_base
     std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> special_ids;
-    std::vector<size_t> special_lengths;      // distinct lengths, longest first
-    std::array<bool, 256> special_first{};    // first bytes of special tokens
+    std::vector<size_t> special_lengths;     // distinct lengths, longest first
+    std::array<bool, 256> special_first{};   // first bytes of special tokens
 
     int32_t bos = -1, eos = -1, pad = -1, unk = -1;
     std::string chat_template;
@@ -42,4 +42,4 @@ struct Tokenizer::Impl {
     void encode_ordinary(std::string_view segment, std::vector<int32_t>& out) const;
 };
 
-}  // namespace kimi::tok
+}   // namespace kimi::tok

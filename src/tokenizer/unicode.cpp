@@ -67,7 +67,8 @@ Prefix valid_prefix(const unsigned char* p, size_t left) {
     int need;
     unsigned lo = 0x80, hi = 0xBF;   // allowed range of the second byte
     if (c < 0x80) return {1, 1};
-    if (c >= 0xC2 && c <= 0xDF) need = 2;
+    if (c >= 0xC2 && c <= 0xDF)
+        need = 2;
     else if (c >= 0xE0 && c <= 0xEF) {
         need = 3;
         if (c == 0xE0) lo = 0xA0;
@@ -88,7 +89,7 @@ Prefix valid_prefix(const unsigned char* p, size_t left) {
     return {need, have};
 }
 
-}  // namespace
+}   // namespace
 
 const char* const kUnicodeVersion = KIMI_TOK_UNICODE_VERSION;
 
@@ -98,13 +99,13 @@ const uint8_t kAsciiClass[128] = {
 #define l (kLetter | kLowerSet)
 #define D kNumber
     0, 0, 0, 0, 0, 0, 0, 0, 0, S, S | kCrLf, S, S, S | kCrLf, 0, 0,   // 0x00
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,                   // 0x10
-    S, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,                   // 0x20
-    D, D, D, D, D, D, D, D, D, D, 0, 0, 0, 0, 0, 0,                   // 0x30
-    0, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L,                   // 0x40
-    L, L, L, L, L, L, L, L, L, L, L, 0, 0, 0, 0, 0,                   // 0x50
-    0, l, l, l, l, l, l, l, l, l, l, l, l, l, l, l,                   // 0x60
-    l, l, l, l, l, l, l, l, l, l, l, 0, 0, 0, 0, 0,                   // 0x70
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,         0, 0, 0,         0, 0,   // 0x10
+    S, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,         0, 0, 0,         0, 0,   // 0x20
+    D, D, D, D, D, D, D, D, D, D, 0,         0, 0, 0,         0, 0,   // 0x30
+    0, L, L, L, L, L, L, L, L, L, L,         L, L, L,         L, L,   // 0x40
+    L, L, L, L, L, L, L, L, L, L, L,         0, 0, 0,         0, 0,   // 0x50
+    0, l, l, l, l, l, l, l, l, l, l,         l, l, l,         l, l,   // 0x60
+    l, l, l, l, l, l, l, l, l, l, l,         0, 0, 0,         0, 0,   // 0x70
 #undef S
 #undef L
 #undef l
@@ -178,4 +179,4 @@ void utf8_append(std::string& out, uint32_t cp) {
     }
 }
 
-}  // namespace kimi::tok
+}   // namespace kimi::tok

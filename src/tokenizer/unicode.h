@@ -73,8 +73,8 @@ inline int utf8_decode(const unsigned char* p, const unsigned char* end, uint32_
 // Python str.isspace() (used by Kimi's wrapper to cut long runs): White_Space plus U+001C..U+001F.
 inline bool py_isspace(uint32_t cp) {
     if (cp < 128) return (cp >= 9 && cp <= 13) || (cp >= 0x1C && cp <= 0x20);
-    return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 ||
-           cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+    return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
+        cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
 bool utf8_valid(std::string_view s);
@@ -89,4 +89,4 @@ void utf8_append_lossy(std::string& out, std::string_view s);
 
 void utf8_append(std::string& out, uint32_t cp);
 
-}  // namespace kimi::tok
+}   // namespace kimi::tok

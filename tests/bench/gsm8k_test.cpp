@@ -8,8 +8,8 @@ namespace {
 
 TEST(Gsm8k, VllmAnswerValue) {
     EXPECT_EQ(vllm_answer_value("so 1,234 apples"), 1234);
-    EXPECT_EQ(vllm_answer_value("3.5"), 5);            // the decimal point is lost
-    EXPECT_EQ(vllm_answer_value("-3"), 3);             // and the sign
+    EXPECT_EQ(vllm_answer_value("3.5"), 5);   // the decimal point is lost
+    EXPECT_EQ(vllm_answer_value("-3"), 3);    // and the sign
     EXPECT_EQ(vllm_answer_value("2 then 7 #### 18"), 18);
     EXPECT_EQ(vllm_answer_value("05"), kGsm8kInvalid);   // literal_eval SyntaxError
     EXPECT_EQ(vllm_answer_value("00"), 0);
@@ -38,7 +38,8 @@ TEST(Gsm8k, Scorers) {
 
 TEST(Gsm8k, PromptFormat) {
     const std::vector<Gsm8kItem> shots = {{"q1", "a1\n#### 1"}, {"q2", "a2\n#### 2"}};
-    EXPECT_EQ(gsm8k_prompt(shots, "q?"), "Question: q1\nAnswer: a1\n#### 1\n\nQuestion: q2\nAnswer: a2\n#### 2\n\nQuestion: q?\nAnswer:");
+    EXPECT_EQ(gsm8k_prompt(shots, "q?"),
+              "Question: q1\nAnswer: a1\n#### 1\n\nQuestion: q2\nAnswer: a2\n#### 2\n\nQuestion: q?\nAnswer:");
 }
 
 TEST(Gsm8k, Garbled) {
@@ -49,5 +50,5 @@ TEST(Gsm8k, Garbled) {
     EXPECT_FALSE(is_garbled(" 3 + 4 = 7\n#### 7"));
 }
 
-}  // namespace
-}  // namespace kimi::bench
+}   // namespace
+}   // namespace kimi::bench

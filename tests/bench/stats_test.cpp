@@ -46,9 +46,9 @@ TEST(Stats, ServingMetricsFollowVllm) {
     EXPECT_DOUBLE_EQ(m.request_throughput, 1.0);
     EXPECT_DOUBLE_EQ(m.output_throughput, 2.5);
     EXPECT_DOUBLE_EQ(m.total_token_throughput, 10.0);
-    EXPECT_NEAR(m.tpot_ms.mean, 30.0, 1e-9);          // (190 − 100) / 3, TPOT excludes the first token
-    EXPECT_EQ(m.tpot_ms.std, 0.0);                    // one request has a TPOT
-    EXPECT_NEAR(m.itl_ms.mean, 30.0, 1e-9);           // pooled gaps 20, 30, 40
+    EXPECT_NEAR(m.tpot_ms.mean, 30.0, 1e-9);   // (190 − 100) / 3, TPOT excludes the first token
+    EXPECT_EQ(m.tpot_ms.std, 0.0);             // one request has a TPOT
+    EXPECT_NEAR(m.itl_ms.mean, 30.0, 1e-9);    // pooled gaps 20, 30, 40
     EXPECT_NEAR(m.itl_ms.median, 30.0, 1e-9);
     EXPECT_NEAR(m.itl_ms.percentiles[0].second, 39.8, 1e-9);
     EXPECT_NEAR(m.ttft_ms.mean, 200.0, 1e-9);
@@ -66,5 +66,5 @@ TEST(Stats, McNemarExact) {
     EXPECT_NEAR(mcnemar_exact_p(10, 0), 2.0 / 1024, 1e-12);
 }
 
-}  // namespace
-}  // namespace kimi::bench
+}   // namespace
+}   // namespace kimi::bench

@@ -47,9 +47,12 @@ Parsed parse(std::string_view text, bool thinking, size_t chunk) {
     Parsed r;
     r.msg = p->message();
     for (const Delta& d : ds) {
-        if (d.kind == Delta::kReasoning) r.reasoning += d.text;
-        else if (d.kind == Delta::kContent) r.content += d.text;
-        else r.calls.push_back(d.call);
+        if (d.kind == Delta::kReasoning)
+            r.reasoning += d.text;
+        else if (d.kind == Delta::kContent)
+            r.content += d.text;
+        else
+            r.calls.push_back(d.call);
     }
     return r;
 }
@@ -63,7 +66,8 @@ const std::string kCallReply =
     "<|open|>argument key=\"note\" type=\"null\"<|sep|>null<|close|>argument<|sep|>"
     "<|open|>argument key=\"opts\" type=\"object\"<|sep|>{\"a\": [1, {\"b\": \"日本\"}]}<|close|>argument<|sep|>"
     "<|open|>argument key=\"hours\" type=\"array\"<|sep|>[6, 12]<|close|>argument<|sep|><|close|>call<|sep|>"
-    "<|open|>call tool=\"search\" index=\"2\"<|sep|><|open|>json type=\"object\"<|sep|>{\"q\": \"a&b\"}<|close|>json<|sep|>"
+    "<|open|>call tool=\"search\" index=\"2\"<|sep|><|open|>json type=\"object\"<|sep|>{\"q\": "
+    "\"a&b\"}<|close|>json<|sep|>"
     "<|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>";
 
 TEST(K3Parser, PlainResponseAndThinking) {
@@ -71,8 +75,10 @@ TEST(K3Parser, PlainResponseAndThinking) {
     EXPECT_EQ(r.msg.content.value_or("?"), "Hello there.");
     EXPECT_FALSE(r.msg.reasoning_content);
     EXPECT_TRUE(r.msg.tool_calls.empty());
-    r = parse("Let me think.\nOK.<|close|>think<|sep|><|open|>response<|sep|>42<|close|>response<|sep|><|close|>message<|sep|>",
-              true, 5);
+    r = parse(
+        "Let me "
+        "think.\nOK.<|close|>think<|sep|><|open|>response<|sep|>42<|close|>response<|sep|><|close|>message<|sep|>",
+        true, 5);
     EXPECT_EQ(r.msg.reasoning_content.value_or("?"), "Let me think.\nOK.");
     EXPECT_EQ(r.msg.content.value_or("?"), "42");
 }
@@ -133,7 +139,8 @@ TEST(K3Parser, MalformedRepliesDegradeGracefully) {
     auto r = parse("Hi<|open|>banana<|sep|>tail", false, 2);
     EXPECT_EQ(r.msg.content.value_or(""), "Hi<|open|>banana<|sep|>tail");
     // a call with no name: nothing parsed as a call
-    r = parse("ok<|close|>response<|sep|><|open|>tools<|sep|><|open|>call index=\"1\"<|sep|>x<|close|>call<|sep|>", false, 3);
+    r = parse("ok<|close|>response<|sep|><|open|>tools<|sep|><|open|>call index=\"1\"<|sep|>x<|close|>call<|sep|>",
+              false, 3);
     EXPECT_TRUE(r.msg.tool_calls.empty());
     EXPECT_NE(r.msg.content.value_or("").find("ok"), std::string::npos);
     // text that only looks like a marker stays text
@@ -186,8 +193,10 @@ TEST(K3Parser, TagHeaderLimitDoesNotDependOnTheChunking) {
         EXPECT_EQ(r.msg.content.value_or(""), reply.substr(24)) << chunk;
     }
     // up to the limit it is a tag
-    const std::string near = "<|close|>response<|sep|><|open|>tools" + std::string(4000, ' ') + "<|sep|><|close|>tools<|sep|>";
-    for (size_t chunk : {near.size(), size_t(64)}) EXPECT_EQ(parse(near, false, chunk).msg.content.value_or(""), "") << chunk;
+    const std::string near =
+        "<|close|>response<|sep|><|open|>tools" + std::string(4000, ' ') + "<|sep|><|close|>tools<|sep|>";
+    for (size_t chunk : {near.size(), size_t(64)})
+        EXPECT_EQ(parse(near, false, chunk).msg.content.value_or(""), "") << chunk;
 }
 
 TEST(K3Render, HandCheckedPrompt) {
@@ -198,9 +207,10 @@ TEST(K3Render, HandCheckedPrompt) {
     req.thinking = false;
     req.add_generation_prompt = true;
     const tok::ChatPrompt p = f->render(req);
-    EXPECT_EQ(p.text,
-              "<|open|>message role=\"user\" name=\"a&quot;&amp;b\"<|sep|>Hi <|open|><|close|>message<|sep|><|end_of_msg|>"
-              "<|open|>message role=\"assistant\"<|sep|><|open|>response<|sep|>");
+    EXPECT_EQ(
+        p.text,
+        "<|open|>message role=\"user\" name=\"a&quot;&amp;b\"<|sep|>Hi <|open|><|close|>message<|sep|><|end_of_msg|>"
+        "<|open|>message role=\"assistant\"<|sep|><|open|>response<|sep|>");
     // the user's "<|open|>" is text: exactly 5 markers before the generation prompt's 4
     const int32_t open = *k3_tokenizer().special_id("<|open|>");
     EXPECT_EQ(std::count(p.ids.begin(), p.ids.end(), open), 3);
@@ -228,11 +238,14 @@ TEST(K3Render, DeepToolCallArgumentsAreRefused) {
         ChatRequest req;
         req.parse_string_arguments = true;   // as the server renders requests
         const std::string args = "{\"a\":" + std::string(size_t(depth), '[') + std::string(size_t(depth), ']') + "}";
-        req.messages = J::array({J{{"role", "user"}, {"content", "hi"}},
-                                 J{{"role", "assistant"}, {"content", ""},
-                                   {"tool_calls", J::array({J{{"id", "c1"}, {"type", "function"},
-                                                              {"function", J{{"name", "f"}, {"arguments", args}}}}})}},
-                                 J{{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "ok"}}});
+        req.messages = J::array(
+            {J{{"role", "user"}, {"content", "hi"}},
+             J{{"role", "assistant"},
+               {"content", ""},
+               {"tool_calls",
+                J::array(
+                    {J{{"id", "c1"}, {"type", "function"}, {"function", J{{"name", "f"}, {"arguments", args}}}}})}},
+             J{{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "ok"}}});
         return req;
     };
     EXPECT_NO_THROW(f->render(with_args(kMaxJsonDepth - 1)));
@@ -244,5 +257,5 @@ TEST(K3Render, DeepToolCallArgumentsAreRefused) {
     }
 }
 
-}  // namespace
-}  // namespace kimi::chat
+}   // namespace
+}   // namespace kimi::chat

@@ -41,7 +41,8 @@ void expect_load_error(const std::string& dir, const std::string& needle) {
     }
 }
 
-void rewrite_tensors(const std::string& dir, const std::function<bool(SafetensorsWriter::Entry&)>& keep, const ExtraTensors& extra) {
+void rewrite_tensors(const std::string& dir, const std::function<bool(SafetensorsWriter::Entry&)>& keep,
+                     const ExtraTensors& extra) {
     std::vector<SafetensorsWriter::Entry> entries;
     std::map<std::string, std::vector<uint8_t>> bytes;
     {
@@ -57,12 +58,14 @@ void rewrite_tensors(const std::string& dir, const std::function<bool(Safetensor
         entries.push_back(e);
         bytes[e.name] = b;
     }
-    SafetensorsWriter::write(dir + "/model.safetensors", entries, [&](const SafetensorsWriter::Entry& e, uint64_t off, uint64_t n, void* out) {
-        const auto& b = bytes[e.name];
-        const size_t es = dtype_size(e.dtype), want = size_t(n) * es, have = b.size() > off * es ? b.size() - off * es : 0;
-        std::memset(out, 0, want);
-        std::memcpy(out, b.data() + off * es, std::min(want, have));
-    });
+    SafetensorsWriter::write(dir + "/model.safetensors", entries,
+                             [&](const SafetensorsWriter::Entry& e, uint64_t off, uint64_t n, void* out) {
+                                 const auto& b = bytes[e.name];
+                                 const size_t es = dtype_size(e.dtype), want = size_t(n) * es,
+                                              have = b.size() > off * es ? b.size() - off * es : 0;
+                                 std::memset(out, 0, want);
+                                 std::memcpy(out, b.data() + off * es, std::min(want, have));
+                             });
 }
 
-}  // namespace kimi::test
+}   // namespace kimi::test

@@ -28,4 +28,4 @@ using ExtraTensors = std::vector<std::pair<SafetensorsWriter::Entry, std::vector
 void rewrite_tensors(const std::string& dir, const std::function<bool(SafetensorsWriter::Entry&)>& keep,
                      const ExtraTensors& extra = {});
 
-}  // namespace kimi::test
+}   // namespace kimi::test

@@ -39,7 +39,8 @@ void expect_error(const std::string& content, const std::string& needle) {
 }
 
 TEST(Safetensors, ParsesAValidFile) {
-    const std::string h = R"({"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]},"b":{"dtype":"BF16","shape":[3],"data_offsets":[16,22]}})";
+    const std::string h =
+        R"({"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]},"b":{"dtype":"BF16","shape":[3],"data_offsets":[16,22]}})";
     std::string padded = h;
     while ((8 + padded.size()) % 8) padded += ' ';
     const std::string f = bytes_with_header(padded, 22);
@@ -55,21 +56,29 @@ TEST(Safetensors, CorruptFiles) {
     expect_error(bytes_with_header("{}", 0, uint64_t(1) << 40), "exceeds the 100 MiB limit");
     expect_error(bytes_with_header("{not json", 0), "not valid JSON");
     expect_error(bytes_with_header("[1,2]", 0), "must be a JSON object");
-    expect_error(bytes_with_header(R"({"t":{"dtype":"Q4","shape":[1],"data_offsets":[0,1]}})", 8), "unsupported dtype 'Q4'");
-    expect_error(bytes_with_header(R"({"t":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8), "run past the data");
+    expect_error(bytes_with_header(R"({"t":{"dtype":"Q4","shape":[1],"data_offsets":[0,1]}})", 8),
+                 "unsupported dtype 'Q4'");
+    expect_error(bytes_with_header(R"({"t":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8),
+                 "run past the data");
     expect_error(bytes_with_header(R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})", 16), "expected 12");
     expect_error(bytes_with_header(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", 16), "run past");
-    expect_error(bytes_with_header(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 16), "overlap");
+    expect_error(
+        bytes_with_header(
+            R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+            16),
+        "overlap");
     expect_error(bytes_with_header(R"({"t":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", 8), "non-negative");
     expect_error(bytes_with_header(R"({"t":{"dtype":"F32","shape":[1,1,1,1,1],"data_offsets":[0,4]}})", 8), "rank 5");
-    expect_error(bytes_with_header(R"({"t":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]}})", 8), "too large");
+    expect_error(bytes_with_header(R"({"t":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]}})", 8),
+                 "too large");
     expect_error(bytes_with_header(R"({"t":{"shape":[1],"data_offsets":[0,4]}})", 8), "missing dtype");
     expect_error(bytes_with_header(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0]}})", 8), "data_offsets");
     expect_error(bytes_with_header(R"({"t":5})", 8), "must be an object");
 }
 
 TEST(Safetensors, RandomMutationsNeverCrash) {
-    const std::string h = R"({"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]},"b":{"dtype":"BF16","shape":[3],"data_offsets":[16,22]}})";
+    const std::string h =
+        R"({"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]},"b":{"dtype":"BF16","shape":[3],"data_offsets":[16,22]}})";
     const std::string good = bytes_with_header(h, 22);
     Rng rng(11);
     int errors = 0;
@@ -128,7 +137,8 @@ TEST_F(Checkpoint, MappedAndHugePageCopyAgree) {
     // is a private, read-only buffer, not the file's mapping.
     auto mapped = KimiModel::load(dir, {}, WeightMemory::kMmap);
     uint64_t reported = 0, total = 0;
-    auto copied = KimiModel::load(dir, [&](uint64_t done, uint64_t all) { reported = done, total = all; }, WeightMemory::kCopy);
+    auto copied = KimiModel::load(
+        dir, [&](uint64_t done, uint64_t all) { reported = done, total = all; }, WeightMemory::kCopy);
     EXPECT_EQ(mapped->store().file_memory(), FileMemory::kMap);
     EXPECT_EQ(copied->store().file_memory(), FileMemory::kHugeCopy);
     EXPECT_GT(total, 0u);
@@ -212,14 +222,16 @@ TEST_F(Checkpoint, ShardedIndex) {
     expect_load_error("model-00001-of-00002.safetensors: cannot open");
     std::ofstream(dir + "/model.safetensors.index.json") << R"({"weight_map":{"a":"../etc/passwd"}})";
     expect_load_error("invalid file");
-    std::ofstream(dir + "/model.safetensors.index.json") << R"({"weight_map":{"model.norm.weight":"model.safetensors"}})";
+    std::ofstream(dir + "/model.safetensors.index.json")
+        << R"({"weight_map":{"model.norm.weight":"model.safetensors"}})";
     expect_load_error("is not listed in");
 }
 
 // A safetensors file rewritten tensor by tensor: `keep` drops tensors, `reshape` may give a
 // tensor a new shape (its first elements are kept, in order).
-void rewrite_safetensors(const std::string& path, const std::function<bool(const std::string&)>& keep,
-                         const std::function<std::vector<int64_t>(const std::string&, std::vector<int64_t>)>& reshape = {}) {
+void rewrite_safetensors(
+    const std::string& path, const std::function<bool(const std::string&)>& keep,
+    const std::function<std::vector<int64_t>(const std::string&, std::vector<int64_t>)>& reshape = {}) {
     std::ifstream in(path, std::ios::binary);
     const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const auto tensors = parse_safetensors(reinterpret_cast<const unsigned char*>(all.data()), all.size(), path);
@@ -229,10 +241,12 @@ void rewrite_safetensors(const std::string& path, const std::function<bool(const
         std::vector<int64_t> shape(t.shape.begin(), t.shape.begin() + t.rank);
         entries.push_back({name, t.dtype, reshape ? reshape(name, shape) : shape});
     }
-    SafetensorsWriter::write(path + ".new", entries, [&](const SafetensorsWriter::Entry& e, uint64_t off, uint64_t n, void* out) {
-        const Tensor& t = tensors.at(e.name);
-        std::memcpy(out, static_cast<const char*>(t.data) + off * dtype_size(t.dtype), size_t(n) * dtype_size(t.dtype));
-    });
+    SafetensorsWriter::write(path + ".new", entries,
+                             [&](const SafetensorsWriter::Entry& e, uint64_t off, uint64_t n, void* out) {
+                                 const Tensor& t = tensors.at(e.name);
+                                 std::memcpy(out, static_cast<const char*>(t.data) + off * dtype_size(t.dtype),
+                                             size_t(n) * dtype_size(t.dtype));
+                             });
     std::rename((path + ".new").c_str(), path.c_str());
 }
 
@@ -268,14 +282,18 @@ TEST_F(K3Checkpoint, LoadsWithAndWithoutVisionTensors) {
 }
 
 TEST_F(K3Checkpoint, MissingTensorAndWrongShape) {
-    rewrite_safetensors(file(), [](const std::string& n) { return n != "language_model.model.layers.3.self_attn.g_proj.weight"; });
+    rewrite_safetensors(
+        file(), [](const std::string& n) { return n != "language_model.model.layers.3.self_attn.g_proj.weight"; });
     expect_load_error("missing tensor 'language_model.model.layers.3.self_attn.g_proj.weight'");
     SetUp();
-    rewrite_safetensors(file(), [](const std::string& n) { return n != "language_model.model.output_attn_res_proj.weight"; });
+    rewrite_safetensors(file(),
+                        [](const std::string& n) { return n != "language_model.model.output_attn_res_proj.weight"; });
     expect_load_error("missing tensor 'language_model.model.output_attn_res_proj.weight'");
     SetUp();
     rewrite_text_config([](nlohmann::json& t) { t["routed_expert_hidden_size"] = 40; });   // weights were made for 48
-    expect_load_error("language_model.model.layers.1.block_sparse_moe.routed_expert_down_proj.weight': shape [48, 64], expected [40, 64]");
+    expect_load_error(
+        "language_model.model.layers.1.block_sparse_moe.routed_expert_down_proj.weight': shape [48, 64], expected [40, "
+        "64]");
     SetUp();
     rewrite_text_config([](nlohmann::json& t) { t["linear_attn_config"]["use_full_rank_gate"] = false; });
     expect_load_error("missing tensor 'language_model.model.layers.0.self_attn.g_a_proj.weight'");
@@ -283,16 +301,19 @@ TEST_F(K3Checkpoint, MissingTensorAndWrongShape) {
 
 TEST_F(K3Checkpoint, PaddedALog) {
     // published: padded to head_dim (16 here) beyond the 2 heads; shorter than H is an error
-    rewrite_safetensors(file(), [](const std::string&) { return true; },
-                        [](const std::string& n, std::vector<int64_t> shape) {
-                            return n == "language_model.model.layers.2.self_attn.A_log" ? std::vector<int64_t>{1} : shape;
-                        });
-    expect_load_error("layers.2.self_attn.A_log': shape [1], expected [1, 1, 2, 1] or a vector of at least the 2 KDA heads");
+    rewrite_safetensors(
+        file(), [](const std::string&) { return true; },
+        [](const std::string& n, std::vector<int64_t> shape) {
+            return n == "language_model.model.layers.2.self_attn.A_log" ? std::vector<int64_t>{1} : shape;
+        });
+    expect_load_error(
+        "layers.2.self_attn.A_log': shape [1], expected [1, 1, 2, 1] or a vector of at least the 2 KDA heads");
     SetUp();
-    rewrite_safetensors(file(), [](const std::string&) { return true; },
-                        [](const std::string& n, std::vector<int64_t> shape) {
-                            return n.find("A_log") != std::string::npos ? std::vector<int64_t>{2} : shape;   // unpadded [H]
-                        });
+    rewrite_safetensors(
+        file(), [](const std::string&) { return true; },
+        [](const std::string& n, std::vector<int64_t> shape) {
+            return n.find("A_log") != std::string::npos ? std::vector<int64_t>{2} : shape;   // unpadded [H]
+        });
     EXPECT_NO_THROW(KimiModel::load(dir));
 }
 
@@ -346,7 +367,8 @@ TEST(RandomCheckpoint, DeterministicForASeed) {
         std::ifstream in(p, std::ios::binary);
         return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     };
-    const std::string a = test::make_model("tiny", {}, 5), b = test::make_model("tiny", {}, 5), c = test::make_model("tiny", {}, 6);
+    const std::string a = test::make_model("tiny", {}, 5), b = test::make_model("tiny", {}, 5),
+                      c = test::make_model("tiny", {}, 6);
     EXPECT_EQ(read(a + "/model.safetensors"), read(b + "/model.safetensors"));
     EXPECT_NE(read(a + "/model.safetensors"), read(c + "/model.safetensors"));
     EXPECT_EQ(read(a + "/config.json"), read(b + "/config.json"));
@@ -376,5 +398,5 @@ TEST(RandomCheckpoint, OverridesAndPresets) {
     EXPECT_EQ(k["text_config"]["num_key_value_heads"], 6);
 }
 
-}  // namespace
-}  // namespace kimi
+}   // namespace
+}   // namespace kimi

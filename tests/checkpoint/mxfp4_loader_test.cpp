@@ -31,12 +31,12 @@ TEST(Mxfp4Rounding, E2M1NearestEvenSaturating) {
         uint8_t nibble;
     };
     const Case cases[] = {
-        {0.0f, 0},    {0.25f, 0},   {0.26f, 1},  {0.5f, 1},   {0.74f, 1},  {0.75f, 2},  {1.0f, 2},  {1.25f, 2},
-        {1.26f, 3},   {1.5f, 3},    {1.75f, 4},  {2.5f, 4},   {2.52f, 5},  {3.0f, 5},   {3.5f, 6},  {5.0f, 6},
-        {5.0001f, 6},   // rounds to bf16 5.0 first (cast_to_fp4 works on bf16): a tie, to 4
-        {5.03125f, 7},  {6.0f, 7},   {6.9f, 7},  {1e30f, 7},  // saturates at 6
-        {-0.1f, 8},     // negative, rounds to 0: keeps the sign bit (−0)
-        {-0.5f, 9},     {-6.0f, 15}, {-1e30f, 15}, {-1.75f, 12},
+        {0.0f, 0},     {0.25f, 0},  {0.26f, 1},   {0.5f, 1},    {0.74f, 1},   {0.75f, 2},
+        {1.0f, 2},     {1.25f, 2},  {1.26f, 3},   {1.5f, 3},    {1.75f, 4},   {2.5f, 4},
+        {2.52f, 5},    {3.0f, 5},   {3.5f, 6},    {5.0f, 6},    {5.0001f, 6},   // rounds to bf16 5.0 first (cast_to_fp4 works on bf16): a tie, to 4
+        {5.03125f, 7}, {6.0f, 7},   {6.9f, 7},    {1e30f, 7},   // saturates at 6
+        {-0.1f, 8},                                             // negative, rounds to 0: keeps the sign bit (−0)
+        {-0.5f, 9},    {-6.0f, 15}, {-1e30f, 15}, {-1.75f, 12},
     };
     for (const auto& c : cases) EXPECT_EQ(int(e2m1_nibble(c.v)), int(c.nibble)) << c.v;
     // every nibble decodes back to itself
@@ -48,15 +48,15 @@ TEST(Mxfp4Rounding, E2M1NearestEvenSaturating) {
 }
 
 TEST(Mxfp4Rounding, ScaleFromTheGroupMaximum) {
-    EXPECT_EQ(mxfp4_scale_byte(0.0f), 0);                          // all-zero group
-    EXPECT_EQ(mxfp4_scale_byte(1.0f), 125);                        // p = 1: 127 + 0 − 2
-    EXPECT_EQ(mxfp4_scale_byte(6.0f), 127);                        // 1.5·2^2 → p = 4 → scale 1: 6 stays 6
-    EXPECT_EQ(mxfp4_scale_byte(1.74f * 4.0f), 127);                // m < 1.75 keeps the exponent
-    EXPECT_EQ(mxfp4_scale_byte(1.75f * 4.0f), 128);                // m ≥ 1.75 rounds up to 8
-    EXPECT_EQ(mxfp4_scale_byte(std::ldexp(1.0f, -130)), 0);        // subnormal: clamped to the smallest scale
-    EXPECT_EQ(mxfp4_scale_byte(std::ldexp(1.0f, -120)), 5);        // 127 − 120 − 2
-    EXPECT_EQ(mxfp4_scale_byte(std::ldexp(1.0f, 127)), 252);       // huge
-    EXPECT_EQ(mxfp4_scale_byte(std::ldexp(1.9f, 127)), 254);       // rounds past the largest exponent: clamped
+    EXPECT_EQ(mxfp4_scale_byte(0.0f), 0);                      // all-zero group
+    EXPECT_EQ(mxfp4_scale_byte(1.0f), 125);                    // p = 1: 127 + 0 − 2
+    EXPECT_EQ(mxfp4_scale_byte(6.0f), 127);                    // 1.5·2^2 → p = 4 → scale 1: 6 stays 6
+    EXPECT_EQ(mxfp4_scale_byte(1.74f * 4.0f), 127);            // m < 1.75 keeps the exponent
+    EXPECT_EQ(mxfp4_scale_byte(1.75f * 4.0f), 128);            // m ≥ 1.75 rounds up to 8
+    EXPECT_EQ(mxfp4_scale_byte(std::ldexp(1.0f, -130)), 0);    // subnormal: clamped to the smallest scale
+    EXPECT_EQ(mxfp4_scale_byte(std::ldexp(1.0f, -120)), 5);    // 127 − 120 − 2
+    EXPECT_EQ(mxfp4_scale_byte(std::ldexp(1.0f, 127)), 252);   // huge
+    EXPECT_EQ(mxfp4_scale_byte(std::ldexp(1.9f, 127)), 254);   // rounds past the largest exponent: clamped
 }
 
 TEST(Mxfp4Rounding, GroupsRoundTripWithinTheBound) {
@@ -73,7 +73,8 @@ TEST(Mxfp4Rounding, GroupsRoundTripWithinTheBound) {
         for (int i = 0; i < int(kMxfp4Group); ++i) {
             const float d = mxfp4_element(packed, &scale, i);
             // half the widest E2M1 gap (2 → 1), or the saturation from 6 to < 7: at most one scale unit
-            ASSERT_LE(std::fabs(d - w[i]), s * 1.0f + 1e-30f) << "w " << w[i] << " got " << d << " scale byte " << int(scale);
+            ASSERT_LE(std::fabs(d - w[i]), s * 1.0f + 1e-30f)
+                << "w " << w[i] << " got " << d << " scale byte " << int(scale);
         }
         if (it % 97 == 0) {
             EXPECT_EQ(scale, 0);
@@ -114,7 +115,8 @@ TEST(Mxfp4Checkpoint, QuantizedK3LoadsWithMxfp4Experts) {
             ASSERT_EQ(p.dim(1) * 2, t.dim(1));
             for (int64_t e = 0; e < t.numel(); ++e) {
                 const uint8_t sb = static_cast<const uint8_t*>(s.data)[e / kMxfp4Group];
-                const float d = mxfp4_element(static_cast<const uint8_t*>(p.data), static_cast<const uint8_t*>(s.data), e);
+                const float d =
+                    mxfp4_element(static_cast<const uint8_t*>(p.data), static_cast<const uint8_t*>(s.data), e);
                 ASSERT_LE(std::fabs(d - element_f32(t, e)), e8m0_to_f32(sb)) << name << " element " << e;
             }
         } else {
@@ -146,11 +148,14 @@ TEST(Mxfp4Checkpoint, IgnoreRegexKeepsModulesAsStored) {
     // are stored unquantized), and one that ignores a quantized expert fails naming the tensor.
     const std::string q = quantized(test::make_model("tiny", {}, 9));
     edit_config(q, [](nlohmann::json& j) {
-        nlohmann::json keep = nlohmann::json::array({"re:.*self_attn.*", "re:.*shared_experts.*", "re:.*mlp\\..*", "lm_head"});
+        nlohmann::json keep =
+            nlohmann::json::array({"re:.*self_attn.*", "re:.*shared_experts.*", "re:.*mlp\\..*", "lm_head"});
         j["quantization_config"]["ignore"] = keep;
     });
     EXPECT_NO_THROW(KimiModel::load(q));
-    edit_config(q, [](nlohmann::json& j) { j["quantization_config"]["ignore"].push_back("re:model\\.layers\\.1\\.block_sparse_moe\\.experts\\.0\\."); });
+    edit_config(q, [](nlohmann::json& j) {
+        j["quantization_config"]["ignore"].push_back("re:model\\.layers\\.1\\.block_sparse_moe\\.experts\\.0\\.");
+    });
     expect_load_error(q, "model.layers.1.block_sparse_moe.experts.0.w1.weight");
 }
 
@@ -158,7 +163,9 @@ TEST(Mxfp4Checkpoint, LoaderErrors) {
     const std::string src = test::make_model("tiny", {}, 10);
     {   // a missing scale
         const std::string q = quantized(src);
-        rewrite_tensors(q, [](SafetensorsWriter::Entry& e) { return e.name != "model.layers.1.block_sparse_moe.experts.2.w3.weight_scale"; });
+        rewrite_tensors(q, [](SafetensorsWriter::Entry& e) {
+            return e.name != "model.layers.1.block_sparse_moe.experts.2.w3.weight_scale";
+        });
         expect_load_error(q, "missing tensor 'model.layers.1.block_sparse_moe.experts.2.w3.weight_scale'");
     }
     {   // a scale of the wrong shape
@@ -172,13 +179,15 @@ TEST(Mxfp4Checkpoint, LoaderErrors) {
     {   // a packed tensor stored as a float dtype
         const std::string q = quantized(src);
         rewrite_tensors(q, [](SafetensorsWriter::Entry& e) {
-            if (e.name == "model.layers.1.block_sparse_moe.experts.0.w1.weight_packed") e.dtype = DType::kBF16, e.shape[1] /= 2;
+            if (e.name == "model.layers.1.block_sparse_moe.experts.0.w1.weight_packed")
+                e.dtype = DType::kBF16, e.shape[1] /= 2;
             return true;
         });
         expect_load_error(q, "expected U8 (MXFP4)");
     }
     {   // a module stored as MXFP4 whose input width is not a multiple of 32
-        const std::string odd = quantized(test::make_model("tiny", {"moe_intermediate_size=48"}, 11));   // w2 stays BF16
+        const std::string odd =
+            quantized(test::make_model("tiny", {"moe_intermediate_size=48"}, 11));   // w2 stays BF16
         const std::string w2 = "model.layers.1.block_sparse_moe.experts.0.w2";
         int64_t rows = 0;
         rewrite_tensors(odd, [&](SafetensorsWriter::Entry& e) {
@@ -195,28 +204,35 @@ TEST(Mxfp4Checkpoint, LoaderErrors) {
     const auto with_group = [&](const nlohmann::json& group, const std::string& needle) {
         const std::string d = test::make_model("tiny", {}, 12);
         edit_config(d, [&](nlohmann::json& j) {
-            j["quantization_config"] = {{"quant_method", "compressed-tensors"}, {"config_groups", {{"group_0", group}}}};
+            j["quantization_config"] = {{"quant_method", "compressed-tensors"},
+                                        {"config_groups", {{"group_0", group}}}};
         });
         expect_load_error(d, needle);
     };
     const nlohmann::json w4 = {{"num_bits", 4}, {"type", "float"}, {"strategy", "group"}, {"group_size", 32}};
-    with_group({{"format", "nvfp4-pack-quantized"}, {"targets", {"Linear"}}, {"weights", w4}}, "format 'nvfp4-pack-quantized' is not supported");
+    with_group({{"format", "nvfp4-pack-quantized"}, {"targets", {"Linear"}}, {"weights", w4}},
+               "format 'nvfp4-pack-quantized' is not supported");
     with_group({{"format", "pack-quantized"}, {"targets", {"Linear"}}, {"weights", w4}}, "format 'pack-quantized'");
     with_group({{"format", "float-quantized"}, {"targets", {"Linear"}}, {"weights", w4}}, "format 'float-quantized'");
     nlohmann::json w16 = w4;
     w16["group_size"] = 16;
     with_group({{"format", "mxfp4-pack-quantized"}, {"targets", {"Linear"}}, {"weights", w16}}, "group_size: 16");
-    with_group({{"format", "mxfp4-pack-quantized"}, {"targets", {"Linear"}}, {"weights", w4}, {"input_activations", {{"num_bits", 8}}}},
+    with_group({{"format", "mxfp4-pack-quantized"},
+                {"targets", {"Linear"}},
+                {"weights", w4},
+                {"input_activations", {{"num_bits", 8}}}},
                "activation quantization is not supported");
-    with_group({{"format", "mxfp4-pack-quantized"}, {"targets", {"re:(unclosed"}}, {"weights", w4}}, "invalid regular expression");
+    with_group({{"format", "mxfp4-pack-quantized"}, {"targets", {"re:(unclosed"}}, {"weights", w4}},
+               "invalid regular expression");
     // found by fuzz_safetensors' author: std::regex recursed per group (a stack overflow at ~10,000
     // levels) and backtracked exponentially on a repeated group holding a repetition (> 30 s a module)
     with_group({{"format", "mxfp4-pack-quantized"}, {"targets", {"re:(.*)*(.*)*(.*)*@"}}, {"weights", w4}},
                "holds a repetition itself");
-    with_group({{"format", "mxfp4-pack-quantized"}, {"targets", {"re:" + std::string(40, '(') + "a" + std::string(40, ')')}},
+    with_group({{"format", "mxfp4-pack-quantized"},
+                {"targets", {"re:" + std::string(40, '(') + "a" + std::string(40, ')')}},
                 {"weights", w4}},
                "nested deeper than 32 levels");
 }
 
-}  // namespace
-}  // namespace kimi
+}   // namespace
+}   // namespace kimi

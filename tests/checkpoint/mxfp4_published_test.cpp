@@ -27,7 +27,8 @@ using test::expect_load_error;
 using test::rewrite_tensors;
 
 // K3 at tiny widths whose expert widths are multiples of 32 (latent 64, intermediate 32).
-const std::vector<std::string> kK3 = {"text_config.routed_expert_hidden_size=64", "text_config.num_experts_per_token=3"};
+const std::vector<std::string> kK3 = {"text_config.routed_expert_hidden_size=64",
+                                      "text_config.num_experts_per_token=3"};
 
 nlohmann::json read_config(const std::string& dir) {
     std::ifstream in(dir + "/config.json");
@@ -47,15 +48,16 @@ TEST(Mxfp4Published, TheBlockIsThePublishedOne) {
     const QuantConfig q = parse_quant_config(want, "config.json: text_config.");
     const std::string l = "language_model.model.layers.3.";
     EXPECT_TRUE(q.quantizes(l + "block_sparse_moe.experts.7.w2"));
-    EXPECT_TRUE(q.quantizes(l + "block_sparse_moe.gate"));                      // not ignored: stored dense all the same
+    EXPECT_TRUE(q.quantizes(l + "block_sparse_moe.gate"));   // not ignored: stored dense all the same
     EXPECT_TRUE(q.quantizes(l + "block_sparse_moe.routed_expert_down_proj"));
-    EXPECT_TRUE(q.quantizes(l + "self_attention_res_proj"));                    // "self_attention", not "self_attn"
-    EXPECT_TRUE(q.quantizes(l + "mlp_res_proj"));                               // "mlp_", not "mlp."
+    EXPECT_TRUE(q.quantizes(l + "self_attention_res_proj"));   // "self_attention", not "self_attn"
+    EXPECT_TRUE(q.quantizes(l + "mlp_res_proj"));              // "mlp_", not "mlp."
     EXPECT_FALSE(q.quantizes(l + "self_attn.q_b_proj"));
     EXPECT_FALSE(q.quantizes(l + "block_sparse_moe.shared_experts.down_proj"));
     EXPECT_FALSE(q.quantizes("language_model.model.layers.0.mlp.gate_proj"));
     EXPECT_FALSE(q.quantizes("language_model.lm_head"));
-    EXPECT_NE(q.why_not("language_model.lm_head").find("'re:.*lm_head.*'"), std::string::npos) << q.why_not("language_model.lm_head");
+    EXPECT_NE(q.why_not("language_model.lm_head").find("'re:.*lm_head.*'"), std::string::npos)
+        << q.why_not("language_model.lm_head");
 }
 
 // Loads `dir` and checks the published form: every routed expert MXFP4 and nothing else; the
@@ -132,7 +134,8 @@ TEST(Mxfp4Published, MakeModelEqualsQuantizeOfTheDenseCheckpoint) {
     EXPECT_EQ(kl["quantization_config"], nlohmann::json::parse(published_k3_quant_config().dump()));
     const nlohmann::json all = read_config(test::quantized(test::make_model("k3-tiny", kK3, 22), "all-linear"));
     const auto& ignore = all["text_config"]["quantization_config"]["ignore"];
-    EXPECT_NE(std::find(ignore.begin(), ignore.end(), "language_model.model.layers.1.block_sparse_moe.gate"), ignore.end());
+    EXPECT_NE(std::find(ignore.begin(), ignore.end(), "language_model.model.layers.1.block_sparse_moe.gate"),
+              ignore.end());
 }
 
 TEST(Mxfp4Published, CrossCheckErrors) {
@@ -148,7 +151,8 @@ TEST(Mxfp4Published, CrossCheckErrors) {
     {   // a packed module no target names
         const std::string d = test::make_model("k3-tiny", kK3, 24, true);
         edit_config(d, [](nlohmann::json& j) {
-            j["text_config"]["quantization_config"]["config_groups"]["group_0"]["targets"] = {"re:.*experts\\.[013]\\."};
+            j["text_config"]["quantization_config"]["config_groups"]["group_0"]["targets"] = {
+                "re:.*experts\\.[013]\\."};
         });
         expect_load_error(d, "none of the targets of ");
         expect_load_error(d, "config.json: text_config.quantization_config matches it");
@@ -166,11 +170,12 @@ TEST(Mxfp4Published, CrossCheckErrors) {
             return true;
         });
         ASSERT_GT(rows, 0);
-        rewrite_tensors(d, [](SafetensorsWriter::Entry&) { return true; },
-                        {{{expert + ".weight", DType::kBF16, {rows, cols}}, std::vector<uint8_t>(size_t(rows * cols * 2))}});
+        rewrite_tensors(
+            d, [](SafetensorsWriter::Entry&) { return true; },
+            {{{expert + ".weight", DType::kBF16, {rows, cols}}, std::vector<uint8_t>(size_t(rows * cols * 2))}});
         expect_load_error(d, "module '" + expert + "' is stored twice");
     }
 }
 
-}  // namespace
-}  // namespace kimi
+}   // namespace
+}   // namespace kimi

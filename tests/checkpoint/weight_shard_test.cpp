@@ -57,14 +57,15 @@ TEST(WeightShard, SlicesHoldTheOriginalElements) {
                 EXPECT_EQ(b.dtype, full->dtype);
                 for (int64_t i = 0; i < out; ++i)
                     for (int64_t j = 0; j < c1 - c0; ++j)
-                        ASSERT_EQ(element_f32(b, i * (c1 - c0) + j), element_f32(*full, i * in + c0 + j)) << i << "," << j;
+                        ASSERT_EQ(element_f32(b, i * (c1 - c0) + j), element_f32(*full, i * in + c0 + j))
+                            << i << "," << j;
             }
         }
     }
     EXPECT_THROW(shard_cols(store, w.mxfp4, 16, 48), Error);   // not at a 32-column group
     EXPECT_THROW(shard_cols(store, w.dense, 10, 97), Error);
     EXPECT_THROW(shard_rows(w.dense, 5, 4), Error);
-    EXPECT_NO_THROW(shard_cols(store, w.dense, 10, 21));       // BF16: any columns
+    EXPECT_NO_THROW(shard_cols(store, w.dense, 10, 21));   // BF16: any columns
 }
 
 // y = x Wᵀ split by input columns: Σ_r x[:, c_r] W[:, c_r]ᵀ is y (f32 sums in another order).
@@ -87,12 +88,13 @@ TEST(WeightShard, RowParallelPartialsAddUp) {
             for (int64_t i = 0; i < t; ++i)
                 for (int64_t j = c0; j < c1; ++j) xs[size_t(i * (c1 - c0) + j - c0)] = x[size_t(i * in + j)];
             Tensor pt(part.data(), DType::kF32, {t, out});
-            ops::matmul(run.ex, Tensor(xs.data(), DType::kF32, {t, c1 - c0}), shard_cols(store, *full, c0, c1), Precision::kF32, pt);
+            ops::matmul(run.ex, Tensor(xs.data(), DType::kF32, {t, c1 - c0}), shard_cols(store, *full, c0, c1),
+                        Precision::kF32, pt);
             for (size_t i = 0; i < sum.size(); ++i) sum[i] += part[i];
         }
         for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(sum[i], y[i], 1e-4 * (1.0 + std::fabs(y[i]))) << i;
     }
 }
 
-}  // namespace
-}  // namespace kimi
+}   // namespace
+}   // namespace kimi

@@ -22,7 +22,7 @@ void remove_made_dirs() {
     std::error_code ec;
     for (const auto& d : made_dirs()) std::filesystem::remove_all(d, ec);
 }
-}  // namespace
+}   // namespace
 
 std::string temp_dir(const std::string& tag) {
     const char* base = std::getenv("TMPDIR");
@@ -34,7 +34,8 @@ std::string temp_dir(const std::string& tag) {
     return templ;
 }
 
-std::string make_model(const std::string& preset, const std::vector<std::string>& sets, uint64_t seed, bool mxfp4_experts) {
+std::string make_model(const std::string& preset, const std::vector<std::string>& sets, uint64_t seed,
+                       bool mxfp4_experts) {
     const std::string dir = temp_dir("model");
     nlohmann::ordered_json c = model_preset(preset);
     for (const auto& s : sets) apply_config_override(c, s);
@@ -49,4 +50,4 @@ std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {
     return out;
 }
 
-}  // namespace kimi::test
+}   // namespace kimi::test

@@ -15,7 +15,8 @@ std::string temp_dir(const std::string& tag);
 
 // Writes a random checkpoint from `preset` with `sets` overrides; returns its directory.
 // mxfp4_experts: the routed experts in the published MXFP4 form (make-model --mxfp4-experts).
-std::string make_model(const std::string& preset, const std::vector<std::string>& sets, uint64_t seed, bool mxfp4_experts = false);
+std::string make_model(const std::string& preset, const std::vector<std::string>& sets, uint64_t seed,
+                       bool mxfp4_experts = false);
 
 struct Runner {
     explicit Runner(int threads, Precision p = Precision::kF32, AttnOutputMode m = AttnOutputMode::kDirect)
@@ -33,4 +34,4 @@ struct Runner {
 
 std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed);
 
-}  // namespace kimi::test
+}   // namespace kimi::test

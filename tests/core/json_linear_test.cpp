@@ -31,7 +31,8 @@ std::string random_json(Rng& r, int depth) {
         default: {
             std::string s = "{";
             for (uint64_t i = 0, n = r.below(6); i < n; ++i)
-                s += std::string(i ? "," : "") + "\"k" + std::to_string(r.below(4)) + "\" : " + random_json(r, depth + 1);
+                s += std::string(i ? "," : "") + "\"k" + std::to_string(r.below(4)) +
+                    "\" : " + random_json(r, depth + 1);
             return s + "}";
         }
     }
@@ -65,5 +66,5 @@ TEST(JsonLinear, ManyKeysInLinearTime) {
     EXPECT_LT(s, 5.0);   // nlohmann's own parser takes ~30 s here (quadratic); this is ~0.1 s
 }
 
-}  // namespace
-}  // namespace kimi
+}   // namespace
+}   // namespace kimi

@@ -135,7 +135,8 @@ TEST(Liveness, SetUpOverTcpDroppingStrangers) {
     auto with_host = [&](const std::string& host, const std::string& extra) {
         std::vector<std::string> lines;
         size_t at = 0;
-        for (size_t nl; (nl = advert.find('\n', at)) != std::string::npos; at = nl + 1) lines.push_back(advert.substr(at, nl - at));
+        for (size_t nl; (nl = advert.find('\n', at)) != std::string::npos; at = nl + 1)
+            lines.push_back(advert.substr(at, nl - at));
         lines[3] = host;
         std::string a;
         for (const std::string& x : lines) a += x + "\n";
@@ -147,7 +148,8 @@ TEST(Liveness, SetUpOverTcpDroppingStrangers) {
     std::thread leader([&] { accepted = l.accept_all(3, 10.0, peers); });
     std::string bad_error;
     EXPECT_LT(connect_to_leader(bad, 1, 5.0, bad_error).fd, 0);
-    for (int r = 1; r <= 2; ++r) ranks.emplace_back([&, r] { got[size_t(r)] = connect_to_leader(adverts[r], r, 10.0, errors[size_t(r)]); });
+    for (int r = 1; r <= 2; ++r)
+        ranks.emplace_back([&, r] { got[size_t(r)] = connect_to_leader(adverts[r], r, 10.0, errors[size_t(r)]); });
     for (auto& t : ranks) t.join();
     leader.join();
     EXPECT_TRUE(accepted) << l.error();
@@ -195,7 +197,8 @@ TEST(Liveness, AKilledProcessIsLostAtOnce) {
     waitpid(child, nullptr, 0);
     EXPECT_TRUE(eventually([&] { return w.lost(); }));
     EXPECT_LT(Clock::now() - t0, 500ms);
-    EXPECT_NE(w.reason().find("MPI rank 1 of 2 (pid " + std::to_string(child) + " on here) is gone"), std::string::npos) << w.reason();
+    EXPECT_NE(w.reason().find("MPI rank 1 of 2 (pid " + std::to_string(child) + " on here) is gone"), std::string::npos)
+        << w.reason();
 }
 
 TEST(Liveness, HeartbeatsKeepAPeerAliveAndSilenceLosesIt) {
@@ -218,7 +221,8 @@ TEST(Liveness, HeartbeatsKeepAPeerAliveAndSilenceLosesIt) {
         LivenessWatcher lead(0, 2, {{1, p.take(0), ""}}, cfg);
         EXPECT_TRUE(eventually([&] { return lead.lost(); }));
         EXPECT_GE(Clock::now() - t0, 240ms);
-        EXPECT_NE(lead.reason().find("MPI rank 1 of 2 has not been heard from for"), std::string::npos) << lead.reason();
+        EXPECT_NE(lead.reason().find("MPI rank 1 of 2 has not been heard from for"), std::string::npos)
+            << lead.reason();
     }
 }
 
@@ -279,7 +283,9 @@ TEST(PeerLost, ARankExitsDuringACollective) {
     // exiting victim takes a while to tear down its memory before the kernel closes its sockets
     EXPECT_LT(waited, 0.2 + 5.0);
     // the victim is named, directly (rank 0, or a rank whose rank 0 died) or in rank 0's report
-    EXPECT_NE(what.find("MPI rank " + std::to_string(victim) + " of " + std::to_string(c.size()) + " ("), std::string::npos) << what;
+    EXPECT_NE(what.find("MPI rank " + std::to_string(victim) + " of " + std::to_string(c.size()) + " ("),
+              std::string::npos)
+        << what;
     EXPECT_NE(what.find("this job cannot go on"), std::string::npos) << what;
     EXPECT_THROW(c.barrier(), PeerLost);   // at once, without MPI
     std::vector<float> all;
@@ -290,5 +296,5 @@ TEST(PeerLost, ARankExitsDuringACollective) {
     std::fflush(stdout);
 }
 
-}  // namespace
-}  // namespace kimi::dist
+}   // namespace
+}   // namespace kimi::dist

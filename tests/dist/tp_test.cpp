@@ -53,14 +53,15 @@ void check_split(const char* preset, bool expert_parallel) {
     dist::Comm& c = dist::Comm::world();
     // heads for 3 ranks, split unevenly (KDA 4 → 2+1+1, MLA 5 → 2+2+1)
     const std::string k = std::string(preset).rfind("k3", 0) == 0 ? "text_config." : "";
-    const std::string dir = test::make_model(preset, {k + "linear_attn_config.num_heads=4", k + "num_attention_heads=5"}, 11);
+    const std::string dir =
+        test::make_model(preset, {k + "linear_attn_config.num_heads=4", k + "num_attention_heads=5"}, 11);
     const auto whole = run(*KimiModel::load(dir));
     const auto model = KimiModel::load(dir, {}, WeightMemory::kAuto, Shard{c.rank(), c.size(), expert_parallel});
     const auto split = run(*model), again = run(*model);
     ASSERT_EQ(split.size(), whole.size());
     for (size_t s = 0; s < split.size(); ++s) {
-        const std::string what = std::string(preset) + (expert_parallel ? " EP" : " TP") + " step " + std::to_string(s) +
-                                 " rank " + std::to_string(c.rank()) + "/" + std::to_string(c.size());
+        const std::string what = std::string(preset) + (expert_parallel ? " EP" : " TP") + " step " +
+            std::to_string(s) + " rank " + std::to_string(c.rank()) + "/" + std::to_string(c.size());
         EXPECT_LE(max_rel(split[s], whole[s]), 1e-5) << what;
         if (c.size() == 1) {
             EXPECT_EQ(split[s], whole[s]) << what;   // a split of one is the whole model
@@ -69,7 +70,8 @@ void check_split(const char* preset, bool expert_parallel) {
         std::vector<float> all;   // every rank's logits side by side: the same bits
         c.allgather(split[s], all);
         for (int r = 1; r < c.size(); ++r)
-            EXPECT_EQ(0, std::memcmp(all.data() + size_t(r) * split[s].size(), all.data(), split[s].size() * 4)) << what;
+            EXPECT_EQ(0, std::memcmp(all.data() + size_t(r) * split[s].size(), all.data(), split[s].size() * 4))
+                << what;
     }
 }
 
@@ -78,5 +80,5 @@ TEST(TensorParallel, KimiK3MatchesOneProcess) { check_split("k3-tiny", false); }
 TEST(ExpertParallel, KimiLinearMatchesOneProcess) { check_split("tiny", true); }
 TEST(ExpertParallel, KimiK3MatchesOneProcess) { check_split("k3-tiny", true); }
 
-}  // namespace
-}  // namespace kimi
+}   // namespace
+}   // namespace kimi

@@ -20,9 +20,12 @@ namespace {
 
 std::string utf8(uint32_t cp) {
     std::string s;
-    if (cp < 0x80) s += char(cp);
-    else if (cp < 0x800) s += char(0xC0 | cp >> 6), s += char(0x80 | (cp & 0x3F));
-    else if (cp < 0x10000) s += char(0xE0 | cp >> 12), s += char(0x80 | ((cp >> 6) & 0x3F)), s += char(0x80 | (cp & 0x3F));
+    if (cp < 0x80)
+        s += char(cp);
+    else if (cp < 0x800)
+        s += char(0xC0 | cp >> 6), s += char(0x80 | (cp & 0x3F));
+    else if (cp < 0x10000)
+        s += char(0xE0 | cp >> 12), s += char(0x80 | ((cp >> 6) & 0x3F)), s += char(0x80 | (cp & 0x3F));
     else
         s += char(0xF0 | cp >> 18), s += char(0x80 | ((cp >> 12) & 0x3F)), s += char(0x80 | ((cp >> 6) & 0x3F)),
             s += char(0x80 | (cp & 0x3F));
@@ -42,12 +45,14 @@ bool matches_any(const std::vector<Utf8Sequence>& seqs, const std::string& bytes
 TEST(Utf8Ranges, SequencesMatchExactlyTheRange) {
     Rng rng(3);
     const std::vector<std::pair<uint32_t, uint32_t>> cases = {
-        {0, 0x10FFFF}, {0x41, 0x5A}, {0x7F, 0x80}, {0x7FF, 0x800}, {0x3B1, 0x3C9}, {0xD000, 0xE100}, {0xFFFF, 0x10000}, {0x1F600, 0x1F64F}, {0x12345, 0x10FFFF}};
+        {0, 0x10FFFF},    {0x41, 0x5A},      {0x7F, 0x80},       {0x7FF, 0x800},     {0x3B1, 0x3C9},
+        {0xD000, 0xE100}, {0xFFFF, 0x10000}, {0x1F600, 0x1F64F}, {0x12345, 0x10FFFF}};
     for (const auto& [lo, hi] : cases) {
         const auto seqs = utf8_sequences(lo, hi);
         for (int i = 0; i < 20000; ++i) {
             uint32_t cp = uint32_t(rng.below(0x110000));
-            if (i < 64) cp = std::min<uint32_t>(0x10FFFF, (i % 2 ? hi : lo) + uint32_t(i / 2) - 16);   // around the edges
+            if (i < 64)
+                cp = std::min<uint32_t>(0x10FFFF, (i % 2 ? hi : lo) + uint32_t(i / 2) - 16);   // around the edges
             if (cp >= 0xD800 && cp <= 0xDFFF) continue;
             EXPECT_EQ(matches_any(seqs, utf8(cp)), cp >= lo && cp <= hi) << std::hex << lo << "-" << hi << " cp " << cp;
         }
@@ -79,8 +84,10 @@ void expect_like_regex(const std::string& gbnf, const std::string& re, const std
 TEST(GrammarMatcher, AgreesWithRegex) {
     expect_like_regex(R"(root ::= [a-b]+ ("x" | "yz")? [0-1]{2,3})", "[a-b]+(x|yz)?[0-1]{2,3}", "abxyz01", 6);
     expect_like_regex(R"(root ::= ("ab" | "a")* "b")", "(ab|a)*b", "ab", 6);
-    expect_like_regex("root ::= item (\",\" item)*\nitem ::= [^,]{1,2}   # a comment\n", "[^,]{1,2}(,[^,]{1,2})*", "a,b", 6);
-    expect_like_regex(R"g(root ::= "(" root ")" | "")g", "(\\(\\(\\(\\)\\)\\))|(\\(\\(\\)\\))|(\\(\\))|", "()", 6);   // recursion
+    expect_like_regex("root ::= item (\",\" item)*\nitem ::= [^,]{1,2}   # a comment\n", "[^,]{1,2}(,[^,]{1,2})*",
+                      "a,b", 6);
+    expect_like_regex(R"g(root ::= "(" root ")" | "")g", "(\\(\\(\\(\\)\\)\\))|(\\(\\(\\)\\))|(\\(\\))|", "()",
+                      6);   // recursion
     expect_like_regex(R"(root ::= . . "z"?)", "..z?", "az", 4);
     expect_like_regex(R"(root ::= [a\-c]{0,} [\x61]{1})", "[a\\-c]*a", "a-cb", 5);
 }
@@ -96,15 +103,15 @@ TEST(GrammarMatcher, MultiByteCharactersByteByByte) {
     EXPECT_TRUE(m.can_end());
     Matcher n(g);
     EXPECT_FALSE(n.accept("a"));
-    EXPECT_TRUE(n.accept("\xCE"));                 // the first byte of α..ο
-    EXPECT_FALSE(n.accept("\x80"));                // U+0380 is not in α-ω
-    EXPECT_TRUE(n.accept("\xB1"));                 // α
+    EXPECT_TRUE(n.accept("\xCE"));    // the first byte of α..ο
+    EXPECT_FALSE(n.accept("\x80"));   // U+0380 is not in α-ω
+    EXPECT_TRUE(n.accept("\xB1"));    // α
     const Grammar any = parse_grammar(R"(root ::= [^"]*)");
     Matcher k(any);
     EXPECT_TRUE(k.accept("héllo 😀"));
     EXPECT_FALSE(k.accept("\""));
-    EXPECT_FALSE(k.accept("\xC0\x80"));           // overlong: not UTF-8
-    EXPECT_FALSE(k.accept("\xED\xA0\x80"));       // a surrogate: not UTF-8
+    EXPECT_FALSE(k.accept("\xC0\x80"));       // overlong: not UTF-8
+    EXPECT_FALSE(k.accept("\xED\xA0\x80"));   // a surrogate: not UTF-8
     EXPECT_TRUE(k.can_end());
 }
 
@@ -141,7 +148,7 @@ TEST(GrammarMatcher, AmbiguousGrammarStaysBounded) {
     for (const std::string& s : all_strings("abc", 6)) {
         const size_t n = s.find_first_not_of('a'), c = s.find('c');
         const bool want = n != std::string::npos && c == n && s.find_first_not_of('b', c + 1) == std::string::npos &&
-                          s.size() - c - 1 <= n;
+            s.size() - c - 1 <= n;
         EXPECT_EQ(full_match(g, s), want) << s;
     }
 }
@@ -160,7 +167,7 @@ TEST(GrammarMatcher, PathsThroughEmptyRulesStayBounded) {
     std::string nested = "root ::= r0 \"a\"\ne ::= \"\"\n";
     for (int i = 0; i < 30; ++i)
         nested += "r" + std::to_string(i) + " ::= " + (i < 29 ? "r" + std::to_string(i + 1) : "\"\"") + " e | " +
-                  (i < 29 ? "r" + std::to_string(i + 1) : "\"\"") + " e e\n";
+            (i < 29 ? "r" + std::to_string(i + 1) : "\"\"") + " e e\n";
     const Grammar n = parse_grammar(nested);
     Matcher m(n);
     EXPECT_LE(m.n_stacks(), StackSet::kMaxStacks);
@@ -218,8 +225,8 @@ TEST(GrammarChoice, ExactlyOneOfTheStrings) {
     }
     Matcher m(g);
     ASSERT_TRUE(m.accept("yes"));
-    EXPECT_TRUE(m.can_end());                 // "yes" may end here
-    EXPECT_TRUE(m.accept("ter"));             // or go on to "yesterday"
+    EXPECT_TRUE(m.can_end());       // "yes" may end here
+    EXPECT_TRUE(m.accept("ter"));   // or go on to "yesterday"
     EXPECT_FALSE(m.can_end());
     EXPECT_THROW(choice_grammar({}), Error);
     EXPECT_THROW(choice_grammar({"a", ""}), Error);
@@ -242,7 +249,8 @@ TEST(GrammarParser, ErrorsNameThePlace) {
         {"root \"a\"", "expected '::='"},
         {"root ::= \"a\"\nroot ::= \"b\"", "defined twice"},
         {"root ::= \"\\uD800\"", "not a Unicode scalar value"},
-        {"root ::= " + std::string(20000, '(') + "\"a\"" + std::string(20000, ')'), "groups nested deeper than 100 levels"},
+        {"root ::= " + std::string(20000, '(') + "\"a\"" + std::string(20000, ')'),
+         "groups nested deeper than 100 levels"},
     };
     for (const auto& [text, needle] : bad) {
         try {
@@ -263,7 +271,9 @@ TEST(GrammarParser, ErrorsNameThePlace) {
 // Groups nest up to the limit; a chain of 20,000 rules (nesting through names, not the parser's
 // recursion) is a grammar like any other.
 TEST(GrammarParser, NestingLimits) {
-    const auto nested = [](int n) { return "root ::= " + std::string(size_t(n), '(') + "\"a\"" + std::string(size_t(n), ')'); };
+    const auto nested = [](int n) {
+        return "root ::= " + std::string(size_t(n), '(') + "\"a\"" + std::string(size_t(n), ')');
+    };
     EXPECT_NO_THROW(parse_grammar(nested(100), 10000));
     EXPECT_THROW(parse_grammar(nested(101), 10000), Error);
     std::string chain = "root ::= r0\n";
@@ -290,7 +300,8 @@ TEST(GrammarParser, RepetitionIsBoundedOverTheWholeGrammar) {
 // Random bytes as grammar text never crash or hang the parser: an error or a grammar.
 TEST(GrammarParser, FuzzedTextNeverCrashes) {
     Rng rng(5);
-    const std::string pieces[] = {"root", " ::= ", "\"a\"", "[", "]", "^", "-", "(", ")", "|", "*", "+", "?", "{2,", "}", "x", "\n", ".", "\\", "#"};
+    const std::string pieces[] = {"root", " ::= ", "\"a\"", "[",   "]", "^", "-",  "(", ")",  "|",
+                                  "*",    "+",     "?",     "{2,", "}", "x", "\n", ".", "\\", "#"};
     for (int i = 0; i < 3000; ++i) {
         std::string t;
         const int n = 1 + int(rng.below(12));
@@ -299,10 +310,9 @@ TEST(GrammarParser, FuzzedTextNeverCrashes) {
             const Grammar g = parse_grammar(t, 2000);
             Matcher m(g);
             m.accept("aaa");
-        } catch (const Error&) {
-        }
+        } catch (const Error&) {}
     }
 }
 
-}  // namespace
-}  // namespace kimi::grammar
+}   // namespace
+}   // namespace kimi::grammar

@@ -27,4 +27,4 @@ inline std::vector<std::string> all_strings(const std::string& alphabet, int n) 
     return out;
 }
 
-}  // namespace kimi::grammar
+}   // namespace kimi::grammar

@@ -27,7 +27,8 @@ struct Case {
 
 TEST(JsonSchema, AcceptsAndRefuses) {
     const std::vector<Case> cases = {
-        {R"({"type":"string"})", {R"("")", R"("abc")", R"("a\"b\\c\n")", R"("\u00e9")", "\"日本\""},
+        {R"({"type":"string"})",
+         {R"("")", R"("abc")", R"("a\"b\\c\n")", R"("\u00e9")", "\"日本\""},
          {R"(abc)", R"("a)", "\"a\nb\"", R"("\ud800")", R"(1)"}},
         {R"({"type":"integer"})", {"0", "-7", "123456"}, {"01", "1.5", "\"1\"", "+1", "-"}},
         {R"({"type":"number"})", {"0", "-0.5", "3.25", "1e5", "2E-3"}, {".5", "1.", "01", "1e"}},
@@ -37,40 +38,66 @@ TEST(JsonSchema, AcceptsAndRefuses) {
         {R"({"enum":["a",1,null,{"k":[1]}]})", {R"("a")", "1", "null", R"({"k":[1]})"}, {R"("b")", "2"}},
         {R"({"const":"fixed"})", {R"("fixed")"}, {R"("fixe")"}},
         {R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}},"required":["a"]})",
-         {R"({"a":1})", R"({"a":1,"b":"x"})", R"({"a": 1, "b": "x"})"}, {R"({})", R"({"b":"x"})", R"({"b":"x","a":1})", R"({"a":1,"c":2})", R"({"a":1,  "b":"x"})"}},
+         {R"({"a":1})", R"({"a":1,"b":"x"})", R"({"a": 1, "b": "x"})"},
+         {R"({})", R"({"b":"x"})", R"({"b":"x","a":1})", R"({"a":1,"c":2})", R"({"a":1,  "b":"x"})"}},
         {R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}}})",
-         {"{}", R"({"a":1})", R"({"b":2})", R"({"a":1,"b":2})"}, {R"({,"b":2})", R"({"a":1,})"}},
+         {"{}", R"({"a":1})", R"({"b":2})", R"({"a":1,"b":2})"},
+         {R"({,"b":2})", R"({"a":1,})"}},
         {R"({"type":"object","properties":{"a":{"type":"integer"}},"additionalProperties":{"type":"boolean"}})",
-         {R"({"a":1,"xy":true})", R"({"xyz":false})", "{}"}, {R"({"a":1,"x":true})", R"({"xy":1})"}},
+         {R"({"a":1,"xy":true})", R"({"xyz":false})", "{}"},
+         {R"({"a":1,"x":true})", R"({"xy":1})"}},
         {R"({"type":"object"})", {"{}", R"({"x":[1,{"y":null}]})"}, {"[]"}},
-        {R"({"type":"array","items":{"type":"integer"},"minItems":1,"maxItems":3})", {"[1]", "[1,2,3]", "[1, 2]"}, {"[]", "[1,2,3,4]", "[1,]"}},
+        {R"({"type":"array","items":{"type":"integer"},"minItems":1,"maxItems":3})",
+         {"[1]", "[1,2,3]", "[1, 2]"},
+         {"[]", "[1,2,3,4]", "[1,]"}},
         {R"({"type":"array","prefixItems":[{"type":"string"},{"type":"integer"}],"items":false})",
-         {"[]", R"(["a"])", R"(["a",1])"}, {R"(["a",1,2])", "[1]"}},
+         {"[]", R"(["a"])", R"(["a",1])"},
+         {R"(["a",1,2])", "[1]"}},
         {R"({"type":"array","prefixItems":[{"type":"string"}],"items":{"type":"integer"},"minItems":2})",
-         {R"(["a",1])", R"(["a",1,2])"}, {R"(["a"])", "[]"}},
+         {R"(["a",1])", R"(["a",1,2])"},
+         {R"(["a"])", "[]"}},
         {R"({"anyOf":[{"type":"integer"},{"type":"string","maxLength":2}]})", {"5", R"("ab")"}, {R"("abc")", "true"}},
         {R"({"oneOf":[{"const":1},{"const":2}]})", {"1", "2"}, {"3"}},
         {R"({"allOf":[{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]},{"properties":{"b":{"type":"string"}},"required":["b"]}]})",
-         {R"({"a":1,"b":"x"})"}, {R"({"a":1})", R"({"b":"x"})"}},
+         {R"({"a":1,"b":"x"})"},
+         {R"({"a":1})", R"({"b":"x"})"}},
         {R"({"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},"next":{"$ref":"#/$defs/node"}},"required":["v"]}},"$ref":"#/$defs/node"})",
-         {R"({"v":1})", R"({"v":1,"next":{"v":2,"next":{"v":3}}})"}, {R"({"v":1,"next":{}})"}},
+         {R"({"v":1})", R"({"v":1,"next":{"v":2,"next":{"v":3}}})"},
+         {R"({"v":1,"next":{}})"}},
         {R"({"type":"object","properties":{"kids":{"type":"array","items":{"$ref":"#"},"maxItems":2}}})",
-         {"{}", R"({"kids":[{},{"kids":[]}]})"}, {R"({"kids":[1]})"}},
-        {R"({"definitions":{"n":{"type":"integer","nullable":true}},"$ref":"#/definitions/n"})", {"3", "null"}, {R"("3")"}},
-        {R"({"type":"string","minLength":2,"maxLength":3})", {R"("ab")", R"("a\"c")", "\"日本語\""}, {R"("a")", R"("abcd")"}},
+         {"{}", R"({"kids":[{},{"kids":[]}]})"},
+         {R"({"kids":[1]})"}},
+        {R"({"definitions":{"n":{"type":"integer","nullable":true}},"$ref":"#/definitions/n"})",
+         {"3", "null"},
+         {R"("3")"}},
+        {R"({"type":"string","minLength":2,"maxLength":3})",
+         {R"("ab")", R"("a\"c")", "\"日本語\""},
+         {R"("a")", R"("abcd")"}},
         {R"({"type":"string","pattern":"^[a-z]{2}\\d$"})", {R"("ab1")"}, {R"("ab")", R"("AB1")", R"("ab12")"}},
-        {R"({"type":"string","format":"date"})", {R"("2024-02-28")", R"("1999-12-31")"}, {R"("2024-13-01")", R"("2024-02-30")", R"("24-01-01")"}},
-        {R"({"type":"string","format":"date-time"})", {R"("2024-01-02T03:04:05Z")", R"("2024-01-02T03:04:05.123+01:00")"}, {R"("2024-01-02 03:04:05Z")"}},
-        {R"({"type":"string","format":"uuid"})", {R"("123e4567-e89b-12d3-a456-426614174000")"}, {R"("123e4567e89b12d3a456426614174000")"}},
+        {R"({"type":"string","format":"date"})",
+         {R"("2024-02-28")", R"("1999-12-31")"},
+         {R"("2024-13-01")", R"("2024-02-30")", R"("24-01-01")"}},
+        {R"({"type":"string","format":"date-time"})",
+         {R"("2024-01-02T03:04:05Z")", R"("2024-01-02T03:04:05.123+01:00")"},
+         {R"("2024-01-02 03:04:05Z")"}},
+        {R"({"type":"string","format":"uuid"})",
+         {R"("123e4567-e89b-12d3-a456-426614174000")"},
+         {R"("123e4567e89b12d3a456426614174000")"}},
         {R"({"type":"string","format":"email"})", {R"("a.b@example.com")"}, {R"("a@b")", R"("@x.com")"}},
         {R"({"type":"integer","minimum":-5,"maximum":12})", {"-5", "0", "12", "9"}, {"-6", "13", "-0", "100"}},
         {R"({"type":"integer","exclusiveMinimum":0})", {"1", "99999"}, {"0", "-1"}},
         {R"({"type":"number","minimum":0,"maximum":1})", {"0", "1", "0.5"}, {"1.5", "-0.1", "2"}},
-        {R"({"title":"T","description":"d","$schema":"https://json-schema.org/draft/2020-12/schema","type":"boolean"})", {"true"}, {}},
-        {R"({"type":"object","properties":{"a\"b":{"const":1},"é":{"const":2}},"required":["a\"b","é"]})", {R"({"a\"b":1,"é":2})"}, {}},
+        {R"({"title":"T","description":"d","$schema":"https://json-schema.org/draft/2020-12/schema","type":"boolean"})",
+         {"true"},
+         {}},
+        {R"({"type":"object","properties":{"a\"b":{"const":1},"é":{"const":2}},"required":["a\"b","é"]})",
+         {R"({"a\"b":1,"é":2})"},
+         {}},
         {"true", {"1", R"({"a":[]})"}, {}},
         {R"({"type":"string","enum":["a",1,"b"]})", {R"("a")", R"("b")"}, {"1"}},
-        {R"({"type":"object","anyOf":[{"type":"string"},{"properties":{"k":{"const":1}},"required":["k"]}]})", {R"({"k":1})"}, {R"("s")"}},
+        {R"({"type":"object","anyOf":[{"type":"string"},{"properties":{"k":{"const":1}},"required":["k"]}]})",
+         {R"({"k":1})"},
+         {R"("s")"}},
     };
     for (const Case& c : cases) {
         SCOPED_TRACE(c.schema);
@@ -110,12 +137,14 @@ TEST(JsonSchema, ErrorsNameTheKeyword) {
 }
 
 TEST(JsonSchema, IntegerRangesExact) {
-    const std::vector<std::pair<int64_t, int64_t>> ranges = {{0, 0}, {-5, 12}, {7, 130}, {-1234, -17}, {99, 1001}, {-9, 9}, {10, 99}};
+    const std::vector<std::pair<int64_t, int64_t>> ranges = {{0, 0},     {-5, 12}, {7, 130}, {-1234, -17},
+                                                             {99, 1001}, {-9, 9},  {10, 99}};
     for (const auto& [lo, hi] : ranges) {
         NumberBounds b;
         b.lo = double(lo), b.hi = double(hi);
         const Grammar g = parse_grammar("root ::= " + number_range_gbnf(b, true));
-        for (int64_t v = lo - 30; v <= hi + 30; ++v) EXPECT_EQ(full_match(g, std::to_string(v)), v >= lo && v <= hi) << lo << ".." << hi << ": " << v;
+        for (int64_t v = lo - 30; v <= hi + 30; ++v)
+            EXPECT_EQ(full_match(g, std::to_string(v)), v >= lo && v <= hi) << lo << ".." << hi << ": " << v;
     }
     NumberBounds open;
     open.lo = 3.5;
@@ -138,10 +167,33 @@ TEST(JsonSchema, NumberRangesStayInside) {
 json random_schema(std::mt19937& rng, int depth) {
     const auto pick = [&](int n) { return int(rng() % uint32_t(n)); };
     static const char* types[] = {"string", "integer", "number", "boolean", "null", "object", "array", "strin"};
-    static const char* keys[] = {"type", "properties", "required", "additionalProperties", "enum", "const", "items",
-                                 "prefixItems", "minItems", "maxItems", "anyOf", "oneOf", "allOf", "$ref", "nullable",
-                                 "minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
-                                 "exclusiveMaximum", "title", "not", "uniqueItems", "$defs"};
+    static const char* keys[] = {"type",
+                                 "properties",
+                                 "required",
+                                 "additionalProperties",
+                                 "enum",
+                                 "const",
+                                 "items",
+                                 "prefixItems",
+                                 "minItems",
+                                 "maxItems",
+                                 "anyOf",
+                                 "oneOf",
+                                 "allOf",
+                                 "$ref",
+                                 "nullable",
+                                 "minLength",
+                                 "maxLength",
+                                 "pattern",
+                                 "format",
+                                 "minimum",
+                                 "maximum",
+                                 "exclusiveMinimum",
+                                 "exclusiveMaximum",
+                                 "title",
+                                 "not",
+                                 "uniqueItems",
+                                 "$defs"};
     static const char* patterns[] = {"^[a-z]+$", "a|b", "(x", "\\d{2,3}", "[^\"]*", "(a)\\1"};
     static const char* formats[] = {"date", "uuid", "email", "ipv4", "phone"};
     static const char* refs[] = {"#", "#/$defs/a", "#/$defs/missing", "#/properties/p0", "http://x"};
@@ -150,27 +202,40 @@ json random_schema(std::mt19937& rng, int depth) {
     const int n = 1 + pick(4);
     for (int i = 0; i < n; ++i) {
         const std::string k = keys[pick(int(std::size(keys)))];
-        if (k == "type") s[k] = pick(4) == 0 ? json::array({types[pick(8)], "null"}) : json(types[pick(8)]);
+        if (k == "type")
+            s[k] = pick(4) == 0 ? json::array({types[pick(8)], "null"}) : json(types[pick(8)]);
         else if (k == "properties") {
             json p = json::object();
             for (int j = pick(4); j-- > 0;) p["p" + std::to_string(j)] = random_schema(rng, depth + 1);
             s[k] = p;
-        } else if (k == "required") s[k] = pick(5) == 0 ? json("p0") : json::array({"p0"});
-        else if (k == "additionalProperties" || k == "items") s[k] = pick(3) == 0 ? json(bool(pick(2))) : random_schema(rng, depth + 1);
-        else if (k == "enum") s[k] = pick(6) == 0 ? json::array() : json::array({"a", 1, nullptr, json::array({2})});
-        else if (k == "const") s[k] = json{{"k", pick(100)}};
+        } else if (k == "required")
+            s[k] = pick(5) == 0 ? json("p0") : json::array({"p0"});
+        else if (k == "additionalProperties" || k == "items")
+            s[k] = pick(3) == 0 ? json(bool(pick(2))) : random_schema(rng, depth + 1);
+        else if (k == "enum")
+            s[k] = pick(6) == 0 ? json::array() : json::array({"a", 1, nullptr, json::array({2})});
+        else if (k == "const")
+            s[k] = json{{"k", pick(100)}};
         else if (k == "prefixItems" || k == "anyOf" || k == "oneOf" || k == "allOf") {
             json a = json::array();
             for (int j = pick(3); j-- > 0;) a.push_back(random_schema(rng, depth + 1));
             s[k] = a;
-        } else if (k == "$ref") s[k] = refs[pick(5)];
-        else if (k == "$defs") s[k] = json{{"a", random_schema(rng, depth + 1)}};
-        else if (k == "pattern") s[k] = patterns[pick(6)];
-        else if (k == "format") s[k] = formats[pick(5)];
-        else if (k == "nullable" || k == "uniqueItems") s[k] = bool(pick(2));
-        else if (k == "title") s[k] = "t";
-        else if (k == "not") s[k] = json::object();
-        else s[k] = pick(8) == 0 ? json(-1.5) : json(pick(20) - 5);
+        } else if (k == "$ref")
+            s[k] = refs[pick(5)];
+        else if (k == "$defs")
+            s[k] = json{{"a", random_schema(rng, depth + 1)}};
+        else if (k == "pattern")
+            s[k] = patterns[pick(6)];
+        else if (k == "format")
+            s[k] = formats[pick(5)];
+        else if (k == "nullable" || k == "uniqueItems")
+            s[k] = bool(pick(2));
+        else if (k == "title")
+            s[k] = "t";
+        else if (k == "not")
+            s[k] = json::object();
+        else
+            s[k] = pick(8) == 0 ? json(-1.5) : json(pick(20) - 5);
     }
     return s;
 }
@@ -210,5 +275,5 @@ TEST(JsonSchema, FuzzedSchemasNeverCrash) {
     EXPECT_GT(refused, 50);
 }
 
-}  // namespace
-}  // namespace kimi::grammar
+}   // namespace
+}   // namespace kimi::grammar

@@ -180,15 +180,24 @@ std::string json_body(const std::string& s) {
     std::string out;
     for (const char ch : s) {
         const auto c = static_cast<unsigned char>(ch);
-        if (c == '"') out += "\\\"";
-        else if (c == '\\') out += "\\\\";
-        else if (c == '\n') out += "\\n";
-        else if (c == '\t') out += "\\t";
-        else if (c == '\r') out += "\\r";
-        else if (c == '\b') out += "\\b";
-        else if (c == '\f') out += "\\f";
-        else if (c < 0x20) out += "\\u00" + std::string(1, "0123456789abcdef"[c >> 4]) + "0123456789abcdef"[c & 15];
-        else out += ch;
+        if (c == '"')
+            out += "\\\"";
+        else if (c == '\\')
+            out += "\\\\";
+        else if (c == '\n')
+            out += "\\n";
+        else if (c == '\t')
+            out += "\\t";
+        else if (c == '\r')
+            out += "\\r";
+        else if (c == '\b')
+            out += "\\b";
+        else if (c == '\f')
+            out += "\\f";
+        else if (c < 0x20)
+            out += "\\u00" + std::string(1, "0123456789abcdef"[c >> 4]) + "0123456789abcdef"[c & 15];
+        else
+            out += ch;
     }
     return out;
 }
@@ -198,8 +207,8 @@ Grammar json_string_grammar(const std::string& pattern) {
 }
 
 TEST(Regex, JsonStringModeAcceptsTheEncodingsOfMatches) {
-    const std::vector<std::string> patterns = {
-        "a.b", ".*", "[^a]+", "[\"\\\\]*", "\\W", "[\\s\\S]b?", "(a|\")+", "\\\\", "\"?a", "[^\\\\]*", "\\D{1,2}", "[^\"]+"};
+    const std::vector<std::string> patterns = {"a.b",     ".*",   "[^a]+", "[\"\\\\]*", "\\W",      "[\\s\\S]b?",
+                                               "(a|\")+", "\\\\", "\"?a",  "[^\\\\]*",  "\\D{1,2}", "[^\"]+"};
     for (const std::string& p : patterns) {
         SCOPED_TRACE("pattern " + p);
         const Grammar g = json_string_grammar(p);
@@ -219,12 +228,12 @@ TEST(Regex, JsonStringModeEscapes) {
     EXPECT_TRUE(full_match(dot, R"("a\"b")"));
     EXPECT_FALSE(full_match(dot, R"("a"b")"));
     EXPECT_TRUE(full_match(dot, R"("a\\b")"));
-    EXPECT_FALSE(full_match(dot, R"("a\b")"));      // \b is the escape of a control character
+    EXPECT_FALSE(full_match(dot, R"("a\b")"));   // \b is the escape of a control character
     EXPECT_FALSE(full_match(dot, "\"a\nb\""));
     EXPECT_FALSE(full_match(dot, "\"a\tb\""));
-    EXPECT_FALSE(full_match(dot, R"("a\nb")"));     // classes exclude control characters
+    EXPECT_FALSE(full_match(dot, R"("a\nb")"));   // classes exclude control characters
     EXPECT_TRUE(full_match(dot, "\"a日b\""));
-    EXPECT_TRUE(full_match(dot, "\"a/b\""));        // nothing else is escaped
+    EXPECT_TRUE(full_match(dot, "\"a/b\""));   // nothing else is escaped
     EXPECT_FALSE(full_match(dot, R"("a\/b")"));
 
     const Grammar not_a = json_string_grammar("[^a]");
@@ -352,8 +361,10 @@ TEST(Regex, RefusedFeaturesAreNamed) {
 // A group that holds a quantifier gets only ? or ?? (std::regex backtracks exponentially on
 // nested repetition; the hand-written cases cover that). `quantified`: the pattern holds one.
 std::string random_pattern(Rng& rng, int depth, bool& quantified) {
-    static const char* atoms[] = {"a", "b", "0", " ", "[ab]", "[^a]", "[a-b0]", "[^\\s0]", "[\\d ]", "\\d", "\\w", "\\s", "\\W", ".", "\\x61", "()"};
-    static const char* any[] = {"*", "+", "?", "{2}", "{1,}", "{0,2}", "{1,2}", "{0}", "*?", "+?", "??", "{0,1}?", "{2,}?"};
+    static const char* atoms[] = {"a",      "b",   "0",   " ",   "[ab]", "[^a]", "[a-b0]", "[^\\s0]",
+                                  "[\\d ]", "\\d", "\\w", "\\s", "\\W",  ".",    "\\x61",  "()"};
+    static const char* any[] = {"*",   "+",  "?",  "{2}", "{1,}",   "{0,2}", "{1,2}",
+                                "{0}", "*?", "+?", "??",  "{0,1}?", "{2,}?"};
     static const char* optional[] = {"?", "??"};
     std::string out;
     const int branches = rng.below(3) == 0 ? 2 + int(rng.below(2)) : 1;
@@ -362,8 +373,10 @@ std::string random_pattern(Rng& rng, int depth, bool& quantified) {
         const int items = int(rng.below(4));
         for (int i = 0; i < items; ++i) {
             bool inner = false;
-            if (depth < 3 && rng.below(4) == 0) out += std::string(rng.below(2) ? "(" : "(?:") + random_pattern(rng, depth + 1, inner) + ")";
-            else out += atoms[rng.below(std::size(atoms))];
+            if (depth < 3 && rng.below(4) == 0)
+                out += std::string(rng.below(2) ? "(" : "(?:") + random_pattern(rng, depth + 1, inner) + ")";
+            else
+                out += atoms[rng.below(std::size(atoms))];
             if (rng.below(2) == 0) {
                 out += inner ? optional[rng.below(std::size(optional))] : any[rng.below(std::size(any))];
                 inner = true;
@@ -384,17 +397,20 @@ TEST(Regex, RandomPatternsAgreeWithStdRegex) {
         Grammar g;
         ASSERT_NO_THROW(g = regex_grammar(p));
         const std::regex re(p, std::regex::ECMAScript);
-        for (const auto& s : strings) EXPECT_EQ(full_match(g, s), std::regex_match(s, re)) << regex_to_gbnf(p) << " on '" << s << "'";
+        for (const auto& s : strings)
+            EXPECT_EQ(full_match(g, s), std::regex_match(s, re)) << regex_to_gbnf(p) << " on '" << s << "'";
     }
 }
 
 // Random patterns: an Error or valid GBNF, in both modes; where std::regex reads an ASCII pattern
 // the same way, the same full matches on every string over "ab0" up to length 3.
 TEST(Regex, FuzzPatterns) {
-    const std::vector<std::string> tokens = {
-        "a", "b", "0", "a", "b", "|", "|", "(", "(", ")", ")", "(?:", "[", "]", "[^", "-", "^", "$", "*", "+", "?",
-        "{", "}", ",", "1", "2", "\\d", "\\w", "\\s", "\\W", ".", "{2}", "{1,2}", "{0,}", "{,2}", "*?", "\\1", "\\b",
-        "(?=", "(?<n>", "\\x61", "\\u0062", "\\", "é", "\"", "\\\\", "\\n", "\\-", "\\]", "{0}", "()"};
+    const std::vector<std::string> tokens = {"a",    "b",   "0",   "a",     "b",     "|",       "|",    "(",    "(",
+                                             ")",    ")",   "(?:", "[",     "]",     "[^",      "-",    "^",    "$",
+                                             "*",    "+",   "?",   "{",     "}",     ",",       "1",    "2",    "\\d",
+                                             "\\w",  "\\s", "\\W", ".",     "{2}",   "{1,2}",   "{0,}", "{,2}", "*?",
+                                             "\\1",  "\\b", "(?=", "(?<n>", "\\x61", "\\u0062", "\\",   "é",    "\"",
+                                             "\\\\", "\\n", "\\-", "\\]",   "{0}",   "()"};
     Rng rng(7);
     const auto strings = all_strings("ab0", 3);
     int accepted = 0, compared = 0;
@@ -423,7 +439,9 @@ TEST(Regex, FuzzPatterns) {
             if (mode != RegexMode::kText) continue;
             ++accepted;
             // std::regex reads é as bytes, {,n} as literal text, and has no named groups
-            if (p.find("é") != std::string::npos || p.find("{,") != std::string::npos || p.find("(?<n>") != std::string::npos) continue;
+            if (p.find("é") != std::string::npos || p.find("{,") != std::string::npos ||
+                p.find("(?<n>") != std::string::npos)
+                continue;
             std::regex re;
             try {
                 re = std::regex(p, std::regex::ECMAScript);
@@ -431,12 +449,13 @@ TEST(Regex, FuzzPatterns) {
                 continue;
             }
             ++compared;
-            for (const auto& s : strings) EXPECT_EQ(full_match(g, s), std::regex_match(s, re)) << expr << " on '" << s << "'";
+            for (const auto& s : strings)
+                EXPECT_EQ(full_match(g, s), std::regex_match(s, re)) << expr << " on '" << s << "'";
         }
     }
     EXPECT_GT(accepted, 300);
     EXPECT_GT(compared, 200);
 }
 
-}  // namespace
-}  // namespace kimi::grammar
+}   // namespace
+}   // namespace kimi::grammar

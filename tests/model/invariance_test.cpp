@@ -59,14 +59,14 @@ TEST(Invariance, TinyPreset) { expect_invariant(test::make_model("tiny", {}, 1),
 
 TEST(Invariance, OddConfig) {
     // several MLA layers, v ≠ nope, odd head counts, top-3, two shared experts, groups
-    expect_invariant(test::make_model("tiny",
-                                      {"num_hidden_layers=6", "linear_attn_config.kda_layers=[1,2,4,5]",
-                                       "linear_attn_config.full_attn_layers=[3,6]", "linear_attn_config.num_heads=3",
-                                       "num_attention_heads=5", "num_key_value_heads=5", "v_head_dim=12",
-                                       "num_experts_per_token=3", "num_shared_experts=2", "num_expert_group=2",
-                                       "topk_group=1", "hidden_size=72"},
-                                      2),
-                     40);
+    expect_invariant(
+        test::make_model("tiny",
+                         {"num_hidden_layers=6", "linear_attn_config.kda_layers=[1,2,4,5]",
+                          "linear_attn_config.full_attn_layers=[3,6]", "linear_attn_config.num_heads=3",
+                          "num_attention_heads=5", "num_key_value_heads=5", "v_head_dim=12", "num_experts_per_token=3",
+                          "num_shared_experts=2", "num_expert_group=2", "topk_group=1", "hidden_size=72"},
+                         2),
+        40);
 }
 
 TEST(Invariance, K3TinyPreset) { expect_invariant(test::make_model("k3-tiny", {}, 4), 45); }
@@ -74,17 +74,18 @@ TEST(Invariance, K3TinyPreset) { expect_invariant(test::make_model("k3-tiny", {}
 TEST(Invariance, K3OddConfig) {
     // KDA heads ≠ MLA heads, odd q-LoRA and latent widths, AttnRes blocks of 3 over 7 layers
     // (a partial last block), two MLA layers, top-3 of 6, SiTU without the linear β
-    expect_invariant(test::make_model("k3-tiny",
-                                      {"text_config.num_hidden_layers=7", "text_config.linear_attn_config.kda_layers=[1,2,4,5,7]",
-                                       "text_config.linear_attn_config.full_attn_layers=[3,6]",
-                                       "text_config.linear_attn_config.num_heads=3", "text_config.num_attention_heads=5",
-                                       "text_config.q_lora_rank=20", "text_config.routed_expert_hidden_size=36",
-                                       "text_config.attn_res_block_size=3", "text_config.num_experts=6",
-                                       "text_config.num_experts_per_token=3", "text_config.activation_situ_linear_beta=null",
-                                       "text_config.hidden_size=72"},
-                                      5),
-                     40);
+    expect_invariant(
+        test::make_model(
+            "k3-tiny",
+            {"text_config.num_hidden_layers=7", "text_config.linear_attn_config.kda_layers=[1,2,4,5,7]",
+             "text_config.linear_attn_config.full_attn_layers=[3,6]", "text_config.linear_attn_config.num_heads=3",
+             "text_config.num_attention_heads=5", "text_config.q_lora_rank=20",
+             "text_config.routed_expert_hidden_size=36", "text_config.attn_res_block_size=3",
+             "text_config.num_experts=6", "text_config.num_experts_per_token=3",
+             "text_config.activation_situ_linear_beta=null", "text_config.hidden_size=72"},
+            5),
+        40);
 }
 
-}  // namespace
-}  // namespace kimi
+}   // namespace
+}   // namespace kimi

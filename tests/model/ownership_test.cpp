@@ -117,7 +117,9 @@ TEST_P(Ownership, DirectAndCopyAreBitIdentical) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, Ownership, ::testing::Values("tiny", "k3-tiny"),
-                         [](const ::testing::TestParamInfo<const char*>& i) { return i.param[0] == 'k' ? "K3Tiny" : "Tiny"; });
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                             return i.param[0] == 'k' ? "K3Tiny" : "Tiny";
+                         });
 
-}  // namespace
-}  // namespace kimi
+}   // namespace
+}   // namespace kimi

@@ -140,7 +140,8 @@ TEST_P(Mxfp4Ops, DecodeIsExact) {
                         // vdpbf16ps (the bf16 path on AVX-512 BF16) treats subnormal inputs as zero,
                         // as it does for bf16 weights: values under 2^-126 (scale bytes 0 and 1) may read 0.
                         if (p == Precision::kBF16 && std::fpclassify(want) == FP_SUBNORMAL && got == 0.0f) continue;
-                        ASSERT_EQ(got, want) << "col " << c << " row " << o << " n=" << n_rows << (p == Precision::kBF16 ? " bf16" : " f32");
+                        ASSERT_EQ(got, want) << "col " << c << " row " << o << " n=" << n_rows
+                                             << (p == Precision::kBF16 ? " bf16" : " f32");
                     }
             }
         }
@@ -148,15 +149,18 @@ TEST_P(Mxfp4Ops, DecodeIsExact) {
 
 TEST_P(Mxfp4Ops, ProductsMatchTheReference) {
     Rng rng(31);
-    for (auto [t, in, out] : {std::tuple{1, 32, 5}, {2, 64, 17}, {3, 96, 9}, {5, 544, 33}, {9, 2304, 13}, {16, 160, 100}})
+    for (auto [t, in, out] :
+         {std::tuple{1, 32, 5}, {2, 64, 17}, {3, 96, 9}, {5, 544, 33}, {9, 2304, 13}, {16, 160, 100}})
         for (Precision p : {Precision::kF32, Precision::kBF16}) {
             Mxfp4 w = random_mxfp4(rng, out, in);
             std::vector<float> x(size_t(t * in)), y(size_t(t * out)), yr(size_t(t * out));
             for (auto& v : x) v = float(rng.normal());
-            Tensor xt(x.data(), DType::kF32, {t, in}), yt(y.data(), DType::kF32, {t, out}), yrt(yr.data(), DType::kF32, {t, out});
+            Tensor xt(x.data(), DType::kF32, {t, in}), yt(y.data(), DType::kF32, {t, out}),
+                yrt(yr.data(), DType::kF32, {t, out});
             ops::matmul(r.ex, xt, w.t, p, yt);
             ref::matmul(r.ex, xt, w.t, p, yrt);
-            EXPECT_LT(rel_err(y, yr), 2e-6) << "T=" << t << " I=" << in << " O=" << out << (p == Precision::kBF16 ? " bf16" : " f32");
+            EXPECT_LT(rel_err(y, yr), 2e-6)
+                << "T=" << t << " I=" << in << " O=" << out << (p == Precision::kBF16 ? " bf16" : " f32");
             // the f32 path equals the product with the dequantized weights, as widened BF16
             if (p == Precision::kF32) {
                 std::vector<uint16_t> wb(size_t(out * in));
@@ -166,7 +170,8 @@ TEST_P(Mxfp4Ops, ProductsMatchTheReference) {
                 std::vector<float> yb(size_t(t * out));
                 Tensor ybt(yb.data(), DType::kF32, {t, out});
                 ops::matmul(r.ex, xt, wbt, p, ybt);
-                EXPECT_EQ(0, std::memcmp(yb.data(), y.data(), y.size() * 4)) << "MXFP4 vs its bf16 dequantization, I=" << in;
+                EXPECT_EQ(0, std::memcmp(yb.data(), y.data(), y.size() * 4))
+                    << "MXFP4 vs its bf16 dequantization, I=" << in;
             }
         }
 }
@@ -233,7 +238,8 @@ TEST_P(Mxfp4Ops, Bf16KernelIsTheBf16KernelOnPermutedOperands) {
             std::vector<uint16_t> wp(size_t(out * in));
             for (int64_t o = 0; o < out; ++o)
                 for (int64_t i = 0; i < in; ++i)
-                    wp[size_t(o * in + i)] = f32_to_bf16(mxfp4_element(w.packed.data(), w.scale.data(), o * in + col[size_t(i)]));
+                    wp[size_t(o * in + i)] =
+                        f32_to_bf16(mxfp4_element(w.packed.data(), w.scale.data(), o * in + col[size_t(i)]));
             Tensor wpt(wp.data(), DType::kBF16, {out, in});
             for (int64_t t : {1, 2, 3, 5, 16}) {
                 std::vector<float> x(size_t(t * in)), xp(size_t(t * in)), y(size_t(t * out)), yp(size_t(t * out));
@@ -244,7 +250,8 @@ TEST_P(Mxfp4Ops, Bf16KernelIsTheBf16KernelOnPermutedOperands) {
                 Tensor yt(y.data(), DType::kF32, {t, out}), ypt(yp.data(), DType::kF32, {t, out});
                 ops::matmul(r.ex, xt, w.t, Precision::kBF16, yt);
                 ops::matmul(r.ex, xpt, wpt, Precision::kBF16, ypt);
-                ASSERT_EQ(0, std::memcmp(y.data(), yp.data(), y.size() * 4)) << "I=" << in << " T=" << t << (extreme ? " extreme" : "");
+                ASSERT_EQ(0, std::memcmp(y.data(), yp.data(), y.size() * 4))
+                    << "I=" << in << " T=" << t << (extreme ? " extreme" : "");
             }
         }
 }
@@ -268,7 +275,8 @@ TEST_P(Mxfp4Ops, ExtremeScalesAreExact) {
             for (int64_t t : {1, 2, 5}) {
                 std::vector<float> x(size_t(t * in)), y(size_t(t * out)), yr(size_t(t * out)), y_plain(size_t(t * out));
                 for (auto& v : x) v = std::ldexp(float(rng.normal()), -10);
-                Tensor xt(x.data(), DType::kF32, {t, in}), yt(y.data(), DType::kF32, {t, out}), yrt(yr.data(), DType::kF32, {t, out});
+                Tensor xt(x.data(), DType::kF32, {t, in}), yt(y.data(), DType::kF32, {t, out}),
+                    yrt(yr.data(), DType::kF32, {t, out});
                 Tensor ypt(y_plain.data(), DType::kF32, {t, out});
                 ops::matmul(r.ex, xt, w.t, p, yt);
                 ref::matmul(r.ex, xt, w.t, p, yrt);
@@ -278,7 +286,8 @@ TEST_P(Mxfp4Ops, ExtremeScalesAreExact) {
                         double bound = 0;
                         for (int64_t i = 0; i < in; ++i) {
                             const float xv = x[size_t(r0 * in + i)];
-                            bound += std::fabs(double(p == Precision::kBF16 ? round_to_bf16(xv) : xv) * element_f32(w.t, o * in + i));
+                            bound += std::fabs(double(p == Precision::kBF16 ? round_to_bf16(xv) : xv) *
+                                               element_f32(w.t, o * in + i));
                         }
                         const size_t at = size_t(r0 * out + o);
                         ASSERT_TRUE(std::isfinite(y[at])) << "o=" << o;
@@ -304,7 +313,8 @@ TEST_P(Mxfp4Ops, GroupedMixedDtypesMatchSeparateProducts) {
     for (auto& v : wf) v = float(rng.normal());
     Tensor bt(wb.data(), DType::kBF16, {out, in}), ft(wf.data(), DType::kF32, {out, in});
     const Tensor* ws[4] = {&m0.t, &bt, &m1.t, &ft};
-    for (const std::vector<int32_t>& starts : {std::vector<int32_t>{0, 1, 4, 9, 10}, {0, 6, 6, 7, 10}, {0, 0, 10, 10, 10}}) {
+    for (const std::vector<int32_t>& starts :
+         {std::vector<int32_t>{0, 1, 4, 9, 10}, {0, 6, 6, 7, 10}, {0, 0, 10, 10, 10}}) {
         std::vector<float> x(size_t(10 * in)), y(size_t(10 * out));
         for (auto& v : x) v = float(rng.normal());
         Tensor xt(x.data(), DType::kF32, {10, in}), yt(y.data(), DType::kF32, {10, out});
@@ -314,7 +324,8 @@ TEST_P(Mxfp4Ops, GroupedMixedDtypesMatchSeparateProducts) {
                 const int64_t n = starts[size_t(g) + 1] - starts[size_t(g)];
                 if (n == 0) continue;
                 std::vector<float> yg(size_t(n * out));
-                Tensor xg(x.data() + starts[size_t(g)] * in, DType::kF32, {n, in}), ygt(yg.data(), DType::kF32, {n, out});
+                Tensor xg(x.data() + starts[size_t(g)] * in, DType::kF32, {n, in}),
+                    ygt(yg.data(), DType::kF32, {n, out});
                 ops::matmul(r.ex, xg, *ws[g], p, ygt);
                 EXPECT_EQ(0, std::memcmp(yg.data(), y.data() + starts[size_t(g)] * out, yg.size() * 4))
                     << "expert " << g << (p == Precision::kBF16 ? " bf16" : " f32");
@@ -325,5 +336,5 @@ TEST_P(Mxfp4Ops, GroupedMixedDtypesMatchSeparateProducts) {
 
 INSTANTIATE_TEST_SUITE_P(Threads, Mxfp4Ops, ::testing::Values(1, 2));
 
-}  // namespace
-}  // namespace kimi
+}   // namespace
+}   // namespace kimi

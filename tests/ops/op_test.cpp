@@ -89,7 +89,8 @@ TEST(OpTable, EveryOpHasATest) {
 TEST(OpTable, ComparisonsCanFail) {
     test::Runner r(1);
     Rng rng(40);
-    Buf x(DType::kF32, {3, 37}, &rng), w(DType::kBF16, {11, 37}, &rng), y(DType::kF32, {3, 11}), yr(DType::kF32, {3, 11});
+    Buf x(DType::kF32, {3, 37}, &rng), w(DType::kBF16, {11, 37}, &rng), y(DType::kF32, {3, 11}),
+        yr(DType::kF32, {3, 11});
     ops::matmul(r.ex, x.t, w.t, Precision::kF32, y.t);
     ref::matmul(r.ex, x.t, w.t, Precision::kF32, yr.t);
     ASSERT_LT(rel_err(y.t, yr.t), 2e-6);
@@ -112,20 +113,30 @@ protected:
 };
 
 // MXFP4 weights need I to be a multiple of 32.
-int64_t in_for(DType wt, int64_t in) { return wt == DType::kMXFP4 ? (in + kMxfp4Group - 1) / kMxfp4Group * kMxfp4Group : in; }
+int64_t in_for(DType wt, int64_t in) {
+    return wt == DType::kMXFP4 ? (in + kMxfp4Group - 1) / kMxfp4Group * kMxfp4Group : in;
+}
 
 std::string what(DType wt, Precision p, int64_t t, int64_t in, int64_t out) {
-    return "T=" + std::to_string(t) + " I=" + std::to_string(in) + " O=" + std::to_string(out) + " w=" + dtype_name(wt) + " " +
-           precision_name(p);
+    return "T=" + std::to_string(t) + " I=" + std::to_string(in) + " O=" + std::to_string(out) +
+        " w=" + dtype_name(wt) + " " + precision_name(p);
 }
 
 TEST_P(MatmulOps, Matmul) {
     Rng rng(1);
     for (DType wt : kMatmulWeightDtypes)
-        for (auto [t, in0, out] : {std::tuple{1, 1, 1}, {1, 7, 3}, {3, 8, 5}, {5, 33, 17}, {2, 64, 64}, {7, 130, 37}, {16, 256, 19}, {25, 97, 29}})
+        for (auto [t, in0, out] : {std::tuple{1, 1, 1},
+                                   {1, 7, 3},
+                                   {3, 8, 5},
+                                   {5, 33, 17},
+                                   {2, 64, 64},
+                                   {7, 130, 37},
+                                   {16, 256, 19},
+                                   {25, 97, 29}})
             for (Precision p : kPrecisions) {
                 const int64_t in = in_for(wt, in0);
-                Buf x(DType::kF32, {t, in}, &rng), w(wt, {out, in}, &rng, 0.1), y(DType::kF32, {t, out}), yr(DType::kF32, {t, out});
+                Buf x(DType::kF32, {t, in}, &rng), w(wt, {out, in}, &rng, 0.1), y(DType::kF32, {t, out}),
+                    yr(DType::kF32, {t, out});
                 ops::matmul(r.ex, x.t, w.t, p, y.t);
                 ref::matmul(r.ex, x.t, w.t, p, yr.t);
                 EXPECT_LT(rel_err(y.t, yr.t), 2e-6) << what(wt, p, t, in, out);
@@ -136,7 +147,8 @@ TEST_P(MatmulOps, Matmul) {
 TEST_P(MatmulOps, MatmulStrided) {
     Rng rng(13);
     for (DType wt : kMatmulWeightDtypes)
-        for (auto [t, in0, out, pad_x, pad_y] : {std::tuple{1, 7, 3, 0, 0}, {3, 33, 5, 5, 3}, {6, 64, 19, 1, 7}, {17, 130, 29, 31, 2}})
+        for (auto [t, in0, out, pad_x, pad_y] :
+             {std::tuple{1, 7, 3, 0, 0}, {3, 33, 5, 5, 3}, {6, 64, 19, 1, 7}, {17, 130, 29, 31, 2}})
             for (Precision p : kPrecisions) {
                 const int64_t in = in_for(wt, in0), ldx = in + pad_x, ldy = out + pad_y;
                 Buf x(DType::kF32, {t, ldx}, &rng), w(wt, {out, in}, &rng, 0.1), y(DType::kF32, {t, ldy});
@@ -146,8 +158,10 @@ TEST_P(MatmulOps, MatmulStrided) {
                 ops::matmul_strided(r.ex, x.f(), t, ldx, w.t, p, y.f(), ldy);
                 ref::matmul_strided(r.ex, x.f(), t, ldx, w.t, p, yr.f(), ldy);
                 for (int64_t row = 0; row < t; ++row) {
-                    EXPECT_LT(rel_err(y.f() + row * ldy, yr.f() + row * ldy, out), 2e-6) << what(wt, p, t, in, out) << " row " << row;
-                    for (int64_t j = out; j < ldy; ++j) ASSERT_EQ(y.f()[row * ldy + j], float(1000 * row + j)) << "gap written";
+                    EXPECT_LT(rel_err(y.f() + row * ldy, yr.f() + row * ldy, out), 2e-6)
+                        << what(wt, p, t, in, out) << " row " << row;
+                    for (int64_t j = out; j < ldy; ++j)
+                        ASSERT_EQ(y.f()[row * ldy + j], float(1000 * row + j)) << "gap written";
                 }
             }
 }
@@ -158,19 +172,23 @@ TEST_P(MatmulOps, MatmulGrouped) {
     Rng rng(14);
     const int64_t out = 37, rows = 13;
     for (int mode = 0; mode <= 4; ++mode)   // 0-3: every expert of kMatmulWeightDtypes[mode]; 4: mixed
-        for (const std::vector<int32_t>& starts : {std::vector<int32_t>{0, 1, 4, 4, 11, 13}, {0, 0, 13, 13, 13, 13}, {0, 2, 3, 5, 8, 13}})
+        for (const std::vector<int32_t>& starts :
+             {std::vector<int32_t>{0, 1, 4, 4, 11, 13}, {0, 0, 13, 13, 13, 13}, {0, 2, 3, 5, 8, 13}})
             for (Precision p : kPrecisions) {
                 const bool float_only = mode < 4 && kMatmulWeightDtypes[mode] != DType::kMXFP4;
                 const int64_t in = float_only ? 45 : 96, n_groups = int64_t(starts.size()) - 1;
                 std::vector<Buf> experts;
                 for (int64_t g = 0; g < n_groups; ++g)
-                    experts.emplace_back(kMatmulWeightDtypes[mode < 4 ? mode : g % 4], std::initializer_list<int64_t>{out, in}, &rng, 0.1);
+                    experts.emplace_back(kMatmulWeightDtypes[mode < 4 ? mode : g % 4],
+                                         std::initializer_list<int64_t>{out, in}, &rng, 0.1);
                 std::vector<const Tensor*> ws;
-                for (int64_t g = 0; g < n_groups; ++g) ws.push_back(starts[size_t(g)] == starts[size_t(g) + 1] ? nullptr : &experts[size_t(g)].t);
+                for (int64_t g = 0; g < n_groups; ++g)
+                    ws.push_back(starts[size_t(g)] == starts[size_t(g) + 1] ? nullptr : &experts[size_t(g)].t);
                 Buf x(DType::kF32, {rows, in}, &rng), y(DType::kF32, {rows, out}), yr(DType::kF32, {rows, out});
                 ops::matmul_grouped(r.ex, x.t, ws, starts, p, y.t);
                 ref::matmul_grouped(r.ex, x.t, ws, starts, p, yr.t);
-                const std::string at = "mode " + std::to_string(mode) + " " + precision_name(p) + " starts[1]=" + std::to_string(starts[1]);
+                const std::string at = "mode " + std::to_string(mode) + " " + precision_name(p) +
+                    " starts[1]=" + std::to_string(starts[1]);
                 EXPECT_LT(rel_err(y.t, yr.t), 2e-6) << at;
                 for (int64_t g = 0; g < n_groups; ++g) {
                     const int64_t r0 = starts[size_t(g)], r1 = starts[size_t(g) + 1];
@@ -216,7 +234,8 @@ TEST_P(MatmulOps, MatmulPathsAgreeBitForBit) {
                     ref::matmul(r.ex, xs, w.t, p, yr.t);
                     EXPECT_LT(rel_err(y.t, yr.t), 2e-6) << what(wt, p, n, in, out);
                     for (int64_t t = 0; t < n; ++t)
-                        ASSERT_TRUE(test::same_bits(single[size_t(t)].t, y.t.rows(t, t + 1))) << "row " << t << " " << what(wt, p, n, in, out);
+                        ASSERT_TRUE(test::same_bits(single[size_t(t)].t, y.t.rows(t, t + 1)))
+                            << "row " << t << " " << what(wt, p, n, in, out);
                 }
             }
 }
@@ -231,7 +250,8 @@ TEST(Bf16Rounding, PortableAndAvx512AgreeBitForBit) {
     const int64_t rows = 3, in = 77, ldx = 80;
     std::vector<float> x(size_t(rows * ldx));
     for (auto& v : x) v = float(rng.normal()) * 100.0f;
-    const uint32_t special[] = {0x7fc00001u, 0xff800000u, 0x7f800000u, 0x00000001u, 0x80400000u, 0x3f808000u, 0x3f818000u, 0x7f7fffffu};
+    const uint32_t special[] = {0x7fc00001u, 0xff800000u, 0x7f800000u, 0x00000001u,
+                                0x80400000u, 0x3f808000u, 0x3f818000u, 0x7f7fffffu};
     for (size_t i = 0; i < std::size(special); ++i) std::memcpy(&x[i * 3], &special[i], 4);
     std::vector<float> ra(size_t(rows * in)), rb(size_t(rows * in));
     std::vector<uint16_t> ba(size_t(rows * in)), bb(size_t(rows * in));
@@ -243,5 +263,5 @@ TEST(Bf16Rounding, PortableAndAvx512AgreeBitForBit) {
         for (int64_t i = 0; i < in; ++i) ASSERT_EQ(ba[size_t(t * in + i)], f32_to_bf16(x[size_t(t * ldx + i)]));
 }
 
-}  // namespace
-}  // namespace kimi
+}   // namespace
+}   // namespace kimi

@@ -36,17 +36,17 @@ struct Layout {
 
 const std::vector<Layout>& layouts() {
     static const std::vector<Layout> all = {
-        {{0, 1}, {1}, {}, 2},                                 // one decode token
-        {{0, 6, 9}, {2, 0}, {}, 3},                           // two prefills
+        {{0, 1}, {1}, {}, 2},                                        // one decode token
+        {{0, 6, 9}, {2, 0}, {}, 3},                                  // two prefills
         {{0, 6, 9}, {2, 0}, {{0, 2, 1}, {0, 5, 3}, {1, 1, 4}}, 5},   // with captures
-        {{0, 1, 5, 12}, {3, 0, 2}, {{2, 6, 1}}, 4},           // a decode token among prefills
+        {{0, 1, 5, 12}, {3, 0, 2}, {{2, 6, 1}}, 4},                  // a decode token among prefills
     };
     return all;
 }
 
 std::string describe(const Layout& l) {
-    return "T=" + std::to_string(l.tokens()) + " seqs=" + std::to_string(l.slots.size()) + " captures=" +
-           std::to_string(l.captures.size());
+    return "T=" + std::to_string(l.tokens()) + " seqs=" + std::to_string(l.slots.size()) +
+        " captures=" + std::to_string(l.captures.size());
 }
 
 TEST_P(KdaOps, CausalConv1dSilu) {
@@ -54,12 +54,14 @@ TEST_P(KdaOps, CausalConv1dSilu) {
     for (const Layout& l : layouts())
         for (auto [c, w] : {std::pair<int64_t, int64_t>{15, 4}, {70, 4}, {9, 2}, {5, 1}}) {
             const int64_t t = l.tokens(), stride = (w - 1) * c;
-            Buf x(DType::kF32, {t, c}, &rng), cw(DType::kF32, {c, 1, w}, &rng, 0.5), y(DType::kF32, {t, c}), yr(DType::kF32, {t, c});
+            Buf x(DType::kF32, {t, c}, &rng), cw(DType::kF32, {c, 1, w}, &rng, 0.5), y(DType::kF32, {t, c}),
+                yr(DType::kF32, {t, c});
             Buf st(DType::kF32, {l.n_slots, w - 1, c}, &rng), str(st);
             ops::causal_conv1d_silu(r.ex, x.t, cw.t, {st.f(), stride}, l.seqs(), y.t);
             ref::causal_conv1d_silu(r.ex, x.t, cw.t, {str.f(), stride}, l.seqs(), yr.t);
             EXPECT_LT(rel_err(y.t, yr.t), 1e-6) << describe(l) << " C=" << c << " W=" << w;
-            EXPECT_TRUE(same_bits(st.t, str.t)) << "windows and captures are copies: " << describe(l) << " C=" << c << " W=" << w;
+            EXPECT_TRUE(same_bits(st.t, str.t))
+                << "windows and captures are copies: " << describe(l) << " C=" << c << " W=" << w;
         }
 }
 
@@ -104,7 +106,8 @@ TEST_P(KdaOps, KdaRecurrent) {
     for (const Layout& l : layouts())
         for (auto [h, k, v] : {std::tuple<int64_t, int64_t, int64_t>{3, 5, 7}, {2, 16, 33}, {1, 128, 128}}) {
             const int64_t t = l.tokens(), stride = h * k * v;
-            Buf q(DType::kF32, {t, h, k}, &rng, 0.3), kk(DType::kF32, {t, h, k}, &rng, 0.3), vv(DType::kF32, {t, h, v}, &rng);
+            Buf q(DType::kF32, {t, h, k}, &rng, 0.3), kk(DType::kF32, {t, h, k}, &rng, 0.3),
+                vv(DType::kF32, {t, h, v}, &rng);
             Buf g(DType::kF32, {t, h, k}, &rng, 0.2), beta(DType::kF32, {t, h});
             for (int64_t i = 0; i < g.t.numel(); ++i) g.f()[i] = -std::fabs(g.f()[i]);
             for (int64_t i = 0; i < beta.t.numel(); ++i) beta.f()[i] = float(rng.uniform());
@@ -146,7 +149,8 @@ TEST_P(KdaOps, StateCapturesMidSequence) {
     EXPECT_TRUE(same_bits(a.y.t, b.y.t));
     EXPECT_TRUE(same_bits(a.o.t, b.o.t));
     for (int32_t slot : slots) {
-        EXPECT_EQ(0, std::memcmp(a.st.f() + slot * conv_stride, b.st.f() + slot * conv_stride, size_t(conv_stride) * 4));
+        EXPECT_EQ(0,
+                  std::memcmp(a.st.f() + slot * conv_stride, b.st.f() + slot * conv_stride, size_t(conv_stride) * 4));
         EXPECT_EQ(0, std::memcmp(a.s.f() + slot * kda_stride, b.s.f() + slot * kda_stride, size_t(kda_stride) * 4));
     }
     for (const ops::StateCapture& cap : caps) {   // the first cap.t tokens of that sequence alone
@@ -155,11 +159,15 @@ TEST_P(KdaOps, StateCapturesMidSequence) {
         const ops::SeqLayout one{one_start, one_slot};
         Buf st(st0), s(s0), y(DType::kF32, {cap.t, c}), o(DType::kF32, {cap.t, h, v});
         ops::causal_conv1d_silu(r.ex, x.t.rows(from, from + cap.t), cw.t, {st.f(), conv_stride}, one, y.t);
-        ops::kda_recurrent(r.ex, q.t.rows(from, from + cap.t), kk.t.rows(from, from + cap.t), vv.t.rows(from, from + cap.t),
-                           g.t.rows(from, from + cap.t), beta.t.rows(from, from + cap.t), {s.f(), kda_stride}, one, o.t);
-        EXPECT_EQ(0, std::memcmp(st.f() + one_slot[0] * conv_stride, b.st.f() + cap.slot * conv_stride, size_t(conv_stride) * 4))
+        ops::kda_recurrent(r.ex, q.t.rows(from, from + cap.t), kk.t.rows(from, from + cap.t),
+                           vv.t.rows(from, from + cap.t), g.t.rows(from, from + cap.t), beta.t.rows(from, from + cap.t),
+                           {s.f(), kda_stride}, one, o.t);
+        EXPECT_EQ(
+            0,
+            std::memcmp(st.f() + one_slot[0] * conv_stride, b.st.f() + cap.slot * conv_stride, size_t(conv_stride) * 4))
             << "conv capture seq " << cap.seq << " t " << cap.t;
-        EXPECT_EQ(0, std::memcmp(s.f() + one_slot[0] * kda_stride, b.s.f() + cap.slot * kda_stride, size_t(kda_stride) * 4))
+        EXPECT_EQ(
+            0, std::memcmp(s.f() + one_slot[0] * kda_stride, b.s.f() + cap.slot * kda_stride, size_t(kda_stride) * 4))
             << "state capture seq " << cap.seq << " t " << cap.t;
     }
 }
@@ -188,5 +196,5 @@ TEST(KdaKernels, PortableAndAvx512AgreeBitForBit) {
     }
 }
 
-}  // namespace
-}  // namespace kimi
+}   // namespace
+}   // namespace kimi

@@ -31,7 +31,12 @@ struct Cache {
         for (size_t i = 0; i < bf16.size(); ++i) bf16[i] = f32_to_bf16(f32.f()[i]);
     }
     ops::PagedLatents view(bool use_bf16, int32_t block_size, std::span<const int32_t> tables, int32_t max_blocks) {
-        return {use_bf16 ? nullptr : f32.f(), use_bf16 ? bf16.data() : nullptr, block_size, f32.t.dim(2), tables, max_blocks};
+        return {use_bf16 ? nullptr : f32.f(),
+                use_bf16 ? bf16.data() : nullptr,
+                block_size,
+                f32.t.dim(2),
+                tables,
+                max_blocks};
     }
     bool operator==(const Cache& o) const { return same_bits(f32.t, o.f32.t) && bf16 == o.bf16; }
 };
@@ -43,13 +48,15 @@ TEST_P(MlaOps, MlaCacheWrite) {
     const std::vector<int32_t> tables{7, 2, 9, 0, 0, 4, 1, 8, 3, 0, 5, 6, 0, 0, 0};   // 3 sequences
     for (bool bf16 : {false, true})
         for (int64_t width : {1, 13, 45})
-            for (auto [starts, past] : {std::pair<std::vector<int32_t>, std::vector<int32_t>>{{0, 5, 6, 9}, {3, 9, 0}}, {{0, 1}, {11}},
+            for (auto [starts, past] : {std::pair<std::vector<int32_t>, std::vector<int32_t>>{{0, 5, 6, 9}, {3, 9, 0}},
+                                        {{0, 1}, {11}},
                                         {{0, 0, 7, 8}, {2, 0, 7}}}) {
                 Cache cache(rng, 10, bs, width), cache_ref = cache;
                 Buf lat(DType::kF32, {starts.back(), width}, &rng);
                 ops::mla_cache_write(r.ex, lat.t, cache.view(bf16, bs, tables, max_blocks), starts, past);
                 ref::mla_cache_write(r.ex, lat.t, cache_ref.view(bf16, bs, tables, max_blocks), starts, past);
-                EXPECT_TRUE(cache == cache_ref) << (bf16 ? "bf16" : "f32") << " width " << width << " T=" << starts.back();
+                EXPECT_TRUE(cache == cache_ref)
+                    << (bf16 ? "bf16" : "f32") << " width " << width << " T=" << starts.back();
             }
 }
 
@@ -68,9 +75,12 @@ TEST_P(MlaOps, MlaAttention) {
             Buf o(DType::kF32, {6, h, rank}), orf(DType::kF32, {6, h, rank});
             ops::mla_attention(r.ex, q.t, pl, starts, past, 0.3f, o.t);
             ref::mla_attention(r.ex, q.t, pl, starts, past, 0.3f, orf.t);
-            EXPECT_LT(rel_err(o.t, orf.t), 1e-5) << (bf16 ? "bf16" : "f32") << " H=" << h << " R=" << rank << " P=" << rope;
-            if (!bf16) std::memcpy(o32.f(), o.f(), o.t.nbytes());
-            else EXPECT_LT(rel_err(o.t, o32.t), 2e-2);   // the bf16 cache: close to the f32 one (rounding)
+            EXPECT_LT(rel_err(o.t, orf.t), 1e-5)
+                << (bf16 ? "bf16" : "f32") << " H=" << h << " R=" << rank << " P=" << rope;
+            if (!bf16)
+                std::memcpy(o32.f(), o.f(), o.t.nbytes());
+            else
+                EXPECT_LT(rel_err(o.t, o32.t), 2e-2);   // the bf16 cache: close to the f32 one (rounding)
         }
     }
 }
@@ -86,7 +96,8 @@ TEST_P(MlaOps, MlaAttentionLongContextTiles) {
     Cache cache(rng, max_blocks, bs, width);
     for (bool bf16 : {false, true}) {
         const ops::PagedLatents pl = cache.view(bf16, bs, tables, max_blocks);
-        Buf q(DType::kF32, {n_new, h, width}, &rng, 3.0), o(DType::kF32, {n_new, h, rank}), orf(DType::kF32, {n_new, h, rank});
+        Buf q(DType::kF32, {n_new, h, width}, &rng, 3.0), o(DType::kF32, {n_new, h, rank}),
+            orf(DType::kF32, {n_new, h, rank});
         const std::vector<int32_t> starts{0, int32_t(n_new)}, pasts{past};
         ops::mla_attention(r.ex, q.t, pl, starts, pasts, 0.2f, o.t);
         ref::mla_attention(r.ex, q.t, pl, starts, pasts, 0.2f, orf.t);
@@ -102,5 +113,5 @@ TEST_P(MlaOps, MlaAttentionLongContextTiles) {
 
 INSTANTIATE_TEST_SUITE_P(Threads, MlaOps, ::testing::Values(1, 2));
 
-}  // namespace
-}  // namespace kimi
+}   // namespace
+}   // namespace kimi

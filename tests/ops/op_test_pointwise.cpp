@@ -116,7 +116,8 @@ TEST_P(PointwiseOps, MulSigmoidInplace) {
 TEST_P(PointwiseOps, SiluMul) {
     Rng rng(6);
     for (auto [t, f] : {std::pair{1, 1}, {5, 9}, {3, 4099}}) {
-        Buf g(DType::kF32, {t, f}, &rng, 3.0), u(DType::kF32, {t, f}, &rng), y(DType::kF32, {t, f}), yr(DType::kF32, {t, f});
+        Buf g(DType::kF32, {t, f}, &rng, 3.0), u(DType::kF32, {t, f}, &rng), y(DType::kF32, {t, f}),
+            yr(DType::kF32, {t, f});
         ops::silu_mul(r.ex, g.t, u.t, y.t);
         ref::silu_mul(r.ex, g.t, u.t, yr.t);
         EXPECT_LT(rel_err(y.t, yr.t), 1e-6) << "T=" << t << " F=" << f;
@@ -130,7 +131,8 @@ TEST_P(PointwiseOps, SituMul) {
     Rng rng(7);
     for (int64_t n : {1, 9, 4099})
         for (auto [beta, lin] : {std::pair{4.0f, 25.0f}, {4.0f, 0.0f}, {1.0f, 2.5f}}) {
-            Buf u(DType::kF32, {n}, &rng, 12.0), v(DType::kF32, {n}, &rng, 40.0), s(DType::kF32, {n}), sr(DType::kF32, {n});
+            Buf u(DType::kF32, {n}, &rng, 12.0), v(DType::kF32, {n}, &rng, 40.0), s(DType::kF32, {n}),
+                sr(DType::kF32, {n});
             ops::situ_mul(r.ex, u.t, v.t, beta, lin, s.t);
             ref::situ_mul(r.ex, u.t, v.t, beta, lin, sr.t);
             EXPECT_LT(rel_err(s.t, sr.t), 2e-6) << "n=" << n << " beta=" << beta << " linear_beta=" << lin;
@@ -150,10 +152,12 @@ TEST_P(PointwiseOps, AttnResMix) {
     for (auto [t, d] : {std::pair{1, 1}, {3, 7}, {5, 64}, {2, 131}})
         for (size_t nb : {0, 1, 2, 4}) {
             std::vector<Buf> blocks;
-            for (size_t i = 0; i < nb; ++i) blocks.emplace_back(DType::kF32, std::initializer_list<int64_t>{t, d}, &rng, double(i + 1));
+            for (size_t i = 0; i < nb; ++i)
+                blocks.emplace_back(DType::kF32, std::initializer_list<int64_t>{t, d}, &rng, double(i + 1));
             std::vector<const Tensor*> bp;
             for (auto& b : blocks) bp.push_back(&b.t);
-            Buf p(DType::kF32, {t, d}, &rng, 3.0), w(DType::kF32, {d}, &rng, 0.3), y(DType::kF32, {t, d}), yr(DType::kF32, {t, d});
+            Buf p(DType::kF32, {t, d}, &rng, 3.0), w(DType::kF32, {d}, &rng, 0.3), y(DType::kF32, {t, d}),
+                yr(DType::kF32, {t, d});
             ops::attn_res_mix(r.ex, bp, p.t, w.t, 1e-5f, y.t);
             ref::attn_res_mix(r.ex, bp, p.t, w.t, 1e-5f, yr.t);
             EXPECT_LT(rel_err(y.t, yr.t), 2e-6) << "T=" << t << " D=" << d << " blocks=" << nb;
@@ -175,8 +179,12 @@ TEST_P(PointwiseOps, AttnResMix) {
 
 TEST_P(PointwiseOps, MoeRoute) {
     Rng rng(7);
-    for (auto [e, k, groups, keep, renorm] : {std::tuple{8, 2, 1, 1, true}, {8, 8, 1, 1, true}, {12, 3, 4, 2, false},
-                                              {16, 4, 2, 1, true}, {9, 1, 3, 3, true}, {7, 3, 1, 1, false}})
+    for (auto [e, k, groups, keep, renorm] : {std::tuple{8, 2, 1, 1, true},
+                                              {8, 8, 1, 1, true},
+                                              {12, 3, 4, 2, false},
+                                              {16, 4, 2, 1, true},
+                                              {9, 1, 3, 3, true},
+                                              {7, 3, 1, 1, false}})
         for (int64_t t : {1, 6}) {
             Buf logits(DType::kF32, {t, e}, &rng, 2.0), bias(DType::kF32, {e}, &rng, 0.3);
             Buf ids(DType::kI32, {t, k}), w(DType::kF32, {t, k}), idr(DType::kI32, {t, k}), wr(DType::kF32, {t, k});
@@ -196,7 +204,8 @@ TEST(MoeRouteFixed, BiasChoosesWeightsDoNot) {
     float lg[4] = {2.0f, 1.0f, 0.0f, -1.0f}, bias[4] = {0.0f, 0.0f, 0.9f, 0.0f};
     int32_t ids[2];
     float w[2];
-    Tensor tl(lg, DType::kF32, {1, 4}), tb(bias, DType::kF32, {4}), ti(ids, DType::kI32, {1, 2}), tw(w, DType::kF32, {1, 2});
+    Tensor tl(lg, DType::kF32, {1, 4}), tb(bias, DType::kF32, {4}), ti(ids, DType::kI32, {1, 2}),
+        tw(w, DType::kF32, {1, 2});
     ops::moe_route(r.ex, tl, tb, ops::RouteParams{2, 1, 1, true, 2.0f}, ti, tw);
     const double s2 = 1 / (1 + std::exp(-0.0)), s0 = 1 / (1 + std::exp(-2.0));   // sel: 2 → 1.4, 0 → 0.88
     EXPECT_EQ(ids[0], 2);
@@ -205,5 +214,5 @@ TEST(MoeRouteFixed, BiasChoosesWeightsDoNot) {
     EXPECT_NEAR(w[1], 2.0 * s0 / (s2 + s0), 1e-6);
 }
 
-}  // namespace
-}  // namespace kimi
+}   // namespace
+}   // namespace kimi

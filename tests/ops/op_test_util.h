@@ -43,9 +43,12 @@ struct Buf {
         }
         for (int64_t i = 0; i < t.numel(); ++i) {
             const float v = float(r->normal() * scale);
-            if (dt == DType::kF32) t.f32()[i] = v;
-            else if (dt == DType::kBF16) static_cast<uint16_t*>(t.data)[i] = f32_to_bf16(v);
-            else if (dt == DType::kF16) static_cast<uint16_t*>(t.data)[i] = f32_to_f16(v);
+            if (dt == DType::kF32)
+                t.f32()[i] = v;
+            else if (dt == DType::kBF16)
+                static_cast<uint16_t*>(t.data)[i] = f32_to_bf16(v);
+            else if (dt == DType::kF16)
+                static_cast<uint16_t*>(t.data)[i] = f32_to_f16(v);
         }
     }
     // A copy with its own storage (in-place ops: the kernel and the reference each get one).
@@ -86,4 +89,4 @@ inline constexpr DType kMatmulWeightDtypes[] = {DType::kF32, DType::kBF16, DType
 inline constexpr DType kFloatDtypes[] = {DType::kF32, DType::kBF16, DType::kF16};
 inline constexpr Precision kPrecisions[] = {Precision::kF32, Precision::kBF16};
 
-}  // namespace kimi::test
+}   // namespace kimi::test

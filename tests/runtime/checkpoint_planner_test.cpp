@@ -16,8 +16,11 @@ namespace {
 constexpr int32_t kBlock = 4, kSlots = 2, kCheckpoints = 4;
 
 struct Harness {
-    Harness() : cache(32, kBlock, kSlots, 16), store(kSlots, kCheckpoints, 0), storage(geometry()),
-                plan(cache, store, storage, 8) {
+    Harness()
+        : cache(32, kBlock, kSlots, 16),
+          store(kSlots, kCheckpoints, 0),
+          storage(geometry()),
+          plan(cache, store, storage, 8) {
         cache.enable_prefix_caching(1);
         for (int32_t i = 0; i < 40; ++i) tokens.push_back(100 + i);
     }
@@ -63,16 +66,16 @@ TEST(CheckpointPlanner, TailCheckpointMovesPastThePrompt) {
     Harness h;
     ASSERT_TRUE(h.cache.allocate(7, 28));
     h.cache.commit_full_blocks(7, 28, h.token_at());
-    EXPECT_EQ(h.plan.save_chunk_end(7, 21, 10, 0), 0u);                // not a block boundary
-    const uint64_t t1 = h.plan.save_chunk_end(7, 20, 10, 0);           // past the prompt: a tail
+    EXPECT_EQ(h.plan.save_chunk_end(7, 21, 10, 0), 0u);        // not a block boundary
+    const uint64_t t1 = h.plan.save_chunk_end(7, 20, 10, 0);   // past the prompt: a tail
     EXPECT_NE(t1, 0u);
-    const uint64_t t2 = h.plan.save_chunk_end(7, 28, 10, t1);          // moved forward (overwrites its own)
+    const uint64_t t2 = h.plan.save_chunk_end(7, 28, 10, t1);   // moved forward (overwrites its own)
     EXPECT_NE(t2, t1);
     EXPECT_FALSE(h.store.contains(t1));
     EXPECT_TRUE(h.store.contains(t2));
-    EXPECT_EQ(h.plan.save_chunk_end(7, 24, 10, t2), t2);               // on the interval: kept, not the tail
+    EXPECT_EQ(h.plan.save_chunk_end(7, 24, 10, t2), t2);   // on the interval: kept, not the tail
     EXPECT_EQ(h.store.size(), 2);
 }
 
-}  // namespace
-}  // namespace kimi
+}   // namespace
+}   // namespace kimi

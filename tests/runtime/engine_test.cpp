@@ -29,12 +29,18 @@ protected:
         p.max_tokens = 12;
         p.ignore_eos = true;
         p.logprobs = 2;
-        if (greedy) p.temperature = 0;
-        else { p.temperature = 0.9f; p.top_p = 0.95f; p.seed = 77; }
+        if (greedy)
+            p.temperature = 0;
+        else {
+            p.temperature = 0.9f;
+            p.top_p = 0.95f;
+            p.seed = 77;
+        }
         return p;
     }
 
-    Out alone(const std::vector<int32_t>& prompt, bool greedy, bool kv_cache_bf16 = false, Precision p = EngineConfig{}.precision) {
+    Out alone(const std::vector<int32_t>& prompt, bool greedy, bool kv_cache_bf16 = false,
+              Precision p = EngineConfig{}.precision) {
         EngineConfig c;
         c.threads = 2;
         c.kv_cache_bf16 = kv_cache_bf16;
@@ -54,7 +60,8 @@ protected:
             if (i == 5) probe = e.submit(prompt, params(greedy));
             SamplingParams p = params(i % 2 == 0);
             p.max_tokens = 3 + i % 7;
-            others.push_back(e.submit(test::random_tokens(2 + 3 * i, model_->config().vocab_size, 100 + uint64_t(i)), p));
+            others.push_back(
+                e.submit(test::random_tokens(2 + 3 * i, model_->config().vocab_size, 100 + uint64_t(i)), p));
             e.step();
         }
         e.run_until_idle();
@@ -66,12 +73,13 @@ protected:
     }
 
     // Greedy: alone == among 15 others == among them with a 5-token budget, bit for bit.
-    void expect_crowded_and_chunked_match(const std::vector<int32_t>& prompt, bool kv_cache_bf16, Precision p, const char* what);
+    void expect_crowded_and_chunked_match(const std::vector<int32_t>& prompt, bool kv_cache_bf16, Precision p,
+                                          const char* what);
 };
 KimiModel* EngineInvariance::model_ = nullptr;
 
-void EngineInvariance::expect_crowded_and_chunked_match(const std::vector<int32_t>& prompt, bool kv_cache_bf16, Precision p,
-                                                        const char* what) {
+void EngineInvariance::expect_crowded_and_chunked_match(const std::vector<int32_t>& prompt, bool kv_cache_bf16,
+                                                        Precision p, const char* what) {
     const Out ref = alone(prompt, true, kv_cache_bf16, p);
     EngineConfig batched;
     batched.threads = 2;
@@ -109,7 +117,8 @@ TEST_F(EngineInvariance, GreedyAndSeeded) {
 TEST_F(EngineInvariance, Bf16LatentCache) {
     const auto prompt = test::random_tokens(30, model_->config().vocab_size, 9);
     expect_crowded_and_chunked_match(prompt, true, EngineConfig{}.precision, "bf16 latents");
-    EXPECT_EQ(model_->cache_geometry(1, 1, 16, true).bytes_per_block() * 2, model_->cache_geometry(1, 1, 16).bytes_per_block());
+    EXPECT_EQ(model_->cache_geometry(1, 1, 16, true).bytes_per_block() * 2,
+              model_->cache_geometry(1, 1, 16).bytes_per_block());
 }
 
 // A checkpoint with every linear in MXFP4 (kimi-cpp quantize --targets all-linear): alone,
@@ -198,7 +207,8 @@ protected:
         c.max_num_batched_tokens = 7;
         Engine e(*model_, c, tok_);
         std::vector<std::shared_ptr<RequestStream>> others;
-        for (int i = 0; i < n_others; ++i) others.push_back(e.submit(test::random_tokens(5 + i, 1280, 50 + uint64_t(i)), p));
+        for (int i = 0; i < n_others; ++i)
+            others.push_back(e.submit(test::random_tokens(5 + i, 1280, 50 + uint64_t(i)), p));
         auto s = e.submit(tok_->encode("Once upon a time, in a land far away,"), p);
         e.run_until_idle();
         return drain(*s);
@@ -274,5 +284,5 @@ TEST_F(EngineText, WholeDecodeStepAllocatesNothing) {
     }
 }
 
-}  // namespace
-}  // namespace kimi
+}   // namespace
+}   // namespace kimi

@@ -65,4 +65,4 @@ inline void expect_same(const Out& a, const Out& b, const std::string& what) {
     EXPECT_EQ(a.finish, b.finish) << what;
 }
 
-}  // namespace kimi::test
+}   // namespace kimi::test

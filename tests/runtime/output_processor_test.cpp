@@ -61,7 +61,7 @@ TEST(OutputProcessor, PostprocessAppendsPublishesAndFinishes) {
     live.emplace(1, std::move(a));
     live.emplace(2, std::move(b));
     std::vector<float> logits(2 * kVocab, 0.0f);
-    logits[5] = 1.0f;            // row 0: token 5, goes on
+    logits[5] = 1.0f;               // row 0: token 5, goes on
     logits[kVocab + kEos] = 1.0f;   // row 1: EOS, stops
     out.postprocess(Tensor(logits.data(), DType::kF32, {2, kVocab}), rows, live, sched);
 
@@ -78,5 +78,5 @@ TEST(OutputProcessor, PostprocessAppendsPublishesAndFinishes) {
     EXPECT_EQ(sched.n_waiting(), 1);
 }
 
-}  // namespace
-}  // namespace kimi
+}   // namespace
+}   // namespace kimi

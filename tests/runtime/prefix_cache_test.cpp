@@ -50,7 +50,9 @@ struct Case {
     const char* preset;
     Precision precision;
 };
-void PrintTo(const Case& c, std::ostream* os) { *os << c.preset << (c.precision == Precision::kF32 ? " f32" : " bf16"); }
+void PrintTo(const Case& c, std::ostream* os) {
+    *os << c.preset << (c.precision == Precision::kF32 ? " f32" : " bf16");
+}
 
 class PrefixCache : public ::testing::TestWithParam<Case> {
 protected:
@@ -170,7 +172,8 @@ void PrefixCache::prompt_end_and_next_turn(int32_t budget) {
 TEST_P(PrefixCache, SharedBlocksAreReadOnly) {
     const auto shared = test::random_tokens(48, vocab_, 71);
     std::vector<std::vector<int32_t>> prompts;
-    for (int i = 0; i < 4; ++i) prompts.push_back(concat(shared, test::random_tokens(5 + 3 * i, vocab_, 72 + uint64_t(i))));
+    for (int i = 0; i < 4; ++i)
+        prompts.push_back(concat(shared, test::random_tokens(5 + 3 * i, vocab_, 72 + uint64_t(i))));
     std::vector<Out> cold;
     for (const auto& p : prompts) cold.push_back(run_alone(*model_, config(false), p, greedy(12)));
     for (int32_t budget : {256, 7}) {
@@ -212,7 +215,8 @@ TEST_P(PrefixCache, SharedBlocksAreReadOnly) {
 TEST_P(PrefixCache, PreemptionStaysExact) {
     const auto shared = test::random_tokens(40, vocab_, 81);
     std::vector<std::vector<int32_t>> prompts;
-    for (int i = 0; i < 8; ++i) prompts.push_back(concat(shared, test::random_tokens(3 + 2 * i, vocab_, 82 + uint64_t(i))));
+    for (int i = 0; i < 8; ++i)
+        prompts.push_back(concat(shared, test::random_tokens(3 + 2 * i, vocab_, 82 + uint64_t(i))));
     EngineConfig c = config(true);
     c.max_model_len = 80;
     c.n_blocks = 10;   // 160 tokens of MLA cache for 8 requests of ~60 tokens
@@ -228,7 +232,8 @@ TEST_P(PrefixCache, PreemptionStaysExact) {
     EXPECT_GT(e.total_preemptions(), 0) << "the small cache must preempt";
     EXPECT_GT(e.prefix_hit_tokens(), 0);
     for (size_t i = 0; i < prompts.size(); ++i)
-        expect_same(drain(*streams[i]), run_alone(*model_, config(false), prompts[i], greedy(14)), "request " + std::to_string(i));
+        expect_same(drain(*streams[i]), run_alone(*model_, config(false), prompts[i], greedy(14)),
+                    "request " + std::to_string(i));
     expect_pools_full(e, "after preemption");
 }
 
@@ -236,7 +241,8 @@ INSTANTIATE_TEST_SUITE_P(Models, PrefixCache,
                          ::testing::Values(Case{"tiny", Precision::kF32}, Case{"tiny", Precision::kBF16},
                                            Case{"k3-tiny", Precision::kF32}, Case{"k3-tiny", Precision::kBF16}),
                          [](const auto& info) {
-                             std::string n = std::string(info.param.preset) + (info.param.precision == Precision::kF32 ? "_f32" : "_bf16");
+                             std::string n = std::string(info.param.preset) +
+                                 (info.param.precision == Precision::kF32 ? "_f32" : "_bf16");
                              std::replace(n.begin(), n.end(), '-', '_');
                              return n;
                          });
@@ -262,7 +268,8 @@ TEST(PrefixCacheMemory, EvictionNeverFailsARequest) {
     off.enable_prefix_caching = false;
     for (const auto& p : prompts) cold.push_back(run_alone(*model, off, p, greedy(96 - int32_t(p.size()))));
     for (int round = 0; round < 2; ++round)
-        for (size_t i = 0; i < prompts.size(); ++i) {   // each fills the whole pool: the previous one's blocks are evicted
+        for (size_t i = 0; i < prompts.size();
+             ++i) {   // each fills the whole pool: the previous one's blocks are evicted
             auto s = e.submit(prompts[i], greedy(96 - int32_t(prompts[i].size())));
             e.run_until_idle();
             const Out o = drain(*s);
@@ -275,7 +282,8 @@ TEST(PrefixCacheMemory, EvictionNeverFailsARequest) {
     std::vector<std::shared_ptr<RequestStream>> streams;
     for (const auto& p : prompts) streams.push_back(e.submit(p, greedy(96 - int32_t(p.size()))));
     e.run_until_idle();
-    for (size_t i = 0; i < prompts.size(); ++i) expect_same(drain(*streams[i]), cold[i], "concurrent " + std::to_string(i));
+    for (size_t i = 0; i < prompts.size(); ++i)
+        expect_same(drain(*streams[i]), cold[i], "concurrent " + std::to_string(i));
     expect_pools_full(e, "concurrent");
 }
 
@@ -298,5 +306,5 @@ TEST(PrefixCacheMemory, OffMeansNothingCached) {
     EXPECT_EQ(e.cache().blocks().n_cached(), 0);
 }
 
-}  // namespace
-}  // namespace kimi
+}   // namespace
+}   // namespace kimi

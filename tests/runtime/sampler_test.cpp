@@ -27,7 +27,8 @@ int32_t sample_once(Sampler& s, const std::vector<float>& logits, const Sampling
     return out.token;
 }
 
-int32_t greedy(const std::vector<float>& logits, SamplingParams p = {}, const Ids& prompt = {}, const Ids& output = {}) {
+int32_t greedy(const std::vector<float>& logits, SamplingParams p = {}, const Ids& prompt = {},
+               const Ids& output = {}) {
     Sampler s(int64_t(logits.size()));
     p.temperature = 0.0f;
     return sample_once(s, logits, p, prompt, output);
@@ -76,7 +77,10 @@ std::vector<double> reference_kept(const std::vector<float>& logits, const Sampl
         double cum = 0.0;
         for (size_t j = 0; j < n; ++j) {
             cum += prob[size_t(ids[j])] / mass;
-            if (cum >= double(p.top_p)) { n = j + 1; break; }
+            if (cum >= double(p.top_p)) {
+                n = j + 1;
+                break;
+            }
         }
     }
     const double p_max = prob[size_t(ids[0])];
@@ -117,7 +121,9 @@ void expect_matches(const std::vector<int64_t>& counts, const std::vector<double
         chi2 += (double(counts[i]) - e) * (double(counts[i]) - e) / e;
         ++dof;
     }
-    if (dof > 0) { EXPECT_LT(chi2, dof + 6.0 * std::sqrt(2.0 * dof) + 4.0) << "dof " << dof; }
+    if (dof > 0) {
+        EXPECT_LT(chi2, dof + 6.0 * std::sqrt(2.0 * dof) + 4.0) << "dof " << dof;
+    }
 }
 
 std::vector<float> random_logits(int64_t vocab, uint64_t seed, double lo, double hi) {
@@ -153,9 +159,9 @@ TEST(SamplerTest, LogitBiasChangesThePick) {
     p.logit_bias = {{0, 1.5f}};
     EXPECT_EQ(greedy({1.0f, 2.0f, 0.0f}, p), 0);
     p.logit_bias = {{1, -100.0f}, {2, 0.9f}};
-    EXPECT_EQ(greedy({1.0f, 2.0f, 0.0f}, p), 0);    // 1, −98, 0.9
+    EXPECT_EQ(greedy({1.0f, 2.0f, 0.0f}, p), 0);   // 1, −98, 0.9
     p.logit_bias = {{2, 1.01f}};
-    EXPECT_EQ(greedy({1.0f, 2.0f, 1.0f}, p), 2);    // ties broken after the bias: 1, 2, 2.01
+    EXPECT_EQ(greedy({1.0f, 2.0f, 1.0f}, p), 2);           // ties broken after the bias: 1, 2, 2.01
     p.logit_bias = {{-1, 50.0f}, {3, 50.0f}, {2, 0.5f}};   // out-of-range ids are ignored
     EXPECT_EQ(greedy({1.0f, 2.0f, 0.0f}, p), 1);
     SamplingParams q;
@@ -168,11 +174,11 @@ TEST(SamplerTest, LogitBiasChangesThePick) {
 TEST(SamplerTest, RepetitionPenaltyDividesPositiveAndMultipliesNegative) {
     SamplingParams p;
     p.repetition_penalty = 2.0f;
-    expect_processed_logit0(3.0f, p, {0}, {}, 1.5);      // prompt: 3 / 2
-    expect_processed_logit0(3.0f, p, {}, {0}, 1.5);      // output too
-    expect_processed_logit0(-1.0f, p, {0}, {}, -2.0);    // negative: −1 · 2
+    expect_processed_logit0(3.0f, p, {0}, {}, 1.5);     // prompt: 3 / 2
+    expect_processed_logit0(3.0f, p, {}, {0}, 1.5);     // output too
+    expect_processed_logit0(-1.0f, p, {0}, {}, -2.0);   // negative: −1 · 2
     expect_processed_logit0(0.0f, p, {0}, {}, 0.0);
-    p.repetition_penalty = 0.5f;                          // r < 1 boosts
+    p.repetition_penalty = 0.5f;   // r < 1 boosts
     expect_processed_logit0(3.0f, p, {0}, {}, 6.0);
     expect_processed_logit0(-3.0f, p, {0}, {}, -1.5);
     // Applied once per token however often it occurs, in prompt and output together.
@@ -202,26 +208,26 @@ TEST(SamplerTest, FrequencyAndPresencePenaltiesUseOutputCounts) {
     expect_processed_logit0(5.0f, p, {}, {0, 2, 0, 0}, 5.0 - 0.5 * 3 - 0.25);
     expect_processed_logit0(5.0f, p, {}, {3, 0}, 5.0 - 0.5 - 0.25);
     expect_processed_logit0(5.0f, p, {0, 0, 0}, {}, 5.0);   // the prompt does not count
-    p.frequency_penalty = -1.0f;                             // negative values encourage
+    p.frequency_penalty = -1.0f;                            // negative values encourage
     p.presence_penalty = 0.0f;
     expect_processed_logit0(1.0f, p, {}, {0, 0}, 3.0);
     // Greedy flip: 2 − 0.3·2 − 0.5 = 0.9 < 1.0.
     SamplingParams q;
     q.frequency_penalty = 0.3f;
-    EXPECT_EQ(greedy({2.0f, 1.0f}, q, {}, {0}), 0);           // 1.7
+    EXPECT_EQ(greedy({2.0f, 1.0f}, q, {}, {0}), 0);   // 1.7
     q.presence_penalty = 0.5f;
-    EXPECT_EQ(greedy({2.0f, 1.0f}, q, {}, {0, 0}), 1);        // 0.9
+    EXPECT_EQ(greedy({2.0f, 1.0f}, q, {}, {0, 0}), 1);   // 0.9
 }
 
 TEST(SamplerTest, PenaltiesApplyInOrderBiasRepetitionFrequency) {
     SamplingParams p;
     p.repetition_penalty = 2.0f;
     p.frequency_penalty = 0.5f;
-    expect_processed_logit0(3.0f, p, {}, {0, 0}, 3.0 / 2 - 1.0);           // not (3 − 1) / 2
+    expect_processed_logit0(3.0f, p, {}, {0, 0}, 3.0 / 2 - 1.0);   // not (3 − 1) / 2
     p.logit_bias = {{0, 1.0f}};
     expect_processed_logit0(3.0f, p, {}, {0, 0}, (3.0 + 1.0) / 2 - 1.0);   // bias first
     p.logit_bias = {{0, -5.0f}};
-    expect_processed_logit0(3.0f, p, {0}, {0, 0}, (3.0 - 5.0) * 2 - 1.0);  // sign after the bias
+    expect_processed_logit0(3.0f, p, {0}, {0, 0}, (3.0 - 5.0) * 2 - 1.0);   // sign after the bias
 }
 
 TEST(SamplerTest, PenaltyScratchIsResetBetweenCalls) {
@@ -298,7 +304,9 @@ TEST(SamplerTest, TopKLargeAndOffValues) {
     const std::vector<double> kept = reference_kept(logits, p);
     const auto c = draw_counts(logits, p, 1500);
     for (size_t i = 0; i < c.size(); ++i)
-        if (kept[i] == 0.0) { EXPECT_EQ(c[i], 0) << i; }
+        if (kept[i] == 0.0) {
+            EXPECT_EQ(c[i], 0) << i;
+        }
     // k ≥ vocab and k ≤ 0 are off: the same draws as no top-k.
     Sampler s(5000);
     for (uint64_t step = 0; step < 100; ++step) {
@@ -328,7 +336,7 @@ TEST(SamplerTest, TopPKeepsTheSmallestPrefix) {
     expect_matches(draw_counts(logits, p, 20000), kept);
     p.top_p = 0.6f;   // 0.5 + 0.2
     expect_matches(draw_counts(logits, p, 20000), reference_kept(logits, p));
-    p.top_p = 0.01f;  // always at least one token
+    p.top_p = 0.01f;   // always at least one token
     const auto c = draw_counts(logits, p, 2000);
     EXPECT_EQ(c[1], 2000);
 }
@@ -389,7 +397,9 @@ void expect_large_vocab_filter(const std::vector<float>& logits, const SamplingP
     const auto c = draw_counts(logits, p, draws, 77);
     int64_t low_draws = 0;
     for (size_t i = 0; i < c.size(); ++i) {
-        if (kept[i] == 0.0) { EXPECT_EQ(c[i], 0) << "token " << i << " is outside the kept set"; }
+        if (kept[i] == 0.0) {
+            EXPECT_EQ(c[i], 0) << "token " << i << " is outside the kept set";
+        }
         if (low[i]) low_draws += c[i];
     }
     const double sigma = std::sqrt(double(draws) * low_mass * (1.0 - low_mass));
@@ -411,7 +421,7 @@ TEST(SamplerTest, TopPAndMinPAtFullVocab) {
     p.temperature = 1.0f;
     p.top_p = 0.8f;   // the nucleus is a part of the head
     expect_large_vocab_filter(logits, p, 600, 5, 20);
-    p.top_p = 0.95f;  // reaches into the flat tail
+    p.top_p = 0.95f;   // reaches into the flat tail
     expect_large_vocab_filter(logits, p, 600, 1000, size_t(vocab));
 }
 
@@ -430,9 +440,9 @@ TEST(SamplerTest, TopPAndMinPWithManyCandidates) {
     p.temperature = 3.0f;   // the tail at 0.06–0.11 of the max: min_p 0.08 splits it
     p.min_p = 0.08f;
     expect_large_vocab_filter(logits, p, 1000, 1000, size_t(vocab) - 1000);
-    p.top_p = 0.7f;         // top-p and min-p together
+    p.top_p = 0.7f;   // top-p and min-p together
     expect_large_vocab_filter(logits, p, 1000, 1000, size_t(vocab) - 1000);
-    p.top_k = 3000;         // all three
+    p.top_k = 3000;   // all three
     expect_large_vocab_filter(logits, p, 1000, 100, 3000);
     const std::vector<float> flat = random_logits(vocab, 8, -5.0, 5.0);
     SamplingParams q;
@@ -558,8 +568,13 @@ TEST(SamplerTest, CallOrderIndependence) {
     for (int i = 0; i < 150; ++i) step_request(s1, a_alone);
     for (int i = 0; i < 150; ++i) step_request(s2, b_alone);
     for (int i = 0; i < 150; ++i) {
-        if (i % 3 == 0) { step_request(s3, b); step_request(s3, a); }
-        else { step_request(s3, a); step_request(s3, b); }
+        if (i % 3 == 0) {
+            step_request(s3, b);
+            step_request(s3, a);
+        } else {
+            step_request(s3, a);
+            step_request(s3, b);
+        }
     }
     EXPECT_EQ(a.output, a_alone.output);
     EXPECT_EQ(b.output, b_alone.output);
@@ -594,7 +609,9 @@ TEST(SamplerTest, LogprobsAreRawLogSoftmax) {
         for (size_t j = 0; j < 8; ++j) {
             EXPECT_EQ(out.top[j].first, by_lp[j]) << j;
             EXPECT_NEAR(out.top[j].second, ref[size_t(by_lp[j])], 1e-5);
-            if (j > 0) { EXPECT_GE(out.top[j - 1].second, out.top[j].second); }
+            if (j > 0) {
+                EXPECT_GE(out.top[j - 1].second, out.top[j].second);
+            }
         }
     }
     EXPECT_EQ(out.top[0].first, 17);
@@ -666,5 +683,5 @@ TEST(SamplerTest, PerCallTimeAtFullVocab) {
     EXPECT_LT(tp, 100.0);
 }
 
-}  // namespace
-}  // namespace kimi
+}   // namespace
+}   // namespace kimi

@@ -117,14 +117,14 @@ TEST(Pools, CachedBlocksLruAndSharing) {
     EXPECT_NE(block_hash(0, t1, 8), h1);   // the salt (e.g. precision) is part of the name
     b.set_hash(x, h1);
     b.set_hash(y, h2);
-    b.set_hash(z, h1);                     // duplicate content: stays unnamed
+    b.set_hash(z, h1);   // duplicate content: stays unnamed
     EXPECT_EQ(b.hash_of(z), 0u);
     EXPECT_EQ(*b.find(h1), x);
-    b.release(z);                          // unnamed: back to the free list
-    b.release(y);                          // named: cached (released first → evicted first)
+    b.release(z);   // unnamed: back to the free list
+    b.release(y);   // named: cached (released first → evicted first)
     b.release(x);
     EXPECT_EQ(b.n_cached(), 2);
-    EXPECT_EQ(b.n_free(), 4);              // 2 free + 2 evictable
+    EXPECT_EQ(b.n_free(), 4);   // 2 free + 2 evictable
     // a new request sharing the first block takes it back out of the eviction order
     b.retain(x);
     EXPECT_EQ(b.ref_count(x), 1);
@@ -135,11 +135,11 @@ TEST(Pools, CachedBlocksLruAndSharing) {
     EXPECT_NE(f2, y);
     EXPECT_EQ(*b.allocate(), y);
     EXPECT_FALSE(b.find(h2));
-    EXPECT_FALSE(b.allocate());            // x is in use: never evicted
+    EXPECT_FALSE(b.allocate());   // x is in use: never evicted
     EXPECT_EQ(*b.find(h1), x);
     for (int32_t blk : {x, f1, f2, y}) b.release(blk);
     EXPECT_EQ(b.n_free(), 4);
-    EXPECT_EQ(b.n_cached(), 1);            // x keeps its contents until its memory is needed
+    EXPECT_EQ(b.n_cached(), 1);   // x keeps its contents until its memory is needed
 }
 
 // KDA checkpoints: slots past the running ones. A slot's whole recurrent state saved under a
@@ -158,8 +158,10 @@ TEST(Pools, CheckpointStoreSavesRestoresEvicts) {
     auto fill = [&](int32_t slot, float base) {
         for (int64_t l = 0; l < g.n_kda_layers; ++l) {
             const ops::SlotState s = st.kda_state(l), c = st.conv_state(l, 0);
-            for (int64_t i = 0; i < g.state_floats_per_slot(); ++i) s.base[slot * s.slot_stride + i] = base + float(l * 100 + i);
-            for (int64_t i = 0; i < g.conv_floats_per_slot(); ++i) c.base[slot * c.slot_stride + i] = -base - float(l * 100 + i);
+            for (int64_t i = 0; i < g.state_floats_per_slot(); ++i)
+                s.base[slot * s.slot_stride + i] = base + float(l * 100 + i);
+            for (int64_t i = 0; i < g.conv_floats_per_slot(); ++i)
+                c.base[slot * c.slot_stride + i] = -base - float(l * 100 + i);
         }
     };
     auto snapshot = [&](int32_t slot) {
@@ -178,13 +180,13 @@ TEST(Pools, CheckpointStoreSavesRestoresEvicts) {
     const auto first = snapshot(0);
     fill(0, 2.0f);
     EXPECT_TRUE(cp.save(22, st, 0));
-    EXPECT_FALSE(cp.save(22, st, 0));     // already there
+    EXPECT_FALSE(cp.save(22, st, 0));   // already there
     const auto second = snapshot(0);
     ASSERT_NE(first, second);
     ASSERT_TRUE(cp.restore(11, st, 1));   // 11 is now the most recently used
     EXPECT_EQ(snapshot(1), first);
     st.reset_slot(1);
-    EXPECT_TRUE(cp.save(33, st, 1));      // full: reuses 22's entry (least recently used)
+    EXPECT_TRUE(cp.save(33, st, 1));   // full: reuses 22's entry (least recently used)
     EXPECT_FALSE(cp.contains(22));
     EXPECT_TRUE(cp.contains(11) && cp.contains(33));
     EXPECT_FALSE(cp.restore(22, st, 1));
@@ -203,7 +205,7 @@ TEST(Pools, CheckpointStoreSavesRestoresEvicts) {
     EXPECT_NE(*a, *b);
     EXPECT_GE(std::min(*a, *b), 2);
     EXPECT_FALSE(cp.begin());
-    EXPECT_EQ(cp.size(), 0);              // what they held is forgotten
+    EXPECT_EQ(cp.size(), 0);   // what they held is forgotten
     st.copy_slot(0, *a);
     cp.commit(*a, 55);
     cp.commit(*b, 55);
@@ -212,7 +214,7 @@ TEST(Pools, CheckpointStoreSavesRestoresEvicts) {
     EXPECT_EQ(snapshot(1), snapshot(0));
     const auto c = cp.begin();
     ASSERT_TRUE(c);
-    EXPECT_EQ(*c, *b);                    // the freed entry, not 55's
+    EXPECT_EQ(*c, *b);   // the freed entry, not 55's
     cp.abandon(*c);
     EXPECT_TRUE(cp.contains(55));
     CheckpointStore none(2, 0, g.bytes_per_slot());
@@ -399,5 +401,5 @@ TEST(Scheduler, RandomMixLeavesPoolsFull) {
     }
 }
 
-}  // namespace
-}  // namespace kimi
+}   // namespace
+}   // namespace kimi

@@ -133,7 +133,8 @@ protected:
         c.threads = 2;
         c.max_num_batched_tokens = 9;
         Engine e(*model_, c, tok_);
-        for (size_t i = 0; i < others.size(); ++i) e.submit(test::random_tokens(4 + int64_t(i), 1024, 70 + i), others[i]);
+        for (size_t i = 0; i < others.size(); ++i)
+            e.submit(test::random_tokens(4 + int64_t(i), 1024, 70 + i), others[i]);
         auto s = e.submit(tok_->encode("Give me JSON:"), p);
         e.run_until_idle();
         return drain(*s);
@@ -226,5 +227,5 @@ TEST_F(EngineStructured, NeedsATokenizer) {
     EXPECT_THROW(e.submit({1, 2, 3}, p), Error);
 }
 
-}  // namespace
-}  // namespace kimi
+}   // namespace
+}   // namespace kimi

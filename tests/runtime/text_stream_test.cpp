@@ -57,7 +57,8 @@ Streamed stream(const std::vector<int32_t>& ids, const std::vector<std::string>&
     return r;
 }
 
-const char* kText = "Hello, world! 世界你好 — the END is near; naïve café 🙂👍🏽 tokens:::end. Второй abc";
+const char* kText =
+    "Hello, world! 世界你好 — the END is near; naïve café 🙂👍🏽 tokens:::end. Второй abc";
 
 TEST(TextStream, NoStopsEqualsDecodeAndPiecesAreWholeCharacters) {
     const auto ids = tokenizer().encode(kText);
@@ -116,8 +117,7 @@ TEST(TextStream, IncludeStopStringKeepsIt) {
     const auto ids = tokenizer().encode(kText);
     TextStream ts(tokenizer(), {"END"}, true, true);
     std::string out;
-    for (size_t i = 0; i < ids.size() && !ts.push(ids[i], out); ++i) {
-    }
+    for (size_t i = 0; i < ids.size() && !ts.push(ids[i], out); ++i) {}
     EXPECT_EQ(out, "Hello, world! 世界你好 — the END");
 }
 
@@ -137,8 +137,10 @@ TEST(TextStream, SpecialTokensAreSkippedUnlessAsked) {
 TEST(TextStream, InvalidBytesBecomeReplacementOnFinish) {
     // A lone lead byte of a 3-byte character: held back while it could complete, then U+FFFD.
     const Streamed r = stream({int32_t(0xE4), int32_t('a')}, {});
-    EXPECT_EQ(r.text, "\xEF\xBF\xBD" "a");
+    EXPECT_EQ(r.text,
+              "\xEF\xBF\xBD"
+              "a");
 }
 
-}  // namespace
-}  // namespace kimi
+}   // namespace
+}   // namespace kimi

@@ -14,7 +14,7 @@ namespace {
 
 struct Parsed {
     std::vector<HttpRequest> requests;
-    int error = 0;            // status of a refusal, 0 if none
+    int error = 0;   // status of a refusal, 0 if none
     std::string message;
     bool head_done = false;   // kHeadDone was reported
 };
@@ -48,8 +48,9 @@ Parsed parse(const std::string& bytes, size_t piece = std::string::npos, HttpLim
 }
 
 TEST(HttpParser, GetAndPipelinedRequests) {
-    const std::string two = "GET /health HTTP/1.1\r\nHost: x\r\n\r\nPOST /v1/completions?x=1 HTTP/1.1\r\n"
-                            "Content-Length: 5\r\ncontent-type: application/json\r\n\r\nhello";
+    const std::string two =
+        "GET /health HTTP/1.1\r\nHost: x\r\n\r\nPOST /v1/completions?x=1 HTTP/1.1\r\n"
+        "Content-Length: 5\r\ncontent-type: application/json\r\n\r\nhello";
     for (size_t piece : {size_t(1), size_t(3), size_t(17), std::string::npos}) {
         const Parsed p = parse(two, piece);
         ASSERT_EQ(p.error, 0) << p.message;
@@ -66,9 +67,10 @@ TEST(HttpParser, GetAndPipelinedRequests) {
 }
 
 TEST(HttpParser, ChunkedBodiesWithExtensionsAndTrailers) {
-    const std::string req = "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
-                            "5;ext=1\r\nhello\r\n1\r\n \r\n5\r\nworld\r\n0\r\nX-Trailer: 1\r\n\r\n"
-                            "GET /next HTTP/1.1\r\n\r\n";
+    const std::string req =
+        "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "5;ext=1\r\nhello\r\n1\r\n \r\n5\r\nworld\r\n0\r\nX-Trailer: 1\r\n\r\n"
+        "GET /next HTTP/1.1\r\n\r\n";
     for (size_t piece : {size_t(1), size_t(2), size_t(7), std::string::npos}) {
         const Parsed p = parse(req, piece);
         ASSERT_EQ(p.error, 0) << p.message;
@@ -117,19 +119,23 @@ TEST(HttpParser, LimitsOnHeadAndBody) {
     small.max_body_bytes = 10;
     EXPECT_EQ(parse("GET / HTTP/1.1\r\nX: " + std::string(300, 'a') + "\r\n\r\n", 1, small).error, 431);
     EXPECT_EQ(parse("GET / HTTP/1.1\r\nX: " + std::string(300, 'a'), 1, small).error, 431);   // before its end arrives
-    EXPECT_EQ(parse("GET / HTTP/1.1\r\nA: 1\r\nB: 1\r\nC: 1\r\nD: 1\r\nE: 1\r\n\r\n", std::string::npos, small).error, 431);
+    EXPECT_EQ(parse("GET / HTTP/1.1\r\nA: 1\r\nB: 1\r\nC: 1\r\nD: 1\r\nE: 1\r\n\r\n", std::string::npos, small).error,
+              431);
     EXPECT_EQ(parse("POST / HTTP/1.1\r\nContent-Length: 11\r\n\r\n", std::string::npos, small).error, 413);
     EXPECT_EQ(parse("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n8\r\n12345678\r\n8\r\n12345678\r\n0\r\n\r\n",
-                    std::string::npos, small).error, 413);
+                    std::string::npos, small)
+                  .error,
+              413);
     const Parsed ok = parse("POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\n0123456789", 1, small);
     ASSERT_EQ(ok.requests.size(), 1u);
     EXPECT_EQ(ok.requests[0].body, "0123456789");
 }
 
 TEST(HttpParser, TargetsVersionsAndConnectionOptions) {
-    const Parsed p = parse("GET http://host:80/v1/models?a HTTP/1.1\r\n\r\nGET /%76%31/models HTTP/1.0\r\n\r\n"
-                           "GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\nGET / HTTP/1.1\r\nConnection: x, close\r\n\r\n"
-                           "\r\n\r\nGET / HTTP/1.1\nHost: lf-only\n\n");
+    const Parsed p = parse(
+        "GET http://host:80/v1/models?a HTTP/1.1\r\n\r\nGET /%76%31/models HTTP/1.0\r\n\r\n"
+        "GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\nGET / HTTP/1.1\r\nConnection: x, close\r\n\r\n"
+        "\r\n\r\nGET / HTTP/1.1\nHost: lf-only\n\n");
     ASSERT_EQ(p.error, 0) << p.message;
     ASSERT_EQ(p.requests.size(), 5u);
     EXPECT_EQ(p.requests[0].path, "/v1/models");
@@ -150,8 +156,9 @@ TEST(HttpParser, TargetsVersionsAndConnectionOptions) {
 // parses, feeding it one byte at a time parses it the same.
 TEST(HttpParser, RandomInputsNeverCrashAndSplitsAgree) {
     Rng rng(11);
-    const std::string base = "POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
-                             "4\r\nabcd\r\n0\r\n\r\nGET /x HTTP/1.1\r\nContent-Length: 3\r\n\r\nxyz";
+    const std::string base =
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "4\r\nabcd\r\n0\r\n\r\nGET /x HTTP/1.1\r\nContent-Length: 3\r\n\r\nxyz";
     for (int trial = 0; trial < 3000; ++trial) {
         std::string s = base;
         const int edits = 1 + int(rng.below(4));
@@ -177,5 +184,5 @@ TEST(HttpParser, RandomInputsNeverCrashAndSplitsAgree) {
     }
 }
 
-}  // namespace
-}  // namespace kimi::server
+}   // namespace
+}   // namespace kimi::server

@@ -13,11 +13,11 @@
 namespace kimi::tok::test {
 namespace {
 
-using nlohmann::ordered_json;
+using chat::chat_messages_from_json;
 using chat::ChatMessage;
 using chat::ChatOptions;
-using chat::chat_messages_from_json;
 using chat::parse_tool_calls_text;
+using nlohmann::ordered_json;
 
 TEST(Chat, SingleTurnIds) {
     const Tokenizer& t = synthetic();
@@ -54,20 +54,23 @@ TEST(Chat, SpecialTextInContentStaysTextByDefault) {
 
 TEST(Chat, ToolsAndToolCalls) {
     const Tokenizer& t = synthetic();
-    const auto tools = ordered_json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {"z": 1.0, "a": [true, null, 1e-7]}}}])");
+    const auto tools = ordered_json::parse(
+        R"([{"type": "function", "function": {"name": "f", "parameters": {"z": 1.0, "a": [true, null, 1e-7]}}}])");
     const auto msgs = chat_messages_from_json(ordered_json::parse(R"([
       {"role": "assistant", "content": null, "tool_calls": [
         {"id": "functions.f:0", "type": "function", "function": {"name": "f", "arguments": {"b": "é\n", "a": 2}}}]},
       {"role": "tool", "tool_call_id": "functions.f:0", "content": [{"type": "text", "text": "42"}, {"type": "image_url", "image_url": {}}]},
       {"role": "user", "name": "bob", "content": "x"}])"));
     const ChatPrompt p = chat::render_kimi_linear(t, msgs, tools);
-    EXPECT_EQ(p.text,
-              "<|im_system|>tool_declare<|im_middle|>[{\"function\":{\"name\":\"f\",\"parameters\":{\"a\":[true,null,1e-07],\"z\":1.0}},"
-              "\"type\":\"function\"}]<|im_end|>"
-              "<|im_assistant|>assistant<|im_middle|><|tool_calls_section_begin|><|tool_call_begin|>functions.f:0"
-              "<|tool_call_argument_begin|>{\"b\": \"é\\n\", \"a\": 2}<|tool_call_end|><|tool_calls_section_end|><|im_end|>"
-              "<|im_system|>tool<|im_middle|>## Return of functions.f:0\n42<|media_start|>image<|media_content|><|media_pad|>"
-              "<|media_end|>\n<|im_end|><|im_user|>bob<|im_middle|>x<|im_end|>");
+    EXPECT_EQ(
+        p.text,
+        "<|im_system|>tool_declare<|im_middle|>[{\"function\":{\"name\":\"f\",\"parameters\":{\"a\":[true,null,1e-07],"
+        "\"z\":1.0}},"
+        "\"type\":\"function\"}]<|im_end|>"
+        "<|im_assistant|>assistant<|im_middle|><|tool_calls_section_begin|><|tool_call_begin|>functions.f:0"
+        "<|tool_call_argument_begin|>{\"b\": \"é\\n\", \"a\": 2}<|tool_call_end|><|tool_calls_section_end|><|im_end|>"
+        "<|im_system|>tool<|im_middle|>## Return of functions.f:0\n42<|media_start|>image<|media_content|><|media_pad|>"
+        "<|media_end|>\n<|im_end|><|im_user|>bob<|im_middle|>x<|im_end|>");
 }
 
 TEST(Chat, MalformedMessages) {
@@ -75,14 +78,17 @@ TEST(Chat, MalformedMessages) {
     EXPECT_THROW(chat_messages_from_json(ordered_json::parse(R"([{"content": "x"}])")), Error);
     EXPECT_THROW(chat_messages_from_json(ordered_json::parse(R"([{"role": "user", "content": 5}])")), Error);
     EXPECT_THROW(chat_messages_from_json(ordered_json::parse(R"([{"role": "user", "name": 5}])")), Error);
-    EXPECT_THROW(chat_messages_from_json(ordered_json::parse(R"([{"role": "assistant", "tool_calls": [{"id": "x"}]}])")), Error);
+    EXPECT_THROW(
+        chat_messages_from_json(ordered_json::parse(R"([{"role": "assistant", "tool_calls": [{"id": "x"}]}])")), Error);
     EXPECT_THROW(chat_messages_from_json(ordered_json::parse(R"([{"role": "assistant", "tool_calls": {}}])")), Error);
 }
 
 TEST(ToolCalls, ParseText) {
     const auto r = parse_tool_calls_text(
-        "Let me check.<|tool_calls_section_begin|> <|tool_call_begin|> functions.get_weather:0 <|tool_call_argument_begin|> "
-        "{\"city\": \"Paris\"} <|tool_call_end|><|tool_call_begin|>search:1<|tool_call_argument_begin|>{}<|tool_call_end|>"
+        "Let me check.<|tool_calls_section_begin|> <|tool_call_begin|> functions.get_weather:0 "
+        "<|tool_call_argument_begin|> "
+        "{\"city\": \"Paris\"} "
+        "<|tool_call_end|><|tool_call_begin|>search:1<|tool_call_argument_begin|>{}<|tool_call_end|>"
         "<|tool_call_begin|>broken:2<|tool_call_begin|>ok:3<|tool_call_argument_begin|>[1]<|tool_call_end|>"
         "<|tool_call_begin|>unfinished:4<|tool_call_argument_begin|>{\"a\"<|tool_calls_section_end|>ignored");
     EXPECT_TRUE(r.has_section);
@@ -105,7 +111,8 @@ TEST(ToolCalls, ParseIdsRoundTripsRenderedCalls) {
     ChatMessage m;
     m.role = "assistant";
     m.content = "Sure.";
-    m.tool_calls = {{"functions.a:0", "a", "{\"x\": 1}"}, {"functions.lookup_user:1", "lookup_user", "{\"q\": \"<|im_end|>\"}"}};
+    m.tool_calls = {{"functions.a:0", "a", "{\"x\": 1}"},
+                    {"functions.lookup_user:1", "lookup_user", "{\"q\": \"<|im_end|>\"}"}};
     const ChatPrompt p = chat::render_kimi_linear(t, {m}, nullptr);
     // Drop the header (<|im_assistant|> assistant <|im_middle|>) and the trailing <|im_end|>.
     const auto mid = std::find(p.ids.begin(), p.ids.end(), *t.special_id("<|im_middle|>"));
@@ -136,7 +143,8 @@ TEST(PyJson, MatchesPythonJsonDumps) {
     EXPECT_EQ(py_float_repr(123.456), "123.456");
     const auto v = ordered_json::parse(R"({"b": [1, "\u0001\"\\/\t"], "a": {"y": -2, "x": "é😀\u2028"}})");
     EXPECT_EQ(py_json_dumps(v, true, true), "{\"a\":{\"x\":\"é😀\u2028\",\"y\":-2},\"b\":[1,\"\\u0001\\\"\\\\/\\t\"]}");
-    EXPECT_EQ(py_json_dumps(v, false, false), "{\"b\": [1, \"\\u0001\\\"\\\\/\\t\"], \"a\": {\"y\": -2, \"x\": \"é😀\u2028\"}}");
+    EXPECT_EQ(py_json_dumps(v, false, false),
+              "{\"b\": [1, \"\\u0001\\\"\\\\/\\t\"], \"a\": {\"y\": -2, \"x\": \"é😀\u2028\"}}");
 }
 
 TEST(StreamDecoder, HoldsIncompleteSequences) {
@@ -148,7 +156,9 @@ TEST(StreamDecoder, HoldsIncompleteSequences) {
     EXPECT_EQ(sd.push(0xAD), "中");
     EXPECT_EQ(sd.push('a'), "a");
     EXPECT_EQ(sd.push(0xF0), "");
-    EXPECT_EQ(sd.push('b'), "\xEF\xBF\xBD" "b");   // F0 followed by 'b' can never complete
+    EXPECT_EQ(sd.push('b'),
+              "\xEF\xBF\xBD"
+              "b");   // F0 followed by 'b' can never complete
     EXPECT_EQ(sd.push(0xED), "");
     EXPECT_EQ(sd.push(0xA0), "\xEF\xBF\xBD\xEF\xBF\xBD");   // surrogate range: ED A0 is invalid already
     EXPECT_EQ(sd.push(0xC3), "");
@@ -176,5 +186,5 @@ TEST(StreamDecoder, ConcatenationEqualsLossyDecodeOnRandomIds) {
     }
 }
 
-}  // namespace
-}  // namespace kimi::tok::test
+}   // namespace
+}   // namespace kimi::tok::test

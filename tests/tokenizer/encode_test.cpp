@@ -47,11 +47,16 @@ TEST(Pretokenize, PatternDetails) {
     EXPECT_EQ(split("a  \n b"), (V{"a", "  \n", " b"}));
     EXPECT_EQ(split("x   "), (V{"x", "   "}));
     EXPECT_EQ(split("x   y"), (V{"x", "  ", " y"}));
-    EXPECT_EQ(split("x'ſ"), (V{"x'ſ"}));               // long s case-folds to s in (?i:'s)
-    EXPECT_EQ(split("don’t"), (V{"don", "’t"}));      // U+2019 is not an apostrophe here
-    EXPECT_EQ(split("e\xCC\x81te"), (V{"e\xCC\x81te"}));  // combining mark inside a word
-    EXPECT_EQ(split("\xCC\x81" "A"), (V{"\xCC\x81", "A"}));   // B+ = the mark alone (alt 2 before alt 3)
-    EXPECT_EQ(split("\xFF" "ab"), (V{"\xFF" "ab"}));    // an invalid byte is a single punctuation-like character
+    EXPECT_EQ(split("x'ſ"), (V{"x'ſ"}));                   // long s case-folds to s in (?i:'s)
+    EXPECT_EQ(split("don’t"), (V{"don", "’t"}));           // U+2019 is not an apostrophe here
+    EXPECT_EQ(split("e\xCC\x81te"), (V{"e\xCC\x81te"}));   // combining mark inside a word
+    EXPECT_EQ(split("\xCC\x81"
+                    "A"),
+              (V{"\xCC\x81", "A"}));   // B+ = the mark alone (alt 2 before alt 3)
+    EXPECT_EQ(split("\xFF"
+                    "ab"),
+              (V{"\xFF"
+                 "ab"}));   // an invalid byte is a single punctuation-like character
     EXPECT_EQ(split(""), V{});
 }
 
@@ -61,11 +66,11 @@ TEST(Unicode, AsciiTableMatchesGenerated) {
         EXPECT_EQ(kAsciiClass[c], want) << c;
     }
     EXPECT_TRUE(cp_class(0x4E2D) & kHan);
-    EXPECT_FALSE(cp_class(0x3001) & kHan);    // 、 is Han only by Script_Extensions
+    EXPECT_FALSE(cp_class(0x3001) & kHan);   // 、 is Han only by Script_Extensions
     EXPECT_TRUE(cp_class(0x0085) & kSpace);
     EXPECT_FALSE(cp_class(0xFEFF) & kSpace);
     EXPECT_FALSE(cp_class(0x180E) & kSpace);
-    EXPECT_TRUE(cp_class(0x1C89) & kLetter);  // added in Unicode 16
+    EXPECT_TRUE(cp_class(0x1C89) & kLetter);   // added in Unicode 16
     EXPECT_EQ(std::string(kUnicodeVersion), "16.0.0");
 }
 
@@ -170,8 +175,10 @@ TEST(Encode, SpecialTokens) {
 TEST(Encode, FuzzArbitraryBytes) {
     const Tokenizer& t = synthetic();
     std::mt19937_64 rng(1234);
-    const std::vector<std::string> pieces = {"a", "Z", " ", "\n", "\r", "'", "s", "1", "中", "é", "\xCC\x81", "😀", "\xE2\x80\x8B",
-                                             "\xC2\x85", "<|im_end|>", "[BOS]", "<|", "\xFF", "\xC3", "\xE4\xB8", "\xED\xA0\x80"};
+    const std::vector<std::string> pieces = {
+        "a",  "Z",    " ",        "\n",       "\r",           "'",        "s",          "1",
+        "中", "é",    "\xCC\x81", "😀",        "\xE2\x80\x8B", "\xC2\x85", "<|im_end|>", "[BOS]",
+        "<|", "\xFF", "\xC3",     "\xE4\xB8", "\xED\xA0\x80"};
     for (int iter = 0; iter < 4000; ++iter) {
         std::string s;
         const size_t len = rng() % 200;
@@ -201,5 +208,5 @@ TEST(Encode, FuzzArbitraryBytes) {
     }
 }
 
-}  // namespace
-}  // namespace kimi::tok::test
+}   // namespace
+}   // namespace kimi::tok::test

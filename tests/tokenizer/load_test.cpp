@@ -51,7 +51,8 @@ TEST(TokenizerLoad, CorruptModel) {
     expect_load_error(dir_with("dup-bytes", byte_vocab({"ab", "ab"})), "duplicate token bytes");
     std::string missing_byte;
     for (int b = 0; b < 256; ++b)
-        missing_byte += base64_encode(b == 65 ? std::string("zz") : std::string(1, char(b))) + " " + std::to_string(b) + "\n";
+        missing_byte +=
+            base64_encode(b == 65 ? std::string("zz") : std::string(1, char(b))) + " " + std::to_string(b) + "\n";
     expect_load_error(dir_with("missing-byte", missing_byte), "single byte 0x41");
 }
 
@@ -60,14 +61,21 @@ TEST(TokenizerLoad, BadConfig) {
     expect_load_error(dir_with("cfg-json", model, "{not json"), "invalid JSON");
     expect_load_error(dir_with("cfg-array", model, "[1,2]"), "JSON object");
     expect_load_error(dir_with("cfg-dec-type", model, R"({"added_tokens_decoder": 5})"), "added_tokens_decoder");
-    expect_load_error(dir_with("cfg-key", model, R"({"added_tokens_decoder": {"abc": {"content": "x"}}})"), "not a token id");
-    expect_load_error(dir_with("cfg-range-lo", model, R"({"added_tokens_decoder": {"100": {"content": "x"}}})"), "outside the special range");
-    expect_load_error(dir_with("cfg-range-hi", model, R"({"added_tokens_decoder": {"514": {"content": "x"}}})"), "outside the special range");
-    expect_load_error(dir_with("cfg-content", model, R"({"added_tokens_decoder": {"256": {"special": true}}})"), "content");
-    expect_load_error(dir_with("cfg-empty", model, R"({"added_tokens_decoder": {"256": {"content": ""}}})"), "empty content");
-    expect_load_error(dir_with("cfg-dup", model, R"({"added_tokens_decoder": {"256": {"content": "[A]"}, "257": {"content": "[A]"}}})"),
+    expect_load_error(dir_with("cfg-key", model, R"({"added_tokens_decoder": {"abc": {"content": "x"}}})"),
+                      "not a token id");
+    expect_load_error(dir_with("cfg-range-lo", model, R"({"added_tokens_decoder": {"100": {"content": "x"}}})"),
+                      "outside the special range");
+    expect_load_error(dir_with("cfg-range-hi", model, R"({"added_tokens_decoder": {"514": {"content": "x"}}})"),
+                      "outside the special range");
+    expect_load_error(dir_with("cfg-content", model, R"({"added_tokens_decoder": {"256": {"special": true}}})"),
+                      "content");
+    expect_load_error(dir_with("cfg-empty", model, R"({"added_tokens_decoder": {"256": {"content": ""}}})"),
+                      "empty content");
+    expect_load_error(dir_with("cfg-dup", model,
+                               R"({"added_tokens_decoder": {"256": {"content": "[A]"}, "257": {"content": "[A]"}}})"),
                       "used for two ids");
-    expect_load_error(dir_with("cfg-dup-reserved", model, R"({"added_tokens_decoder": {"256": {"content": "<|reserved_token_300|>"}}})"),
+    expect_load_error(dir_with("cfg-dup-reserved", model,
+                               R"({"added_tokens_decoder": {"256": {"content": "<|reserved_token_300|>"}}})"),
                       "used for two ids");
     expect_load_error(dir_with("cfg-bos", model, R"({"bos_token": "[NOPE]"})"), "bos_token '[NOPE]'");
     expect_load_error(dir_with("cfg-eos-type", model, R"({"eos_token": 3})"), "eos_token");
@@ -79,13 +87,16 @@ TEST(TokenizerLoad, BadConfig) {
 // instead of loading (such a name is simply not "default").
 TEST(TokenizerLoad, ChatTemplateListNamesOfAnyType) {
     const std::string model = byte_vocab();
-    auto t = Tokenizer::load(dir_with("cfg-template-name", model,
-                                      R"({"chat_template": [{"template": "A"}, {"template": "B", "name": 1}, {"name": null, "template": "C"}]})")
-                                 .string());
+    auto t = Tokenizer::load(
+        dir_with(
+            "cfg-template-name", model,
+            R"({"chat_template": [{"template": "A"}, {"template": "B", "name": 1}, {"name": null, "template": "C"}]})")
+            .string());
     EXPECT_EQ(t.chat_template(), "A");
-    t = Tokenizer::load(dir_with("cfg-template-default", model,
-                                 R"({"chat_template": [{"template": "A", "name": ["x"]}, {"template": "B", "name": "default"}]})")
-                            .string());
+    t = Tokenizer::load(
+        dir_with("cfg-template-default", model,
+                 R"({"chat_template": [{"template": "A", "name": ["x"]}, {"template": "B", "name": "default"}]})")
+            .string());
     EXPECT_EQ(t.chat_template(), "B");
 }
 
@@ -127,5 +138,5 @@ TEST(TokenizerLoad, ToleratesCrlfAndBlankLines) {
     EXPECT_EQ(count_base_tokens(dir_with("crlf2", crlf).string()), 257);
 }
 
-}  // namespace
-}  // namespace kimi::tok::test
+}   // namespace
+}   // namespace kimi::tok::test

@@ -73,5 +73,5 @@ TEST(Synthetic, DeterministicPerSeed) {
     EXPECT_THROW(write_synthetic_tokenizer(a.string(), 100, 3), Error);
 }
 
-}  // namespace
-}  // namespace kimi::tok::test
+}   // namespace
+}   // namespace kimi::tok::test

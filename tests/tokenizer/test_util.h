@@ -22,7 +22,8 @@ inline std::filesystem::path temp_base() {
     static const std::filesystem::path base = [] {
         std::atexit([] {
             std::error_code ec;
-            std::filesystem::remove_all(std::filesystem::temp_directory_path() / ("kimi-tok-test-" + std::to_string(::getpid())), ec);
+            std::filesystem::remove_all(
+                std::filesystem::temp_directory_path() / ("kimi-tok-test-" + std::to_string(::getpid())), ec);
         });
         return std::filesystem::temp_directory_path() / ("kimi-tok-test-" + std::to_string(::getpid()));
     }();
@@ -59,4 +60,4 @@ inline const Tokenizer& synthetic(int32_t n_base = 8192) {
     return tok;
 }
 
-}  // namespace kimi::tok::test
+}   // namespace kimi::tok::test

@@ -64,7 +64,9 @@ int stream_check(const std::string& dir, const std::string& corpus) {
             pieces_ok = pieces_ok && kimi::tok::utf8_valid(tail);
             joined += tail;
             if (!pieces_ok || joined != s || tok.decode_lossy(ids) != s) {
-                if (++bad < 5) std::printf("line %zu (special=%d): streamed text differs or a piece is invalid UTF-8\n", n, int(special));
+                if (++bad < 5)
+                    std::printf("line %zu (special=%d): streamed text differs or a piece is invalid UTF-8\n", n,
+                                int(special));
             }
         }
     }
@@ -125,7 +127,8 @@ int pieces_vocab(const std::string& dir, const std::vector<std::string>& corpora
     }
     std::filesystem::create_directories(dir);
     std::string model;
-    for (int b = 0; b < 256; ++b) model += kimi::tok::base64_encode(std::string(1, char(b))) + " " + std::to_string(b) + "\n";
+    for (int b = 0; b < 256; ++b)
+        model += kimi::tok::base64_encode(std::string(1, char(b))) + " " + std::to_string(b) + "\n";
     int32_t rank = 256;
     for (const auto& p : pieces) model += kimi::tok::base64_encode(p) + " " + std::to_string(rank++) + "\n";
     std::ofstream(dir + "/tiktoken.model", std::ios::binary) << model;
@@ -164,7 +167,7 @@ int lossy(const std::string& dir, const std::string& path) {
     return 0;
 }
 
-}  // namespace
+}   // namespace
 
 int main(int argc, char** argv) {
     try {
@@ -172,8 +175,11 @@ int main(int argc, char** argv) {
         if (cmd == "synth" && argc == 5) return synth(argv[2], int32_t(std::stol(argv[3])), std::stoull(argv[4]));
         if (cmd == "stream-check" && argc == 4) return stream_check(argv[2], argv[3]);
         if (cmd == "lossy" && argc == 4) return lossy(argv[2], argv[3]);
-        if (cmd == "pieces-vocab" && argc >= 4) return pieces_vocab(argv[2], std::vector<std::string>(argv + 3, argv + argc));
-        std::fprintf(stderr, "usage: tokenizer_tool synth DIR N_BASE SEED | stream-check DIR CORPUS.jsonl | lossy DIR BYTES.hex | pieces-vocab OUT_DIR CORPUS.jsonl...\n");
+        if (cmd == "pieces-vocab" && argc >= 4)
+            return pieces_vocab(argv[2], std::vector<std::string>(argv + 3, argv + argc));
+        std::fprintf(stderr,
+                     "usage: tokenizer_tool synth DIR N_BASE SEED | stream-check DIR CORPUS.jsonl | lossy DIR "
+                     "BYTES.hex | pieces-vocab OUT_DIR CORPUS.jsonl...\n");
         return 2;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "tokenizer_tool: %s\n", e.what());

@@ -13,7 +13,8 @@ int cmd_bench(int argc, char** argv) {
     if (!std::strcmp(argv[0], "serve")) return cmd_bench_serve(argc - 1, argv + 1);
     if (!std::strcmp(argv[0], "machine")) return cmd_bench_machine(argc - 1, argv + 1);
     if (!std::strcmp(argv[0], "model")) return cmd_bench_model(argc - 1, argv + 1);
-    throw Error(std::string("unknown benchmark '") + argv[0] + "' (available: decode, serve, machine, model, tokenizer)");
+    throw Error(std::string("unknown benchmark '") + argv[0] +
+                "' (available: decode, serve, machine, model, tokenizer)");
 }
 
-}  // namespace kimi::app
+}   // namespace kimi::app

@@ -89,8 +89,7 @@ RunResult run_cohort(Engine& e, const std::vector<std::vector<int32_t>>& prompts
         if (all_done) break;
         if (!ran) throw Error("internal: the engine went idle before the cohort finished");
     }
-    while (e.step()) {
-    }
+    while (e.step()) {}
     r.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::vector<double> tpots, ttfts;
     for (const auto& t : times) {
@@ -126,25 +125,35 @@ J variant_json(const Variant& v) {
         ttft.push_back(r.mean_ttft_ms);
     }
     const double per = steps ? 1.0 / double(steps) : 0.0;
-    return {{"mean_tpot_ms", bench::mean(tpot)},        {"std_tpot_ms", bench::pop_std(tpot)},
-            {"median_itl_ms", bench::mean(med)},        {"std_median_itl_ms", bench::pop_std(med)},
-            {"p99_itl_ms", bench::mean(p99)},           {"std_p99_itl_ms", bench::pop_std(p99)},
-            {"output_throughput", bench::mean(thr)},    {"std_output_throughput", bench::pop_std(thr)},
-            {"mean_ttft_ms", bench::mean(ttft)},        {"std_ttft_ms", bench::pop_std(ttft)},
+    return {{"mean_tpot_ms", bench::mean(tpot)},
+            {"std_tpot_ms", bench::pop_std(tpot)},
+            {"median_itl_ms", bench::mean(med)},
+            {"std_median_itl_ms", bench::pop_std(med)},
+            {"p99_itl_ms", bench::mean(p99)},
+            {"std_p99_itl_ms", bench::pop_std(p99)},
+            {"output_throughput", bench::mean(thr)},
+            {"std_output_throughput", bench::pop_std(thr)},
+            {"mean_ttft_ms", bench::mean(ttft)},
+            {"std_ttft_ms", bench::pop_std(ttft)},
             {"cached_tokens_per_run", v.runs.empty() ? 0.0 : double(cached) / double(v.runs.size())},
-            {"completed", completed},                   {"runs", v.runs.size()},
-            {"decode_steps", steps},                    {"attn_output_copies_per_step", double(copies) * per},
-            {"allocations_per_step", double(allocs) * per}, {"step_ms", step_ms * per},
-            {"per_run_tpot_ms", tpot},                  {"per_run_output_throughput", thr}};
+            {"completed", completed},
+            {"runs", v.runs.size()},
+            {"decode_steps", steps},
+            {"attn_output_copies_per_step", double(copies) * per},
+            {"allocations_per_step", double(allocs) * per},
+            {"step_ms", step_ms * per},
+            {"per_run_tpot_ms", tpot},
+            {"per_run_output_throughput", thr}};
 }
-}  // namespace
+}   // namespace
 
 int cmd_bench_decode(int argc, char** argv) {
     ArgParser args("bench decode", argc, argv);
     const std::string model_dir = args.required("--model");
     const int64_t conc = args.integer("--concurrency", 4), prefix = args.integer("--prefix-len", 256),
                   suffix = args.integer("--suffix-len", 32), out_len = args.integer("--output-len", 64),
-                  warmup = args.integer("--warmup", 1), runs = args.integer("--runs", 3), seed = args.integer("--seed", 0);
+                  warmup = args.integer("--warmup", 1), runs = args.integer("--runs", 3),
+                  seed = args.integer("--seed", 0);
     const bool ab = args.flag("--ab");
     const bool quiet = args.flag("--quiet");
     const std::string json_path = args.str("--json", ""), plot_path = args.str("--plot", "");
@@ -164,10 +173,12 @@ int cmd_bench_decode(int argc, char** argv) {
     if (warmup < 0 || runs < 1 || runs > 1000) throw Error("--runs must be in [1, 1000] and --warmup >= 0");
     if (!explicit_seqs) cfg.max_num_seqs = int32_t(conc);
     // The whole cohort prefills in one step unless told otherwise, so every measured gap is a decode step.
-    if (!explicit_budget) cfg.max_num_batched_tokens = int32_t(std::max<int64_t>(cfg.max_num_batched_tokens, conc * (prefix + suffix)));
+    if (!explicit_budget)
+        cfg.max_num_batched_tokens = int32_t(std::max<int64_t>(cfg.max_num_batched_tokens, conc * (prefix + suffix)));
     const int64_t need = prefix + suffix + out_len;
     if (cfg.max_model_len == 0) cfg.max_model_len = int32_t(std::max<int64_t>(need, 256));
-    if (explicit_seqs && cfg.max_num_seqs < conc) throw Error("--max-num-seqs must be >= --concurrency (a fixed cohort)");
+    if (explicit_seqs && cfg.max_num_seqs < conc)
+        throw Error("--max-num-seqs must be >= --concurrency (a fixed cohort)");
 
     auto model = load_model_with_progress(model_dir, quiet, eo.weight_memory, eo.shard, eo.check_weights);
     eo.settle(cfg, *model);
@@ -183,8 +194,9 @@ int cmd_bench_decode(int argc, char** argv) {
     }
 
     std::vector<Variant> variants;
-    const std::vector<AttnOutputMode> modes =
-        ab ? std::vector<AttnOutputMode>{AttnOutputMode::kDirect, AttnOutputMode::kCopy} : std::vector<AttnOutputMode>{cfg.attn_output};
+    const std::vector<AttnOutputMode> modes = ab
+        ? std::vector<AttnOutputMode>{AttnOutputMode::kDirect, AttnOutputMode::kCopy}
+        : std::vector<AttnOutputMode>{cfg.attn_output};
     for (AttnOutputMode m : modes) {
         EngineConfig c = cfg;
         c.attn_output = m;
@@ -211,9 +223,15 @@ int cmd_bench_decode(int argc, char** argv) {
 
     J out;
     out["benchmark"] = "decode";
-    out["config"] = {{"model", model_dir},         {"concurrency", conc},       {"prefix_len", prefix},
-                     {"suffix_len", suffix},       {"output_len", out_len},     {"warmup", warmup},
-                     {"runs", runs},               {"seed", seed},              {"threads", cfg.threads},
+    out["config"] = {{"model", model_dir},
+                     {"concurrency", conc},
+                     {"prefix_len", prefix},
+                     {"suffix_len", suffix},
+                     {"output_len", out_len},
+                     {"warmup", warmup},
+                     {"runs", runs},
+                     {"seed", seed},
+                     {"threads", cfg.threads},
                      {"activation_dtype", cfg.precision == Precision::kBF16 ? "bf16" : "f32"},
                      {"max_num_batched_tokens", cfg.max_num_batched_tokens},
                      {"prefix_caching", cfg.enable_prefix_caching},
@@ -224,13 +242,16 @@ int cmd_bench_decode(int argc, char** argv) {
     for (const auto& v : variants) out["variants"][v.name] = variant_json(v);
 
     // The table.
-    std::printf("| variant | mean TPOT (ms) | median ITL (ms) | p99 ITL (ms) | output tok/s | completed | copies/step | allocs/step | step (ms) |\n");
+    std::printf(
+        "| variant | mean TPOT (ms) | median ITL (ms) | p99 ITL (ms) | output tok/s | completed | copies/step | "
+        "allocs/step | step (ms) |\n");
     std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
     for (const auto& v : variants) {
         const J& j = out["variants"][v.name];
-        std::printf("| %s | %.3f ± %.3f | %.3f ± %.3f | %.3f ± %.3f | %.1f ± %.1f | %lld | %.2f | %.2f | %.3f |\n", v.name.c_str(),
-                    j["mean_tpot_ms"].get<double>(), j["std_tpot_ms"].get<double>(), j["median_itl_ms"].get<double>(),
-                    j["std_median_itl_ms"].get<double>(), j["p99_itl_ms"].get<double>(), j["std_p99_itl_ms"].get<double>(),
+        std::printf("| %s | %.3f ± %.3f | %.3f ± %.3f | %.3f ± %.3f | %.1f ± %.1f | %lld | %.2f | %.2f | %.3f |\n",
+                    v.name.c_str(), j["mean_tpot_ms"].get<double>(), j["std_tpot_ms"].get<double>(),
+                    j["median_itl_ms"].get<double>(), j["std_median_itl_ms"].get<double>(),
+                    j["p99_itl_ms"].get<double>(), j["std_p99_itl_ms"].get<double>(),
                     j["output_throughput"].get<double>(), j["std_output_throughput"].get<double>(),
                     (long long)j["completed"].get<int64_t>(), j["attn_output_copies_per_step"].get<double>(),
                     j["allocations_per_step"].get<double>(), j["step_ms"].get<double>());
@@ -271,4 +292,4 @@ int cmd_bench_decode(int argc, char** argv) {
     return 0;
 }
 
-}  // namespace kimi::app
+}   // namespace kimi::app

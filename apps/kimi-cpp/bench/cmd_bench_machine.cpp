@@ -37,7 +37,7 @@ std::string cpu_model() {
         if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
     return "unknown";
 }
-}  // namespace
+}   // namespace
 
 int cmd_bench_machine(int argc, char** argv) {
     ArgParser args("bench machine", argc, argv);
@@ -77,7 +77,8 @@ int cmd_bench_machine(int argc, char** argv) {
     J out = {{"benchmark", "machine"},
              {"cpu", cpu_model()},
              {"cpu_flags", cpu::cpu_features_string()},
-             {"cache_bytes", {{"l1d", cpu::cache_sizes().l1d}, {"l2", cpu::cache_sizes().l2}, {"l3", cpu::cache_sizes().l3}}},
+             {"cache_bytes",
+              {{"l1d", cpu::cache_sizes().l1d}, {"l2", cpu::cache_sizes().l2}, {"l3", cpu::cache_sizes().l3}}},
              {"threads", threads},
              {"buffer_mib", size_mb},
              {"reps", reps},
@@ -93,12 +94,14 @@ int cmd_bench_machine(int argc, char** argv) {
                 (long long)threads);
     auto row = [&](const char* name, const J& a, const J& b, const char* unit) {
         std::printf("| %s | %.1f [%.1f, %.1f] %s | %.1f [%.1f, %.1f] %s |\n", name, a["median"].get<double>(),
-                    a["min"].get<double>(), a["max"].get<double>(), unit, b["median"].get<double>(), b["min"].get<double>(),
-                    b["max"].get<double>(), unit);
+                    a["min"].get<double>(), a["max"].get<double>(), unit, b["median"].get<double>(),
+                    b["min"].get<double>(), b["max"].get<double>(), unit);
     };
     row("read bandwidth", out["read_bandwidth_gbs"]["1_thread"], out["read_bandwidth_gbs"]["all_threads"], "GB/s");
-    row(("f32 FMA peak (" + isa_f32 + ")").c_str(), out["peak_gflops"]["f32"]["1_thread"], out["peak_gflops"]["f32"]["all_threads"], "GFLOP/s");
-    row(("bf16 FMA peak (" + isa_bf16 + ")").c_str(), out["peak_gflops"]["bf16"]["1_thread"], out["peak_gflops"]["bf16"]["all_threads"], "GFLOP/s");
+    row(("f32 FMA peak (" + isa_f32 + ")").c_str(), out["peak_gflops"]["f32"]["1_thread"],
+        out["peak_gflops"]["f32"]["all_threads"], "GFLOP/s");
+    row(("bf16 FMA peak (" + isa_bf16 + ")").c_str(), out["peak_gflops"]["bf16"]["1_thread"],
+        out["peak_gflops"]["bf16"]["all_threads"], "GFLOP/s");
     if (!json_path.empty()) {
         std::ofstream f(json_path);
         if (!f) throw Error(json_path + ": cannot create");
@@ -107,4 +110,4 @@ int cmd_bench_machine(int argc, char** argv) {
     return 0;
 }
 
-}  // namespace kimi::app
+}   // namespace kimi::app

@@ -58,7 +58,8 @@ std::vector<int32_t> random_ids(Rng& rng, int64_t n, int64_t vocab) {
 }
 
 // Steps the engine until every stream has produced `n` tokens (draining events).
-void run_until_tokens(Engine& e, std::vector<std::shared_ptr<RequestStream>>& ss, std::vector<int64_t>& got, int64_t n) {
+void run_until_tokens(Engine& e, std::vector<std::shared_ptr<RequestStream>>& ss, std::vector<int64_t>& got,
+                      int64_t n) {
     for (;;) {
         bool all = true;
         for (size_t i = 0; i < ss.size(); ++i) {
@@ -70,7 +71,7 @@ void run_until_tokens(Engine& e, std::vector<std::shared_ptr<RequestStream>>& ss
         if (!e.step()) throw Error("internal: the engine went idle early");
     }
 }
-}  // namespace
+}   // namespace
 
 int cmd_bench_model(int argc, char** argv) {
     ArgParser args("bench model", argc, argv);
@@ -91,9 +92,12 @@ int cmd_bench_model(int argc, char** argv) {
     args.done();
     if (compare_torch && eo.shard.split()) throw Error("bench model --compare-torch runs in one process");
     if (steps < 1 || reps < 1 || reps > 100) throw Error("--decode-steps >= 1 and --reps in [1, 100]");
-    for (int32_t v : prompt_lens) if (v < 1) throw Error("--prompt-lens must be >= 1");
-    for (int32_t v : batches) if (v < 1 || v > 1024) throw Error("--batches must be in [1, 1024]");
-    for (int32_t v : contexts) if (v < 0) throw Error("--contexts must be >= 0");
+    for (int32_t v : prompt_lens)
+        if (v < 1) throw Error("--prompt-lens must be >= 1");
+    for (int32_t v : batches)
+        if (v < 1 || v > 1024) throw Error("--batches must be in [1, 1024]");
+    for (int32_t v : contexts)
+        if (v < 0) throw Error("--contexts must be >= 0");
     if (compare_torch) check_torch_baseline(torch_opt);
 
     auto model = load_model_with_progress(model_dir, quiet, eo.weight_memory, eo.shard, eo.check_weights);
@@ -106,8 +110,11 @@ int cmd_bench_model(int argc, char** argv) {
     if (!explicit_budget) cfg.max_num_batched_tokens = std::max(cfg.max_num_batched_tokens, max_p);
     // Sequences whose prefill ends early decode while the others still prefill: give them room
     // for that skew so that every sequence is still decoding in the measured steps.
-    auto skew = [&](int64_t b, int64_t d) { return (b * std::max<int64_t>(d, 1) + cfg.max_num_batched_tokens - 1) / cfg.max_num_batched_tokens + 2; };
-    cfg.max_model_len = std::max<int32_t>(cfg.max_model_len, int32_t(max_ctx + 1 + steps * reps + skew(max_b, max_ctx) + 2));
+    auto skew = [&](int64_t b, int64_t d) {
+        return (b * std::max<int64_t>(d, 1) + cfg.max_num_batched_tokens - 1) / cfg.max_num_batched_tokens + 2;
+    };
+    cfg.max_model_len =
+        std::max<int32_t>(cfg.max_model_len, int32_t(max_ctx + 1 + steps * reps + skew(max_b, max_ctx) + 2));
     cfg.max_model_len = std::max(cfg.max_model_len, max_p + 2);
     Engine engine(*model, cfg);
     if (!engine.leads()) {   // another rank of a split model (mpirun): rank 0's steps
@@ -132,7 +139,9 @@ int cmd_bench_model(int argc, char** argv) {
     const double total = double(prompt_lens.size() + batches.size() * contexts.size()) * double(reps);
     double done = 0;
     J prefill = J::array(), decode = J::array();
-    std::printf("| test | tokens/s (median [min, max]) | step ms | bytes/step | roofline ms | %% of limit | faults/step | sys %% |\n");
+    std::printf(
+        "| test | tokens/s (median [min, max]) | step ms | bytes/step | roofline ms | %% of limit | faults/step | sys "
+        "%% |\n");
     std::printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
     for (int32_t p : prompt_lens) {
         std::vector<double> tps;
@@ -155,19 +164,24 @@ int cmd_bench_model(int argc, char** argv) {
             engine.run_until_idle();
             bar.update(++done, total, "runs");
         }
-        const double faults_per_prefill = faults / double(reps), sys_pct = 100.0 * sys_s / (wall_s * double(cfg.threads));
+        const double faults_per_prefill = faults / double(reps),
+                     sys_pct = 100.0 * sys_s / (wall_s * double(cfg.threads));
         const J s = mmm(tps);
         // The matrix products a prefill does: every layer for every token, lm_head for the last.
         const StepTraffic tr = decode_step_traffic(*model, 1, 0);
         const double macs = (tr.macs_per_token - tr.head_macs) * double(p) + tr.head_macs;
         const double gflops = 2.0 * macs / 1e9 * s["median"].get<double>() / double(p);
         const double pct = 100.0 * gflops / peak;
-        prefill.push_back({{"test", "pp" + std::to_string(p)}, {"prompt_tokens", p}, {"tokens_per_s", s},
-                           {"gflops", gflops}, {"pct_of_peak", pct}, {"page_faults_per_prefill", faults_per_prefill},
+        prefill.push_back({{"test", "pp" + std::to_string(p)},
+                           {"prompt_tokens", p},
+                           {"tokens_per_s", s},
+                           {"gflops", gflops},
+                           {"pct_of_peak", pct},
+                           {"page_faults_per_prefill", faults_per_prefill},
                            {"sys_pct", sys_pct}});
-        std::printf("| pp%d | %.1f [%.1f, %.1f] | %.1f | | | %.1f%% of peak | %.0f / prefill | %.1f |\n", p, s["median"].get<double>(),
-                    s["min"].get<double>(), s["max"].get<double>(), 1e3 * double(p) / s["median"].get<double>(), pct,
-                    faults_per_prefill, sys_pct);
+        std::printf("| pp%d | %.1f [%.1f, %.1f] | %.1f | | | %.1f%% of peak | %.0f / prefill | %.1f |\n", p,
+                    s["median"].get<double>(), s["min"].get<double>(), s["max"].get<double>(),
+                    1e3 * double(p) / s["median"].get<double>(), pct, faults_per_prefill, sys_pct);
     }
     for (int32_t d : contexts) {
         for (int32_t b : batches) {
@@ -207,27 +221,42 @@ int cmd_bench_model(int argc, char** argv) {
             const double roof_ms = 1e3 * tr.total_bytes() / (bw * 1e9);
             const J s = mmm(tps), st = mmm(step_ms);
             const double pct = 100.0 * roof_ms / st["median"].get<double>();
-            const std::string name = "tg" + std::to_string(steps) + " b" + std::to_string(b) + " @ d" + std::to_string(d);
-            decode.push_back({{"test", name}, {"batch", b}, {"context", d}, {"tokens_per_s", s}, {"step_ms", st},
-                              {"bytes_per_step", tr.total_bytes()}, {"weight_bytes", tr.weight_bytes},
-                              {"cache_bytes", tr.cache_bytes}, {"roofline_step_ms", roof_ms}, {"pct_of_roofline", pct},
-                              {"page_faults_per_step", faults_per_step}, {"sys_pct", sys_pct},
+            const std::string name =
+                "tg" + std::to_string(steps) + " b" + std::to_string(b) + " @ d" + std::to_string(d);
+            decode.push_back({{"test", name},
+                              {"batch", b},
+                              {"context", d},
+                              {"tokens_per_s", s},
+                              {"step_ms", st},
+                              {"bytes_per_step", tr.total_bytes()},
+                              {"weight_bytes", tr.weight_bytes},
+                              {"cache_bytes", tr.cache_bytes},
+                              {"roofline_step_ms", roof_ms},
+                              {"pct_of_roofline", pct},
+                              {"page_faults_per_step", faults_per_step},
+                              {"sys_pct", sys_pct},
                               {"compute_ms_per_step", st["median"].get<double>() - comm_ms},
-                              {"comm_ms_per_step", comm_ms}, {"comm_bytes_per_step", comm_bytes},
+                              {"comm_ms_per_step", comm_ms},
+                              {"comm_bytes_per_step", comm_bytes},
                               {"comm_share", comm_ms / st["median"].get<double>()}});
 
-            std::printf("| %s | %.1f [%.1f, %.1f] | %.2f | %.1f MiB | %.2f | %.1f%% of roofline | %.1f | %.1f |\n", name.c_str(),
-                        s["median"].get<double>(), s["min"].get<double>(), s["max"].get<double>(), st["median"].get<double>(),
-                        tr.total_bytes() / 1048576.0, roof_ms, pct, faults_per_step, sys_pct);
+            std::printf("| %s | %.1f [%.1f, %.1f] | %.2f | %.1f MiB | %.2f | %.1f%% of roofline | %.1f | %.1f |\n",
+                        name.c_str(), s["median"].get<double>(), s["min"].get<double>(), s["max"].get<double>(),
+                        st["median"].get<double>(), tr.total_bytes() / 1048576.0, roof_ms, pct, faults_per_step,
+                        sys_pct);
             if (comm.distributed())   // bytes/step and the roofline above are this rank's (its slices)
-                std::printf("|   %s on %d ranks: compute %.2f ms/step, communication %.2f ms/step (%.0f%%), %.1f KiB sent/step by rank 0 |\n",
-                            name.c_str(), comm.size(), st["median"].get<double>() - comm_ms, comm_ms,
-                            100.0 * comm_ms / st["median"].get<double>(), comm_bytes / 1024.0);
+                std::printf(
+                    "|   %s on %d ranks: compute %.2f ms/step, communication %.2f ms/step (%.0f%%), %.1f KiB sent/step "
+                    "by rank 0 |\n",
+                    name.c_str(), comm.size(), st["median"].get<double>() - comm_ms, comm_ms,
+                    100.0 * comm_ms / st["median"].get<double>(), comm_bytes / 1024.0);
         }
     }
     bar.finish();
-    std::printf("\nlimits measured in this run: read bandwidth %.1f GB/s, %s peak %.1f GFLOP/s (%d threads); weights: %s\n", bw,
-                isa.c_str(), peak, cfg.threads, model->store().file_memory() == FileMemory::kHugeCopy ? "huge-page copy" : "mmap");
+    std::printf(
+        "\nlimits measured in this run: read bandwidth %.1f GB/s, %s peak %.1f GFLOP/s (%d threads); weights: %s\n", bw,
+        isa.c_str(), peak, cfg.threads,
+        model->store().file_memory() == FileMemory::kHugeCopy ? "huge-page copy" : "mmap");
     J torch_info = nullptr;
     if (compare_torch) {
         torch_opt.model_dir = model_dir;
@@ -244,16 +273,27 @@ int cmd_bench_model(int argc, char** argv) {
         std::printf("| test | kimi.cpp | torch | speedup |\n| --- | --- | --- | --- |\n");
         join_torch_rows(prefill, t["prefill"]);
         join_torch_rows(decode, t["decode"]);
-        torch_info = {{"benchmark", t.value("benchmark", "")}, {"torch_version", t.value("torch_version", "")},
-                      {"script", torch_opt.script}, {"prefill", t["prefill"]}, {"decode", t["decode"]}};
+        torch_info = {{"benchmark", t.value("benchmark", "")},
+                      {"torch_version", t.value("torch_version", "")},
+                      {"script", torch_opt.script},
+                      {"prefill", t["prefill"]},
+                      {"decode", t["decode"]}};
     }
-    J out = {{"benchmark", "model"}, {"model", model_dir}, {"threads", cfg.threads}, {"ranks", comm.size()},
+    J out = {{"benchmark", "model"},
+             {"model", model_dir},
+             {"threads", cfg.threads},
+             {"ranks", comm.size()},
              {"expert_parallel", eo.shard.expert_parallel},
              {"activation_dtype", cfg.precision == Precision::kBF16 ? "bf16" : "f32"},
              {"weight_memory", model->store().file_memory() == FileMemory::kHugeCopy ? "huge-page copy" : "mmap"},
              {"cpu_flags", cpu::cpu_features_string()},
-             {"read_bandwidth_gbs", bw}, {"peak_gflops", peak}, {"peak_isa", isa}, {"reps", reps}, {"decode_steps", steps},
-             {"prefill", prefill}, {"decode", decode}};
+             {"read_bandwidth_gbs", bw},
+             {"peak_gflops", peak},
+             {"peak_isa", isa},
+             {"reps", reps},
+             {"decode_steps", steps},
+             {"prefill", prefill},
+             {"decode", decode}};
     if (compare_torch) out["torch"] = torch_info;
     if (!json_path.empty()) {
         std::ofstream f(json_path);
@@ -266,7 +306,8 @@ int cmd_bench_model(int argc, char** argv) {
             bench::PlotSeries s;
             s.name = "d" + std::to_string(d);
             for (const auto& row : decode)
-                if (row["context"] == d) s.points.push_back({double(row["batch"].get<int>()), row["tokens_per_s"]["median"].get<double>()});
+                if (row["context"] == d)
+                    s.points.push_back({double(row["batch"].get<int>()), row["tokens_per_s"]["median"].get<double>()});
             series.push_back(std::move(s));
         }
         for (int32_t d : contexts) {
@@ -275,7 +316,8 @@ int cmd_bench_model(int argc, char** argv) {
             s.name = "torch d" + std::to_string(d);
             for (const auto& row : decode)
                 if (row["context"] == d && row.contains("torch_tokens_per_s"))
-                    s.points.push_back({double(row["batch"].get<int>()), row["torch_tokens_per_s"]["median"].get<double>()});
+                    s.points.push_back(
+                        {double(row["batch"].get<int>()), row["torch_tokens_per_s"]["median"].get<double>()});
             series.push_back(std::move(s));
         }
         bench::write_line_plot(plot_path, "decode tokens/s by batch", "batch", "tokens/s", series);
@@ -283,4 +325,4 @@ int cmd_bench_model(int argc, char** argv) {
     return 0;
 }
 
-}  // namespace kimi::app
+}   // namespace kimi::app

@@ -69,12 +69,13 @@ std::string fmt_line(const char* label, double v) {
     std::snprintf(buf, sizeof buf, "%-40s %-10.2f\n", label, v);
     return buf;
 }
-}  // namespace
+}   // namespace
 
 int cmd_bench_serve(int argc, char** argv) {
     ArgParser args("bench serve", argc, argv);
     const std::string base_url = args.str("--base-url", "http://127.0.0.1:8000");
-    const std::string endpoint = args.choice("--endpoint", "/v1/completions", {"/v1/completions", "/v1/chat/completions"});
+    const std::string endpoint =
+        args.choice("--endpoint", "/v1/completions", {"/v1/completions", "/v1/chat/completions"});
     std::string model = args.str("--model", "");
     const std::string tok_dir = args.required("--tokenizer");
     const std::string dataset = args.choice("--dataset", "random", {"random", "prefix", "jsonl"});
@@ -181,7 +182,8 @@ int cmd_bench_serve(int argc, char** argv) {
         if (ignore_eos) b["ignore_eos"] = true;
         if (temperature) b["temperature"] = parse_real("--temperature", *temperature);
         if (!schema.is_null())
-            b["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "bench"}, {"schema", schema}, {"strict", true}}}};
+            b["response_format"] = {{"type", "json_schema"},
+                                    {"json_schema", {{"name", "bench"}, {"schema", schema}, {"strict", true}}}};
         return b;
     };
     auto count = [&](const std::string& s) { return int64_t(tok.encode(s, false).size()); };
@@ -216,7 +218,8 @@ int cmd_bench_serve(int argc, char** argv) {
                 const double wait = arrival[i] - since();
                 if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
                 const double start = since();
-                bench::RequestResult r = bench::stream_request(ep, endpoint, body_for(prompts[i]), chat, count, texts[i]);
+                bench::RequestResult r =
+                    bench::stream_request(ep, endpoint, body_for(prompts[i]), chat, count, texts[i]);
                 r.start = start;
                 if (r.prompt_tokens == 0) r.prompt_tokens = prompts[i].input_len;
                 results[i] = std::move(r);
@@ -241,14 +244,26 @@ int cmd_bench_serve(int argc, char** argv) {
     table += fmt_line("Output token throughput (tok/s):", m.output_throughput);
     table += fmt_line("Peak output token throughput (tok/s):", m.max_output_tokens_per_s);
     table += fmt_line("Total token throughput (tok/s):", m.total_token_throughput);
-    J out = {{"date", int64_t(std::time(nullptr))}, {"backend", chat ? "openai-chat" : "openai"}, {"base_url", base_url},
-             {"endpoint", endpoint}, {"model_id", model}, {"dataset", dataset}, {"num_prompts", n_prompts},
-             {"request_rate", std::isfinite(rate) ? J(rate) : J("inf")}, {"burstiness", burstiness},
-             {"max_concurrency", max_conc > 0 ? J(max_conc) : J(nullptr)}, {"seed", seed},
-             {"duration", m.duration}, {"completed", m.completed}, {"failed", m.failed},
-             {"total_input_tokens", m.total_input}, {"total_output_tokens", m.total_output},
-             {"request_throughput", m.request_throughput}, {"output_throughput", m.output_throughput},
-             {"max_output_tokens_per_s", m.max_output_tokens_per_s}, {"total_token_throughput", m.total_token_throughput}};
+    J out = {{"date", int64_t(std::time(nullptr))},
+             {"backend", chat ? "openai-chat" : "openai"},
+             {"base_url", base_url},
+             {"endpoint", endpoint},
+             {"model_id", model},
+             {"dataset", dataset},
+             {"num_prompts", n_prompts},
+             {"request_rate", std::isfinite(rate) ? J(rate) : J("inf")},
+             {"burstiness", burstiness},
+             {"max_concurrency", max_conc > 0 ? J(max_conc) : J(nullptr)},
+             {"seed", seed},
+             {"duration", m.duration},
+             {"completed", m.completed},
+             {"failed", m.failed},
+             {"total_input_tokens", m.total_input},
+             {"total_output_tokens", m.total_output},
+             {"request_throughput", m.request_throughput},
+             {"output_throughput", m.output_throughput},
+             {"max_output_tokens_per_s", m.max_output_tokens_per_s},
+             {"total_token_throughput", m.total_token_throughput}};
     const std::pair<const char*, const bench::Summary*> metrics[] = {
         {"ttft", &m.ttft_ms}, {"tpot", &m.tpot_ms}, {"itl", &m.itl_ms}, {"e2el", &m.e2el_ms}};
     const char* titles[] = {"Time to First Token", "Time per Output Token (excl. 1st token)", "Inter-token Latency",
@@ -319,4 +334,4 @@ int cmd_bench_serve(int argc, char** argv) {
     return m.failed > 0 ? 1 : 0;
 }
 
-}  // namespace kimi::app
+}   // namespace kimi::app

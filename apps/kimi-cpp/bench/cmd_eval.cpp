@@ -50,7 +50,7 @@ std::map<std::string, Sample> read_samples(const std::string& path) {
     }
     return out;
 }
-}  // namespace
+}   // namespace
 
 int cmd_eval_compare(int argc, char** argv) {
     ArgParser args("eval compare", argc, argv);
@@ -72,7 +72,8 @@ int cmd_eval_compare(int argc, char** argv) {
         std::set<std::string> here;
         for (const auto& [k, v] : a.at(id).by_scorer)
             if (b.at(id).by_scorer.count(k)) here.insert(k);
-        if (first) common = here;
+        if (first)
+            common = here;
         else {
             std::set<std::string> keep;
             for (const auto& k : common)
@@ -83,11 +84,15 @@ int cmd_eval_compare(int argc, char** argv) {
     }
     scorers.insert(scorers.end(), common.begin(), common.end());
 
-    J out = {{"a", files[0]}, {"b", files[1]}, {"n_paired", ids.size()}, {"only_in_a", a.size() - ids.size()},
-             {"only_in_b", b.size() - ids.size()}, {"scorers", J::object()}};
+    J out = {{"a", files[0]},
+             {"b", files[1]},
+             {"n_paired", ids.size()},
+             {"only_in_a", a.size() - ids.size()},
+             {"only_in_b", b.size() - ids.size()},
+             {"scorers", J::object()}};
     if (!json)
-        std::printf("paired samples: %zu (unpaired: %zu only in A, %zu only in B)\n\n", ids.size(), a.size() - ids.size(),
-                    b.size() - ids.size());
+        std::printf("paired samples: %zu (unpaired: %zu only in A, %zu only in B)\n\n", ids.size(),
+                    a.size() - ids.size(), b.size() - ids.size());
     for (const auto& sc : scorers) {
         int64_t both = 0, only_a = 0, only_b = 0, neither = 0;
         for (const auto& id : ids) {
@@ -100,15 +105,22 @@ int cmd_eval_compare(int argc, char** argv) {
         }
         const double n = double(ids.size());
         const double p = bench::mcnemar_exact_p(only_a, only_b);
-        out["scorers"][sc] = {{"both_correct", both}, {"only_a", only_a}, {"only_b", only_b}, {"both_wrong", neither},
-                              {"accuracy_a", double(both + only_a) / n}, {"accuracy_b", double(both + only_b) / n},
+        out["scorers"][sc] = {{"both_correct", both},
+                              {"only_a", only_a},
+                              {"only_b", only_b},
+                              {"both_wrong", neither},
+                              {"accuracy_a", double(both + only_a) / n},
+                              {"accuracy_b", double(both + only_b) / n},
                               {"mcnemar_p", p}};
         if (!json) {
-            std::printf("scorer %s: accuracy A %.4f, B %.4f\n", sc.c_str(), double(both + only_a) / n, double(both + only_b) / n);
-            std::printf("| | B correct | B wrong |\n| --- | --- | --- |\n| A correct | %lld | %lld |\n| A wrong | %lld | %lld |\n",
-                        (long long)both, (long long)only_a, (long long)only_b, (long long)neither);
-            std::printf("exact McNemar (two-sided): %lld only-A vs %lld only-B discordant pairs, p = %.4f\n\n", (long long)only_a,
-                        (long long)only_b, p);
+            std::printf("scorer %s: accuracy A %.4f, B %.4f\n", sc.c_str(), double(both + only_a) / n,
+                        double(both + only_b) / n);
+            std::printf(
+                "| | B correct | B wrong |\n| --- | --- | --- |\n| A correct | %lld | %lld |\n| A wrong | %lld | %lld "
+                "|\n",
+                (long long)both, (long long)only_a, (long long)only_b, (long long)neither);
+            std::printf("exact McNemar (two-sided): %lld only-A vs %lld only-B discordant pairs, p = %.4f\n\n",
+                        (long long)only_a, (long long)only_b, p);
         }
     }
     if (json) std::printf("%s\n", out.dump(2).c_str());
@@ -125,4 +137,4 @@ int cmd_eval(int argc, char** argv) {
     throw Error("unknown eval '" + what + "' (eval gsm8k, eval compare)");
 }
 
-}  // namespace kimi::app
+}   // namespace kimi::app

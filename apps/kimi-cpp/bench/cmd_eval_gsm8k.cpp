@@ -68,8 +68,11 @@ void for_all(const Settings& s, const std::string& label, const std::function<vo
 std::vector<Reply> run_server(const Settings& s, const bench::Endpoint& ep, const std::string& model) {
     std::vector<Reply> out(s.tests.size());
     for_all(s, "gsm8k", [&](size_t i) {
-        J body = {{"prompt", bench::gsm8k_prompt(s.shots, s.tests[i].question)}, {"max_tokens", s.max_tokens},
-                  {"stop", kStops}, {"temperature", 0.0}, {"seed", s.seed}};
+        J body = {{"prompt", bench::gsm8k_prompt(s.shots, s.tests[i].question)},
+                  {"max_tokens", s.max_tokens},
+                  {"stop", kStops},
+                  {"temperature", 0.0},
+                  {"seed", s.seed}};
         if (!model.empty()) body["model"] = model;
         auto [status, j] = bench::post_json(ep, "/v1/completions", body);
         Reply& r = out[i];
@@ -118,9 +121,10 @@ J score_and_write(const Settings& s, const std::vector<Reply>& replies, const st
     for (size_t i = 0; i < replies.size(); ++i) {
         const Reply& r = replies[i];
         const std::string& gold = s.tests[i].answer;
-        const std::pair<const char*, bench::Score> scores[] = {{"vllm", bench::score_vllm(r.text, gold)},
-                                                               {"flexible-extract", bench::score_flexible(r.text, gold)},
-                                                               {"strict-match", bench::score_strict(r.text, gold)}};
+        const std::pair<const char*, bench::Score> scores[] = {
+            {"vllm", bench::score_vllm(r.text, gold)},
+            {"flexible-extract", bench::score_flexible(r.text, gold)},
+            {"strict-match", bench::score_strict(r.text, gold)}};
         J by = J::object(), ext = J::object();
         for (const auto& [name, sc] : scores) {
             const bool ok = r.error.empty() && sc.correct;
@@ -132,18 +136,25 @@ J score_and_write(const Settings& s, const std::vector<Reply>& replies, const st
         failed += !r.error.empty();
         garbled += r.error.empty() && bench::is_garbled(r.text);
         tokens += r.completion_tokens;
-        J line = {{"id", int64_t(i)}, {"prompt", bench::gsm8k_prompt(s.shots, s.tests[i].question)}, {"response", r.text},
-                  {"gold", gold}, {"gold_value", bench::vllm_answer_value(gold)}, {"correct", by["vllm"]},
-                  {"correct_by_scorer", by}, {"extracted", ext}, {"finish_reason", r.finish},
+        J line = {{"id", int64_t(i)},
+                  {"prompt", bench::gsm8k_prompt(s.shots, s.tests[i].question)},
+                  {"response", r.text},
+                  {"gold", gold},
+                  {"gold_value", bench::vllm_answer_value(gold)},
+                  {"correct", by["vllm"]},
+                  {"correct_by_scorer", by},
+                  {"extracted", ext},
+                  {"finish_reason", r.finish},
                   {"completion_tokens", r.completion_tokens}};
         if (!r.error.empty()) line["error"] = r.error;
         f << line.dump(-1, ' ', false, J::error_handler_t::replace) << "\n";
     }
     const double n = double(replies.size());
-    J sum = {{"samples", path}, {"n", replies.size()}, {"accuracy", double(tally["vllm"].first) / n}, {"scorers", J::object()},
-             {"requests_failed", failed}, {"garbled_responses", garbled}, {"output_tokens", tokens}, {"duration_s", seconds},
-             {"questions_per_s", n / seconds}};
-    for (const auto& [name, t] : tally) sum["scorers"][name] = {{"accuracy", double(t.first) / n}, {"invalid_rate", double(t.second) / n}};
+    J sum = {{"samples", path},         {"n", replies.size()},       {"accuracy", double(tally["vllm"].first) / n},
+             {"scorers", J::object()},  {"requests_failed", failed}, {"garbled_responses", garbled},
+             {"output_tokens", tokens}, {"duration_s", seconds},     {"questions_per_s", n / seconds}};
+    for (const auto& [name, t] : tally)
+        sum["scorers"][name] = {{"accuracy", double(t.first) / n}, {"invalid_rate", double(t.second) / n}};
     return sum;
 }
 
@@ -157,7 +168,7 @@ void print_summary(const J& s) {
                 (long long)s["requests_failed"].get<int64_t>(), (long long)s["garbled_responses"].get<int64_t>(),
                 (long long)s["output_tokens"].get<int64_t>(), s["duration_s"].get<double>());
 }
-}  // namespace
+}   // namespace
 
 int cmd_eval_gsm8k(int argc, char** argv) {
     ArgParser args("eval gsm8k", argc, argv);
@@ -186,7 +197,8 @@ int cmd_eval_gsm8k(int argc, char** argv) {
         throw Error("--num-shots in [0, 20], --limit >= 0, --max-concurrency >= 1, --max-tokens >= 1");
     s.concurrency = size_t(conc);
     const auto train = bench::read_gsm8k(data_dir + "/train_fewshot.jsonl");
-    if (int64_t(train.size()) < shots) throw Error(data_dir + "/train_fewshot.jsonl has fewer than --num-shots examples");
+    if (int64_t(train.size()) < shots)
+        throw Error(data_dir + "/train_fewshot.jsonl has fewer than --num-shots examples");
     s.shots.assign(train.begin(), train.begin() + shots);
     s.tests = bench::read_gsm8k(data_dir + "/test.jsonl");
     if (limit > 0 && size_t(limit) < s.tests.size()) s.tests.resize(size_t(limit));
@@ -194,7 +206,8 @@ int cmd_eval_gsm8k(int argc, char** argv) {
     auto timed = [](auto&& fn) {
         const auto t0 = std::chrono::steady_clock::now();
         auto r = fn();
-        return std::make_pair(std::move(r), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        return std::make_pair(std::move(r),
+                              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     };
     std::vector<J> summaries;
     if (base_url) {
@@ -215,8 +228,9 @@ int cmd_eval_gsm8k(int argc, char** argv) {
             return 0;
         }
         const tok::Tokenizer tok = *load_tokenizer_for(tok_dir, model->config(), true);
-        const std::vector<AttnOutputMode> modes = ab ? std::vector<AttnOutputMode>{AttnOutputMode::kDirect, AttnOutputMode::kCopy}
-                                                     : std::vector<AttnOutputMode>{cfg.attn_output};
+        const std::vector<AttnOutputMode> modes = ab
+            ? std::vector<AttnOutputMode>{AttnOutputMode::kDirect, AttnOutputMode::kCopy}
+            : std::vector<AttnOutputMode>{cfg.attn_output};
         for (AttnOutputMode m : modes) {
             EngineConfig c = cfg;
             c.attn_output = m;
@@ -250,4 +264,4 @@ int cmd_eval_gsm8k(int argc, char** argv) {
     return 0;
 }
 
-}  // namespace kimi::app
+}   // namespace kimi::app

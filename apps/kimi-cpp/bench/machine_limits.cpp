@@ -20,7 +20,7 @@ double seconds_of(Fn&& fn) {
 }
 std::atomic<uint64_t> g_sink{0};   // keeps the probe results alive
 constexpr int64_t kIters = 20'000'000;
-}  // namespace
+}   // namespace
 
 ProbeBuffer::ProbeBuffer(ThreadPool& pool, int64_t n)
     : data(static_cast<uint64_t*>(std::aligned_alloc(64, size_t(n) * 8)), &std::free), n_words(n) {
@@ -64,4 +64,4 @@ double peak_gflops(bool bf16, ThreadPool* pool, std::string& isa) {
     return r.flops * n / t / 1e9;
 }
 
-}  // namespace kimi::app
+}   // namespace kimi::app

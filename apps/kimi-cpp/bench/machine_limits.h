@@ -23,4 +23,4 @@ double read_gbs(const ProbeBuffer& b, ThreadPool* pool);
 // worker of `pool` at once; `isa` receives the instruction set used.
 double peak_gflops(bool bf16, ThreadPool* pool, std::string& isa);
 
-}  // namespace kimi::app
+}   // namespace kimi::app

@@ -36,26 +36,31 @@ int run_child(const std::vector<std::string>& argv) {
         _exit(127);
     }
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
-}  // namespace
+}   // namespace
 
 std::string default_torch_script() { return KIMI_SOURCE_DIR "/tools/torch_baseline/kimi_torch.py"; }
 
 void check_torch_baseline(const TorchCompareOptions& o) {
-    if (!std::filesystem::exists(o.python)) throw Error("--compare-torch needs " + o.python + " (Debian python3-torch)");
+    if (!std::filesystem::exists(o.python))
+        throw Error("--compare-torch needs " + o.python + " (Debian python3-torch)");
     if (!std::filesystem::exists(o.script)) throw Error("--compare-torch: no baseline script at " + o.script);
 }
 
 J run_torch_baseline(const TorchCompareOptions& o) {
     check_torch_baseline(o);
     const auto out = std::filesystem::temp_directory_path() / ("kimi-torch-" + std::to_string(getpid()) + ".json");
-    std::vector<std::string> argv = {o.python, o.script, "--model", o.model_dir, "--prompt-lens", join(o.prompt_lens),
-                                     "--batches", join(o.batches), "--contexts", join(o.contexts), "--reps",
-                                     std::to_string(o.reps), "--decode-steps", std::to_string(o.decode_steps),
-                                     "--threads", std::to_string(o.threads), "--json", out.string()};
+    std::vector<std::string> argv = {o.python,         o.script,
+                                     "--model",        o.model_dir,
+                                     "--prompt-lens",  join(o.prompt_lens),
+                                     "--batches",      join(o.batches),
+                                     "--contexts",     join(o.contexts),
+                                     "--reps",         std::to_string(o.reps),
+                                     "--decode-steps", std::to_string(o.decode_steps),
+                                     "--threads",      std::to_string(o.threads),
+                                     "--json",         out.string()};
     if (o.quiet) argv.push_back("--quiet");
     if (!o.quiet) std::fprintf(stderr, "bench model: running the PyTorch eager baseline (%s)\n", o.script.c_str());
     const int rc = run_child(argv);
@@ -68,7 +73,8 @@ J run_torch_baseline(const TorchCompareOptions& o) {
         throw Error(std::string("--compare-torch: unreadable baseline output: ") + e.what());
     }
     std::filesystem::remove(out);
-    if (!j.contains("prefill") || !j.contains("decode")) throw Error("--compare-torch: baseline output lacks prefill/decode rows");
+    if (!j.contains("prefill") || !j.contains("decode"))
+        throw Error("--compare-torch: baseline output lacks prefill/decode rows");
     return j;
 }
 
@@ -86,4 +92,4 @@ void join_torch_rows(J& rows, const J& torch_rows) {
     }
 }
 
-}  // namespace kimi::app
+}   // namespace kimi::app

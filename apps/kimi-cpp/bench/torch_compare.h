@@ -12,7 +12,7 @@ namespace kimi::app {
 
 struct TorchCompareOptions {
     std::string python = "/usr/bin/python3";
-    std::string script;            // kimi_torch.py
+    std::string script;   // kimi_torch.py
     std::string model_dir;
     std::vector<int32_t> prompt_lens, batches, contexts;
     int64_t reps = 3, decode_steps = 8;
@@ -32,4 +32,4 @@ nlohmann::ordered_json run_torch_baseline(const TorchCompareOptions& o);
 // "speedup_vs_torch" (our median tokens/s over torch's); prints a comparison table.
 void join_torch_rows(nlohmann::ordered_json& rows, const nlohmann::ordered_json& torch_rows);
 
-}  // namespace kimi::app
+}   // namespace kimi::app

@@ -12,7 +12,7 @@ namespace kimi::cpu {
 namespace {
 // Entries per mix: at most one block per layer (the config caps layers at 1024) + the partial sum.
 constexpr size_t kMaxEntries = 1025;
-}  // namespace
+}   // namespace
 
 void attn_res_mix(Exec& ex, std::span<const Tensor* const> blocks, const Tensor& partial, const Tensor& score_w,
                   float eps, Tensor& y) {
@@ -46,4 +46,4 @@ void attn_res_mix(Exec& ex, std::span<const Tensor* const> blocks, const Tensor&
     });
 }
 
-}  // namespace kimi::cpu
+}   // namespace kimi::cpu

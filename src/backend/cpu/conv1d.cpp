@@ -9,8 +9,7 @@
 
 namespace kimi::cpu {
 
-void causal_conv1d_silu(Exec& ex, const Tensor& x, const Tensor& w, SlotState state, const SeqLayout& seqs,
-                        Tensor& y) {
+void causal_conv1d_silu(Exec& ex, const Tensor& x, const Tensor& w, SlotState state, const SeqLayout& seqs, Tensor& y) {
     const int64_t c_total = x.dim(1), width = w.dim(2), hist = width - 1;
     const float *xs = x.f32(), *ws = w.f32();
     float* ys = y.f32();
@@ -30,7 +29,8 @@ void causal_conv1d_silu(Exec& ex, const Tensor& x, const Tensor& w, SlotState st
                 if (c.seq < b || (c.seq == b && t0 + c.t < t)) continue;
                 if (c.seq != b || t0 + c.t != t) break;
                 float* dst = state.base + int64_t(c.slot) * state.slot_stride;
-                for (int64_t i = 0; i < hist; ++i) std::copy(st + i * c_total + c0, st + i * c_total + c1, dst + i * c_total + c0);
+                for (int64_t i = 0; i < hist; ++i)
+                    std::copy(st + i * c_total + c0, st + i * c_total + c1, dst + i * c_total + c0);
             }
             const float* xr = xs + t * c_total;
             float* yr = ys + t * c_total;
@@ -47,4 +47,4 @@ void causal_conv1d_silu(Exec& ex, const Tensor& x, const Tensor& w, SlotState st
     });
 }
 
-}  // namespace kimi::cpu
+}   // namespace kimi::cpu

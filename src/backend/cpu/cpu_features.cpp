@@ -79,8 +79,10 @@ Isa matmul_isa() {
         const char* cap = std::getenv("KIMI_ISA");
         if (cap && *cap) {
             Isa want = Isa::kAvx512;
-            if (std::strcmp(cap, "scalar") == 0) want = Isa::kScalar;
-            else if (std::strcmp(cap, "avx2") == 0) want = Isa::kAvx2;
+            if (std::strcmp(cap, "scalar") == 0)
+                want = Isa::kScalar;
+            else if (std::strcmp(cap, "avx2") == 0)
+                want = Isa::kAvx2;
             else if (std::strcmp(cap, "avx512") != 0)
                 std::fprintf(stderr, "kimi: ignoring KIMI_ISA=%s (expected scalar, avx2 or avx512)\n", cap);
             best = std::min(best, want);
@@ -94,4 +96,4 @@ bool use_avx512() { return matmul_isa() == Isa::kAvx512; }
 
 bool use_avx512_bf16() { return use_avx512() && cpu_features().avx512bf16; }
 
-}  // namespace kimi::cpu
+}   // namespace kimi::cpu

@@ -26,7 +26,7 @@ bool use_avx2();                     // avx2 + fma + f16c, unless KIMI_FORCE_SCA
 // KIMI_FORCE_SCALAR. Chosen once per process.
 enum class Isa { kScalar, kAvx2, kAvx512 };
 Isa matmul_isa();
-bool use_avx512();                   // matmul_isa() == kAvx512 (avx512f/bw/vl + the avx2 set)
-bool use_avx512_bf16();              // use_avx512() and avx512bf16 (vdpbf16ps)
+bool use_avx512();        // matmul_isa() == kAvx512 (avx512f/bw/vl + the avx2 set)
+bool use_avx512_bf16();   // use_avx512() and avx512bf16 (vdpbf16ps)
 
-}  // namespace kimi::cpu
+}   // namespace kimi::cpu

@@ -8,12 +8,12 @@ namespace kimi::cpu {
 using ops::PagedLatents;
 using ops::RouteParams;
 using ops::SeqLayout;
-using ops::StateCapture;
 using ops::SlotState;
+using ops::StateCapture;
 
 KIMI_OPS(KIMI_OP_DECLARE)
 
 // Dot product with the fixed 8-lane reduction order of the matmul kernels (plain C++).
 float dot_f32(const float* a, const float* b, int64_t n);
 
-}  // namespace kimi::cpu
+}   // namespace kimi::cpu

@@ -21,7 +21,7 @@ void flat_parallel(Exec& ex, int64_t n, Fn&& fn) {
 }
 inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 inline float sigmoidf(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-}  // namespace
+}   // namespace
 
 void add_inplace(Exec& ex, Tensor& acc, const Tensor& a) {
     float* y = acc.f32();
@@ -92,4 +92,4 @@ void kda_gate_lower_bound(Exec& ex, const Tensor& f, const Tensor& neg_exp_a, co
     });
 }
 
-}  // namespace kimi::cpu
+}   // namespace kimi::cpu

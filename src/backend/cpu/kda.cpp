@@ -51,4 +51,4 @@ void kda_recurrent(Exec& ex, const Tensor& q, const Tensor& k, const Tensor& v, 
     });
 }
 
-}  // namespace kimi::cpu
+}   // namespace kimi::cpu

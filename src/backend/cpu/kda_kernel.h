@@ -56,4 +56,4 @@ static inline void kda_head_portable_body(const KdaHeadArgs& a, float* __restric
 void kda_head_portable(const KdaHeadArgs& a, float* uv);
 void kda_head_avx512(const KdaHeadArgs& a, float* uv);
 
-}  // namespace kimi::cpu
+}   // namespace kimi::cpu

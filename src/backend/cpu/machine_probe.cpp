@@ -11,11 +11,11 @@ namespace avx2 {
 uint64_t read_sum(const uint64_t* p, int64_t n);
 float fma_f32(int64_t n_iter);
 float fma_bf16(int64_t n_iter);
-}  // namespace avx2
+}   // namespace avx2
 namespace avx512 {
 float fma_f32(int64_t n_iter);
 float dot_bf16(int64_t n_iter);
-}  // namespace avx512
+}   // namespace avx512
 
 namespace {
 PeakResult peak(float sink, double flops, const char* isa) {
@@ -25,7 +25,7 @@ PeakResult peak(float sink, double flops, const char* isa) {
     r.isa = isa;
     return r;
 }
-}  // namespace
+}   // namespace
 
 uint64_t read_sum(const uint64_t* p, int64_t n) {
     if (use_avx2()) return avx2::read_sum(p, n);
@@ -69,4 +69,4 @@ PeakResult fma_bf16_loop(int64_t n_iter) {
     return peak(sink, n * 8 * 2, "scalar (bf16 widened to f32)");
 }
 
-}  // namespace kimi::cpu
+}   // namespace kimi::cpu

@@ -22,4 +22,4 @@ PeakResult fma_f32_loop(int64_t n_iter);
 // bf16 multiply-adds: vdpbf16ps with AVX-512 BF16, else bf16 widened to f32 (shift) then FMA.
 PeakResult fma_bf16_loop(int64_t n_iter);
 
-}  // namespace kimi::cpu
+}   // namespace kimi::cpu

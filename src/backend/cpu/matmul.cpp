@@ -35,7 +35,7 @@ float* thread_scratch(int64_t in) {
     }
     return s.at;
 }
-}  // namespace
+}   // namespace
 
 // The kernel of the ISA chosen at start-up.
 MatmulKernel matmul_kernel() {
@@ -56,11 +56,14 @@ struct RoundedRows {
     const uint16_t* xp = nullptr;
 };
 
-RoundedRows round_rows(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, int64_t in, bool bits, bool spans, bool values) {
-    const auto alloc = [&](size_t elem, bool want) { return want ? ex.arena->alloc_bytes(size_t(n_rows * in) * elem) : nullptr; };
+RoundedRows round_rows(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, int64_t in, bool bits, bool spans,
+                       bool values) {
+    const auto alloc = [&](size_t elem, bool want) {
+        return want ? ex.arena->alloc_bytes(size_t(n_rows * in) * elem) : nullptr;
+    };
     float* xr = static_cast<float*>(alloc(sizeof(float), values));
     uint16_t* xb = static_cast<uint16_t*>(alloc(sizeof(uint16_t), bits));
-    uint16_t* xp = static_cast<uint16_t*>(alloc(sizeof(uint16_t), spans));   // only with AVX-512 BF16
+    uint16_t* xp = static_cast<uint16_t*>(alloc(sizeof(uint16_t), spans));             // only with AVX-512 BF16
     const int64_t per_task = std::max<int64_t>(1, 16384 / std::max<int64_t>(in, 1));   // rows per task
     const auto round = use_avx512() ? bf16_round_rows_avx512 : bf16_round_rows_portable;
     ex.pool->parallel_ranges((n_rows + per_task - 1) / per_task, [&](int64_t c0, int64_t c1, int) {
@@ -70,7 +73,7 @@ RoundedRows round_rows(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, in
     });
     return {xr, xb, xp};
 }
-}  // namespace
+}   // namespace
 
 void matmul_strided(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, const Tensor& w, Precision p, float* y,
                     int64_t ldy) {
@@ -150,4 +153,4 @@ void matmul(Exec& ex, const Tensor& x, const Tensor& w, Precision p, Tensor& y) 
     matmul_strided(ex, x.f32(), x.dim(0), x.dim(1), w, p, y.f32(), y.dim(1));
 }
 
-}  // namespace kimi::cpu
+}   // namespace kimi::cpu

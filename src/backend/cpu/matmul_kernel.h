@@ -26,10 +26,10 @@ namespace kimi::cpu {
 struct MatmulArgs {
     const float* x;   // n_rows rows, ldx apart
     int64_t n_rows, ldx;
-    const void* w;    // [O, I] of w_dtype (kMXFP4: the packed values, [O, I/2] bytes)
+    const void* w;   // [O, I] of w_dtype (kMXFP4: the packed values, [O, I/2] bytes)
     DType w_dtype;
-    int64_t in;       // I
-    float* y;         // n_rows rows, ldy apart
+    int64_t in;   // I
+    float* y;     // n_rows rows, ldy apart
     int64_t ldy;
     const uint8_t* w_scale = nullptr;   // kMXFP4: [O, I/32] E8M0 scales
     // x rounded to bf16, n_rows rows I apart: given (bf16 activations) only to a kernel that
@@ -82,8 +82,8 @@ void bf16_round_rows_avx512(const float* x, int64_t n_rows, int64_t ldx, int64_t
 void bf16_round_rows_spans_avx512(const float* x, int64_t n_rows, int64_t ldx, int64_t in, uint16_t* xp);
 
 // static: compiled into the portable and the AVX-512 TU, each keeps its own copy (no ODR merge).
-static inline void bf16_round_rows_body(const float* __restrict x, int64_t n_rows, int64_t ldx, int64_t in, float* __restrict xr,
-                                 uint16_t* __restrict xb) {
+static inline void bf16_round_rows_body(const float* __restrict x, int64_t n_rows, int64_t ldx, int64_t in,
+                                        float* __restrict xr, uint16_t* __restrict xb) {
     for (int64_t t = 0; t < n_rows; ++t) {
         const float* __restrict row = x + t * ldx;
         if (xb)
@@ -94,4 +94,4 @@ static inline void bf16_round_rows_body(const float* __restrict x, int64_t n_row
 }
 MatmulKernel matmul_kernel();   // the kernel of matmul_isa()
 
-}  // namespace kimi::cpu
+}   // namespace kimi::cpu

@@ -16,7 +16,8 @@ void widen_row_portable(const MatmulArgs& a, int64_t row, float* out) {
             for (int64_t i = 0; i < in; ++i) out[i] = bf16_to_f32(static_cast<const uint16_t*>(a.w)[row * in + i]);
             return;
         case DType::kMXFP4:
-            for (int64_t i = 0; i < in; ++i) out[i] = mxfp4_element(static_cast<const uint8_t*>(a.w), a.w_scale, row * in + i);
+            for (int64_t i = 0; i < in; ++i)
+                out[i] = mxfp4_element(static_cast<const uint8_t*>(a.w), a.w_scale, row * in + i);
             return;
         default:
             for (int64_t i = 0; i < in; ++i) out[i] = f16_to_f32(static_cast<const uint16_t*>(a.w)[row * in + i]);
@@ -40,4 +41,4 @@ void matmul_range_scalar(const MatmulArgs& a, int64_t o_begin, int64_t o_end, fl
     }
 }
 
-}  // namespace kimi::cpu
+}   // namespace kimi::cpu

@@ -27,7 +27,7 @@ inline float dot_f32_bf16(const float* a, const uint16_t* b, int64_t n) {
 inline int64_t seq_of(std::span<const int32_t> seq_starts, int64_t t) {
     return int64_t(std::upper_bound(seq_starts.begin(), seq_starts.end(), int32_t(t)) - seq_starts.begin()) - 1;
 }
-}  // namespace
+}   // namespace
 
 void mla_cache_write(Exec& ex, const Tensor& latents, const PagedLatents& cache, std::span<const int32_t> seq_starts,
                      std::span<const int32_t> n_past) {
@@ -59,7 +59,8 @@ void mla_task_portable(const MlaTask& t) {
             const int64_t off = latent_row_offset(cache, t.seq, j0 + k);
             for (int64_t h = 0; h < nh; ++h)
                 s[h][k] = (cache.base ? dot_f32(t.q + h * width, cache.base + off, width)
-                                      : dot_f32_bf16(t.q + h * width, cache.base_bf16 + off, width)) * t.scale;
+                                      : dot_f32_bf16(t.q + h * width, cache.base_bf16 + off, width)) *
+                    t.scale;
         }
         for (int64_t h = 0; h < nh; ++h) {
             float mt = m[h], sum = 0.0f;
@@ -112,9 +113,10 @@ void mla_attention(Exec& ex, const Tensor& q_abs, const PagedLatents& cache, std
             const int64_t h0 = (i % n_groups) * kMlaGroup, nh = std::min(kMlaGroup, n_heads - h0);
             const int64_t b = seq_of(seq_starts, t);
             const int64_t ctx = n_past[size_t(b)] + (t - seq_starts[size_t(b)]) + 1;
-            task_fn(MlaTask{&cache, b, ctx, qs + (t * n_heads + h0) * width, nh, width, rank, scale, os + (t * n_heads + h0) * rank});
+            task_fn(MlaTask{&cache, b, ctx, qs + (t * n_heads + h0) * width, nh, width, rank, scale,
+                            os + (t * n_heads + h0) * rank});
         }
     });
 }
 
-}  // namespace kimi::cpu
+}   // namespace kimi::cpu

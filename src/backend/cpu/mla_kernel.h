@@ -18,12 +18,12 @@ constexpr int64_t kMlaTile = 128;   // positions per online-softmax tile
 
 struct MlaTask {
     const ops::PagedLatents* cache;
-    int64_t seq;            // row of the block tables
-    int64_t ctx;            // positions attended: [0, ctx)
-    const float* q;         // [nh, width] absorbed queries
+    int64_t seq;      // row of the block tables
+    int64_t ctx;      // positions attended: [0, ctx)
+    const float* q;   // [nh, width] absorbed queries
     int64_t nh, width, rank;
     float scale;
-    float* o;               // [nh, rank] output (written)
+    float* o;   // [nh, rank] output (written)
 };
 
 inline int64_t latent_row_offset(const ops::PagedLatents& c, int64_t seq, int64_t pos) {
@@ -34,4 +34,4 @@ inline int64_t latent_row_offset(const ops::PagedLatents& c, int64_t seq, int64_
 void mla_task_portable(const MlaTask& t);
 void mla_task_avx512(const MlaTask& t);
 
-}  // namespace kimi::cpu
+}   // namespace kimi::cpu

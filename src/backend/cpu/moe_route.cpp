@@ -12,10 +12,9 @@ namespace {
 // Routed experts per layer the stack buffers hold (Kimi-K3 has 896); the op contract and
 // the config enforce it.
 constexpr int64_t kMaxExperts = 4096;
-}  // namespace
+}   // namespace
 
-void moe_route(Exec& ex, const Tensor& logits, const Tensor& bias, const RouteParams& p, Tensor& ids,
-               Tensor& weights) {
+void moe_route(Exec& ex, const Tensor& logits, const Tensor& bias, const RouteParams& p, Tensor& ids, Tensor& weights) {
     const int64_t n = logits.dim(0), n_exp = logits.dim(1), k = p.top_k;
     const int64_t per_group = n_exp / p.n_groups;
     const float *ls = logits.f32(), *bs = bias.f32();
@@ -34,8 +33,11 @@ void moe_route(Exec& ex, const Tensor& logits, const Tensor& bias, const RoutePa
                 for (int64_t g = 0; g < p.n_groups; ++g) {
                     float a = -INFINITY, b = -INFINITY;   // top-2 of the group
                     for (int64_t e = g * per_group; e < (g + 1) * per_group; ++e) {
-                        if (sel[e] > a) { b = a; a = sel[e]; }
-                        else if (sel[e] > b) b = sel[e];
+                        if (sel[e] > a) {
+                            b = a;
+                            a = sel[e];
+                        } else if (sel[e] > b)
+                            b = sel[e];
                     }
                     gscore[g] = per_group > 1 ? a + b : a;
                     group_kept[g] = false;
@@ -68,4 +70,4 @@ void moe_route(Exec& ex, const Tensor& logits, const Tensor& bias, const RoutePa
     });
 }
 
-}  // namespace kimi::cpu
+}   // namespace kimi::cpu

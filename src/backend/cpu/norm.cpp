@@ -10,7 +10,7 @@ namespace kimi::cpu {
 namespace {
 float sum_sq(const float* x, int64_t n) { return dot_f32(x, x, n); }
 inline float sigmoidf(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-}  // namespace
+}   // namespace
 
 void rms_norm(Exec& ex, const Tensor& x, const Tensor& w, float eps, Tensor& y) {
     const int64_t n = x.dim(0), d = x.dim(1);
@@ -58,4 +58,4 @@ float dot_f32(const float* a, const float* b, int64_t n) {
     return s;
 }
 
-}  // namespace kimi::cpu
+}   // namespace kimi::cpu

@@ -34,7 +34,7 @@ int64_t latent_offset(const PagedLatents& cache, int64_t b, int64_t pos) {
     const int32_t block = cache.block_tables[size_t(b * cache.max_blocks + pos / cache.block_size)];
     return (int64_t(block) * cache.block_size + pos % cache.block_size) * cache.row_width;
 }
-}  // namespace
+}   // namespace
 
 // ---- matrix products
 
@@ -52,7 +52,8 @@ void matmul_grouped(Exec&, const Tensor& x, std::span<const Tensor* const> ws, s
     const int64_t in = x.dim(1), out = y.dim(1);
     for (size_t g = 0; g < ws.size(); ++g) {
         if (starts[g] == starts[g + 1]) continue;   // an empty group's weight may be absent
-        product_rows(x.f32() + starts[g] * in, starts[g + 1] - starts[g], in, *ws[g], p, y.f32() + starts[g] * out, out);
+        product_rows(x.f32() + starts[g] * in, starts[g + 1] - starts[g], in, *ws[g], p, y.f32() + starts[g] * out,
+                     out);
     }
 }
 
@@ -156,7 +157,8 @@ void kda_gate(Exec&, const Tensor& f, const Tensor& neg_exp_a, const Tensor& dt_
     const int64_t n = f.dim(0), hk = f.dim(1), k = hk / neg_exp_a.numel();
     for (int64_t t = 0; t < n; ++t)
         for (int64_t c = 0; c < hk; ++c)
-            g.f32()[t * hk + c] = float(double(neg_exp_a.f32()[c / k]) * softplus(double(f.f32()[t * hk + c]) + dt_bias.f32()[c]));
+            g.f32()[t * hk + c] =
+                float(double(neg_exp_a.f32()[c / k]) * softplus(double(f.f32()[t * hk + c]) + dt_bias.f32()[c]));
 }
 
 void kda_gate_lower_bound(Exec&, const Tensor& f, const Tensor& neg_exp_a, const Tensor& dt_bias, float lower_bound,
@@ -185,7 +187,8 @@ void kda_recurrent(Exec&, const Tensor& q, const Tensor& k, const Tensor& v, con
                         s[size_t(d * dv + j)] *= std::exp(double(g.f32()[row * dk + d]));
                         u[size_t(j)] += double(k.f32()[row * dk + d]) * s[size_t(d * dv + j)];
                     }
-                for (int64_t j = 0; j < dv; ++j) u[size_t(j)] = beta.f32()[row] * (v.f32()[row * dv + j] - u[size_t(j)]);
+                for (int64_t j = 0; j < dv; ++j)
+                    u[size_t(j)] = beta.f32()[row] * (v.f32()[row * dv + j] - u[size_t(j)]);
                 for (int64_t j = 0; j < dv; ++j) {
                     double acc = 0;
                     for (int64_t d = 0; d < dk; ++d) {
@@ -214,8 +217,10 @@ void mla_cache_write(Exec&, const Tensor& latents, const PagedLatents& cache, st
             const int64_t off = latent_offset(cache, int64_t(b), n_past[b] + (t - seq_starts[b]));
             for (int64_t i = 0; i < w; ++i) {
                 const float v = latents.f32()[t * w + i];
-                if (cache.base) cache.base[off + i] = v;
-                else cache.base_bf16[off + i] = f32_to_bf16(v);
+                if (cache.base)
+                    cache.base[off + i] = v;
+                else
+                    cache.base_bf16[off + i] = f32_to_bf16(v);
             }
         }
 }
@@ -233,7 +238,8 @@ void mla_attention(Exec&, const Tensor& q_abs, const PagedLatents& cache, std::s
                 for (int64_t j = 0; j < ctx; ++j) {
                     const int64_t off = latent_offset(cache, int64_t(b), j);
                     for (int64_t i = 0; i < cache.row_width; ++i)
-                        rows[size_t(j)].push_back(cache.base ? double(cache.base[off + i]) : double(bf16_to_f32(cache.base_bf16[off + i])));
+                        rows[size_t(j)].push_back(cache.base ? double(cache.base[off + i])
+                                                             : double(bf16_to_f32(cache.base_bf16[off + i])));
                     double acc = 0;
                     for (int64_t i = 0; i < width; ++i) acc += double(q[i]) * rows[size_t(j)][size_t(i)];
                     s[size_t(j)] = acc * scale;
@@ -302,7 +308,8 @@ void moe_route(Exec&, const Tensor& logits, const Tensor& bias, const RouteParam
                 if (!keep[size_t(e / per_group)]) sel[size_t(e)] = -INFINITY;
         }
         std::iota(order.begin(), order.end(), 0);
-        std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return sel[size_t(a)] > sel[size_t(b)]; });
+        std::stable_sort(order.begin(), order.end(),
+                         [&](int64_t a, int64_t b) { return sel[size_t(a)] > sel[size_t(b)]; });
         double total = 0;
         for (int64_t r = 0; r < p.top_k; ++r) total += s[size_t(order[size_t(r)])];
         for (int64_t r = 0; r < p.top_k; ++r) {
@@ -313,4 +320,4 @@ void moe_route(Exec&, const Tensor& logits, const Tensor& bias, const RouteParam
     }
 }
 
-}  // namespace kimi::ref
+}   // namespace kimi::ref

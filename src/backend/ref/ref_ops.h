@@ -9,9 +9,9 @@ namespace kimi::ref {
 using ops::PagedLatents;
 using ops::RouteParams;
 using ops::SeqLayout;
-using ops::StateCapture;
 using ops::SlotState;
+using ops::StateCapture;
 
 KIMI_OPS(KIMI_OP_DECLARE)
 
-}  // namespace kimi::ref
+}   // namespace kimi::ref

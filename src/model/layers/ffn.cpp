@@ -13,7 +13,7 @@ void gated_act(Exec& ex, const Activation& act, Tensor& g, const Tensor& u) {
     else
         ops::silu_mul(ex, g, u, g);
 }
-}  // namespace
+}   // namespace
 
 Tensor mlp_forward(Exec& ex, const Activation& act, const MlpWeights& w, const Tensor& x) {
     Arena& a = *ex.arena;
@@ -22,7 +22,7 @@ Tensor mlp_forward(Exec& ex, const Activation& act, const MlpWeights& w, const T
     ops::matmul(ex, x, w.gate, ex.precision, g);
     ops::matmul(ex, x, w.up, ex.precision, u);
     gated_act(ex, act, g, u);
-    Tensor y = a.alloc_f32({n, w.down.dim(0)});                // [T, D]
+    Tensor y = a.alloc_f32({n, w.down.dim(0)});   // [T, D]
     ops::matmul(ex, g, w.down, ex.precision, y);
     return y;
 }
@@ -30,11 +30,11 @@ Tensor mlp_forward(Exec& ex, const Activation& act, const MlpWeights& w, const T
 Tensor moe_forward(Exec& ex, const ModelConfig& c, const MoeWeights& w, const Tensor& x, dist::Comm* comm) {
     Arena& a = *ex.arena;
     const int64_t n = x.dim(0), d = x.dim(1), n_exp = c.n_experts, k = c.n_experts_per_token;
-    const int64_t in = c.moe_expert_in_dim();                  // D, or the latent width
+    const int64_t in = c.moe_expert_in_dim();   // D, or the latent width
 
     // why: router logits in f32 (weights widened, activations unrounded) as the reference,
     // so near-tied expert choices match it.
-    Tensor logits = a.alloc_f32({n, n_exp});                   // [T, E]
+    Tensor logits = a.alloc_f32({n, n_exp});   // [T, E]
     ops::matmul(ex, x, w.router, Precision::kF32, logits);
     Tensor ids = a.alloc(DType::kI32, {n, k}), wts = a.alloc_f32({n, k});   // [T, A]
     ops::RouteParams rp;
@@ -55,14 +55,14 @@ Tensor moe_forward(Exec& ex, const ModelConfig& c, const MoeWeights& w, const Te
     for (int64_t i = 0; i < n * k; ++i)
         if (local(ids.i32()[i])) ++start[ids.i32()[i] + 1];
     for (int64_t e = 0; e < n_exp; ++e) start[e + 1] += start[e];
-    const int64_t m = start[n_exp];                            // pairs this rank computes
+    const int64_t m = start[n_exp];   // pairs this rank computes
     std::memcpy(fill, start, size_t(n_exp) * sizeof(int32_t));
-    Tensor xe = x;                                             // [T, In] the experts' input
+    Tensor xe = x;   // [T, In] the experts' input
     if (w.latent_down.defined()) {
         xe = a.alloc_f32({n, in});
         ops::matmul(ex, x, w.latent_down, ex.precision, xe);
     }
-    Tensor xg = a.alloc_f32({m, in});                          // [M, In] grouped by expert
+    Tensor xg = a.alloc_f32({m, in});   // [M, In] grouped by expert
     for (int64_t i = 0; i < n * k; ++i) {
         if (!local(ids.i32()[i])) {
             row_of[i] = -1;
@@ -83,17 +83,17 @@ Tensor moe_forward(Exec& ex, const ModelConfig& c, const MoeWeights& w, const Te
         down[e] = &w.experts[size_t(e)].down;
     }
     const std::span<const int32_t> starts(start, size_t(n_exp + 1));
-    int64_t f = 0;                                             // this rank's intermediate width
+    int64_t f = 0;   // this rank's intermediate width
     for (const MlpWeights& e : w.experts) f = e.gate.defined() ? e.gate.dim(0) : f;
     Tensor g = a.alloc_f32({m, f}), u = a.alloc_f32({m, f});   // [M, F]
     ops::matmul_grouped(ex, xg, std::span<const Tensor* const>(gate, size_t(n_exp)), starts, ex.precision, g);
     ops::matmul_grouped(ex, xg, std::span<const Tensor* const>(up, size_t(n_exp)), starts, ex.precision, u);
     gated_act(ex, c.act, g, u);
-    Tensor yg = a.alloc_f32({m, in});                          // [M, In]
+    Tensor yg = a.alloc_f32({m, in});   // [M, In]
     ops::matmul_grouped(ex, g, std::span<const Tensor* const>(down, size_t(n_exp)), starts, ex.precision, yg);
 
     // Each token's routed sum in its own selection order.
-    Tensor routed = a.alloc_f32({n, in});                      // [T, In]
+    Tensor routed = a.alloc_f32({n, in});   // [T, In]
     ex.pool->parallel_for(n, [&](int64_t t) {
         float* yr = routed.f32() + t * in;
         for (int64_t j = 0; j < in; ++j) yr[j] = 0.0f;
@@ -104,7 +104,7 @@ Tensor moe_forward(Exec& ex, const ModelConfig& c, const MoeWeights& w, const Te
             for (int64_t j = 0; j < in; ++j) yr[j] += wt * er[j];
         }
     });
-    Tensor y = routed;                                         // [T, D]
+    Tensor y = routed;   // [T, D]
     if (w.latent_up.defined()) {
         if (comm) comm->allreduce_sum({routed.f32(), size_t(routed.numel())});   // the whole sum before the norm
         if (w.latent_norm.defined()) ops::rms_norm(ex, routed, w.latent_norm, c.rms_norm_eps, routed);
@@ -122,4 +122,4 @@ Tensor moe_forward(Exec& ex, const ModelConfig& c, const MoeWeights& w, const Te
     return y;
 }
 
-}  // namespace kimi
+}   // namespace kimi

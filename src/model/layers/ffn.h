@@ -20,4 +20,4 @@ Tensor mlp_forward(Exec& ex, const Activation& act, const MlpWeights& w, const T
 // before the latent norm (K3) and at the end, so the result is the whole block's on every rank.
 Tensor moe_forward(Exec& ex, const ModelConfig& c, const MoeWeights& w, const Tensor& x, dist::Comm* comm = nullptr);
 
-}  // namespace kimi
+}   // namespace kimi

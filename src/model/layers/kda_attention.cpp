@@ -18,7 +18,7 @@ Tensor kda_attention_forward(LayerContext& lc, const KdaWeights& w, int64_t kda_
     ops::causal_conv1d_silu(ex, q, w.q_conv, lc.cache.conv_state(kda_layer, 0), lc.seqs, q);
     ops::causal_conv1d_silu(ex, kk, w.k_conv, lc.cache.conv_state(kda_layer, 1), lc.seqs, kk);
     ops::causal_conv1d_silu(ex, v, w.v_conv, lc.cache.conv_state(kda_layer, 2), lc.seqs, v);
-    Tensor q3 = q.view({n, h, k}), k3 = kk.view({n, h, k}), v3 = v.view({n, h, k});          // [T, H, K]
+    Tensor q3 = q.view({n, h, k}), k3 = kk.view({n, h, k}), v3 = v.view({n, h, k});   // [T, H, K]
     ops::l2_norm_heads(ex, q3, 1e-6f, 1.0f / std::sqrt(float(k)));
     ops::l2_norm_heads(ex, k3, 1e-6f, 1.0f);
 
@@ -29,16 +29,16 @@ Tensor kda_attention_forward(LayerContext& lc, const KdaWeights& w, int64_t kda_
         ops::kda_gate_lower_bound(ex, g, w.neg_exp_a, w.dt_bias, lc.cfg.kda_gate_lower_bound, g);
     else
         ops::kda_gate(ex, g, w.neg_exp_a, w.dt_bias, g);
-    Tensor beta = a.alloc_f32({n, h});                           // [T, H]
+    Tensor beta = a.alloc_f32({n, h});   // [T, H]
     ops::matmul(ex, x, w.b_proj, p, beta);
     ops::sigmoid_inplace(ex, beta);
 
-    Tensor o = a.alloc_f32({n, h, k});                           // [T, H, V]
+    Tensor o = a.alloc_f32({n, h, k});   // [T, H, V]
     ops::kda_recurrent(ex, q3, k3, v3, g.view({n, h, k}), beta, lc.cache.kda_state(kda_layer), lc.seqs, o);
 
-    Tensor z = a.alloc_f32({n, hk});                             // output gate logits
+    Tensor z = a.alloc_f32({n, hk});   // output gate logits
     if (w.g_proj.defined()) {
-        ops::matmul(ex, x, w.g_proj, p, z);                      // full rank (K3)
+        ops::matmul(ex, x, w.g_proj, p, z);   // full rank (K3)
     } else {
         Tensor ga = a.alloc_f32({n, k});
         ops::matmul(ex, x, w.g_a, p, ga);
@@ -46,10 +46,10 @@ Tensor kda_attention_forward(LayerContext& lc, const KdaWeights& w, int64_t kda_
     }
     ops::gated_rms_norm(ex, o, w.o_norm, z.view({n, h, k}), lc.cfg.rms_norm_eps, o);
 
-    Tensor out = a.alloc_f32({n, lc.cfg.hidden_size});           // [T, D]
+    Tensor out = a.alloc_f32({n, lc.cfg.hidden_size});   // [T, D]
     ops::matmul(ex, o.view({n, hk}), w.o_proj, p, out);
     ex.trace.o_proj_output = out.data;
     return out;
 }
 
-}  // namespace kimi
+}   // namespace kimi

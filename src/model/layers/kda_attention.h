@@ -11,4 +11,4 @@ namespace kimi {
 // (arena-owned; no copy). Reads and updates the KDA state + conv windows of each sequence.
 Tensor kda_attention_forward(LayerContext& lc, const KdaWeights& w, int64_t kda_layer, const Tensor& x);
 
-}  // namespace kimi
+}   // namespace kimi

@@ -16,4 +16,4 @@ struct LayerContext {
     ops::SeqLayout seqs;   // seq_starts + state slots of the batch
 };
 
-}  // namespace kimi
+}   // namespace kimi

@@ -15,9 +15,9 @@ Tensor mla_attention_forward(LayerContext& lc, const MlaWeights& w, int64_t mla_
     const int64_t n = x.dim(0), h = c.mla_heads, nope = c.qk_nope_dim, rope = c.qk_rope_dim, dv = c.v_head_dim;
     const int64_t rank = c.kv_lora_rank, qk = nope + rope, width = rank + rope;
 
-    Tensor q = a.alloc_f32({n, h * qk});                         // [T, H*(N+P)]
-    if (w.q_a.defined()) {                                       // q-LoRA (K3)
-        Tensor qa = a.alloc_f32({n, c.q_lora_rank});             // [T, Q]
+    Tensor q = a.alloc_f32({n, h * qk});               // [T, H*(N+P)]
+    if (w.q_a.defined()) {                             // q-LoRA (K3)
+        Tensor qa = a.alloc_f32({n, c.q_lora_rank});   // [T, Q]
         ops::matmul(ex, x, w.q_a, p, qa);
         // why: eps 1e-6 as the checkpoint's own modeling code (KimiRMSNorm class default).
         ops::rms_norm(ex, qa, w.q_a_norm, 1e-6f, qa);
@@ -26,15 +26,15 @@ Tensor mla_attention_forward(LayerContext& lc, const MlaWeights& w, int64_t mla_
         ops::matmul(ex, x, w.q_proj, p, q);
     }
     Tensor lat = a.alloc_f32({n, rank}), k_rope = a.alloc_f32({n, rope});
-    ops::matmul(ex, x, w.kv_a_c, p, lat);                        // [T, R]
-    ops::matmul(ex, x, w.kv_a_rope, p, k_rope);                  // [T, P]
+    ops::matmul(ex, x, w.kv_a_c, p, lat);         // [T, R]
+    ops::matmul(ex, x, w.kv_a_rope, p, k_rope);   // [T, P]
     // why: eps 1e-6 as the checkpoint's own modeling code (KimiRMSNorm class default).
     ops::rms_norm(ex, lat, w.kv_a_norm, 1e-6f, lat);
 
     ops::PagedLatents cache = lc.cache.mla_latents(mla_layer);
     cache.block_tables = lc.batch.block_tables;
     cache.max_blocks = lc.batch.max_blocks;
-    Tensor latents = a.alloc_f32({n, width});                    // [T, R+P]
+    Tensor latents = a.alloc_f32({n, width});   // [T, R+P]
     for (int64_t t = 0; t < n; ++t) {
         std::memcpy(latents.f32() + t * width, lat.f32() + t * rank, size_t(rank) * sizeof(float));
         std::memcpy(latents.f32() + t * width + rank, k_rope.f32() + t * rope, size_t(rope) * sizeof(float));
@@ -50,23 +50,23 @@ Tensor mla_attention_forward(LayerContext& lc, const MlaWeights& w, int64_t mla_
             std::memcpy(q_abs.f32() + (t * h + hh) * width + rank, q.f32() + (t * h + hh) * qk + nope,
                         size_t(rope) * sizeof(float));
 
-    Tensor o_lat = a.alloc_f32({n, h, rank});                    // [T, H, R]
+    Tensor o_lat = a.alloc_f32({n, h, rank});   // [T, H, R]
     ops::mla_attention(ex, q_abs, cache, lc.batch.seq_starts, lc.batch.n_past, 1.0f / std::sqrt(float(qk)), o_lat);
 
-    Tensor o = a.alloc_f32({n, h * dv});                         // [T, H*V]
+    Tensor o = a.alloc_f32({n, h * dv});   // [T, H*V]
     for (int64_t hh = 0; hh < h; ++hh)
         ops::matmul_strided(ex, o_lat.f32() + hh * rank, n, h * rank, w.w_uv.row(hh), p, o.f32() + hh * dv, h * dv);
 
-    if (w.g_proj.defined()) {                                    // sigmoid output gate on the layer input (K3)
-        Tensor gate = a.alloc_f32({n, h * dv});                  // [T, H*V]
+    if (w.g_proj.defined()) {                     // sigmoid output gate on the layer input (K3)
+        Tensor gate = a.alloc_f32({n, h * dv});   // [T, H*V]
         ops::matmul(ex, x, w.g_proj, p, gate);
         ops::mul_sigmoid_inplace(ex, o, gate);
     }
 
-    Tensor out = a.alloc_f32({n, c.hidden_size});                // [T, D]
+    Tensor out = a.alloc_f32({n, c.hidden_size});   // [T, D]
     ops::matmul(ex, o, w.o_proj, p, out);
     ex.trace.o_proj_output = out.data;
     return out;
 }
 
-}  // namespace kimi
+}   // namespace kimi

@@ -11,4 +11,4 @@ namespace kimi {
 // the step's latents into the cache before attending (each token sees itself).
 Tensor mla_attention_forward(LayerContext& lc, const MlaWeights& w, int64_t mla_layer, const Tensor& x);
 
-}  // namespace kimi
+}   // namespace kimi

@@ -15,4 +15,4 @@ inline float hsum16(__m512 v) {
     return _mm_cvtss_f32(_mm_add_ss(b, _mm_movehdup_ps(b)));
 }
 
-}  // namespace kimi::cpu
+}   // namespace kimi::cpu

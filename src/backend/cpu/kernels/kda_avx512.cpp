@@ -5,4 +5,4 @@ namespace kimi::cpu {
 
 void kda_head_avx512(const KdaHeadArgs& a, float* uv) { kda_head_portable_body(a, uv); }
 
-}  // namespace kimi::cpu
+}   // namespace kimi::cpu

@@ -38,13 +38,16 @@ inline __m256 load8(const MatmulArgs& a, int64_t e) {
         const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(a.w) + e));
         return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
     } else if constexpr (DT == DType::kF16) {
-        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(a.w) + e)));
+        return _mm256_cvtph_ps(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(a.w) + e)));
     } else {   // MXFP4: 4 bytes hold the 8 nibbles, element e + k in bits 4k..4k+3
         int32_t word;
         std::memcpy(&word, static_cast<const uint8_t*>(a.w) + e / 2, 4);
-        const __m256i nib = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(word), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
-                                             _mm256_set1_epi32(15));
-        const __m256 mag = _mm256_permutevar8x32_ps(_mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f), nib);
+        const __m256i nib =
+            _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(word), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                             _mm256_set1_epi32(15));
+        const __m256 mag =
+            _mm256_permutevar8x32_ps(_mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f), nib);
         const __m256 sign = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_srli_epi32(nib, 3), 31));
         return _mm256_mul_ps(_mm256_or_ps(mag, sign), _mm256_set1_ps(e8m0_to_f32(a.w_scale[e / kMxfp4Group])));
     }
@@ -52,10 +55,14 @@ inline __m256 load8(const MatmulArgs& a, int64_t e) {
 
 template <DType DT>
 inline float load1(const MatmulArgs& a, int64_t e) {
-    if constexpr (DT == DType::kF32) return static_cast<const float*>(a.w)[e];
-    else if constexpr (DT == DType::kBF16) return bf16_to_f32(static_cast<const uint16_t*>(a.w)[e]);
-    else if constexpr (DT == DType::kF16) return f16_to_f32(static_cast<const uint16_t*>(a.w)[e]);
-    else return mxfp4_element(static_cast<const uint8_t*>(a.w), a.w_scale, e);
+    if constexpr (DT == DType::kF32)
+        return static_cast<const float*>(a.w)[e];
+    else if constexpr (DT == DType::kBF16)
+        return bf16_to_f32(static_cast<const uint16_t*>(a.w)[e]);
+    else if constexpr (DT == DType::kF16)
+        return f16_to_f32(static_cast<const uint16_t*>(a.w)[e]);
+    else
+        return mxfp4_element(static_cast<const uint8_t*>(a.w), a.w_scale, e);
 }
 
 // Elements per 64-byte line of weights.
@@ -144,10 +151,10 @@ void widen_row(const MatmulArgs& a, int64_t row, float* out) {
 constexpr int64_t kTokBlock = 16, kChunk = 256;
 
 struct Block {
-    const float* wf;    // widened rows, each `in` floats
-    int64_t o, n_w;     // first weight row, rows in the block
-    __m256* acc;        // [kTokBlock][n_w] partial sums
-    int64_t next_rows;  // rows of the next block to prefetch while this one computes
+    const float* wf;     // widened rows, each `in` floats
+    int64_t o, n_w;      // first weight row, rows in the block
+    __m256* acc;         // [kTokBlock][n_w] partial sums
+    int64_t next_rows;   // rows of the next block to prefetch while this one computes
 };
 
 // Prefetches (into L2) elements [c0, c1) of rows [r0, r1) of the next block, so that its
@@ -167,8 +174,7 @@ inline void tile_chunk(const MatmulArgs& a, const Block& b, int64_t t0, int64_t 
     __m256 acc[NT][NR];
     for (int j = 0; j < NT; ++j) {
         xr[j] = a.x + (t + j) * a.ldx;
-        for (int r = 0; r < NR; ++r)
-            acc[j][r] = c0 == 0 ? _mm256_setzero_ps() : b.acc[(t - t0 + j) * b.n_w + r0 + r];
+        for (int r = 0; r < NR; ++r) acc[j][r] = c0 == 0 ? _mm256_setzero_ps() : b.acc[(t - t0 + j) * b.n_w + r0 + r];
     }
     const float* wf = b.wf + r0 * in;
     for (int64_t i = c0; i < c1; i += 8) {
@@ -184,7 +190,8 @@ inline void tile_chunk(const MatmulArgs& a, const Block& b, int64_t t0, int64_t 
 }
 
 template <int NR>
-inline void rows_chunk(const MatmulArgs& a, const Block& b, int64_t t0, int64_t t1, int64_t r0, int64_t c0, int64_t c1) {
+inline void rows_chunk(const MatmulArgs& a, const Block& b, int64_t t0, int64_t t1, int64_t r0, int64_t c0,
+                       int64_t c1) {
     int64_t t = t0;
     for (; t + 4 <= t1; t += 4) tile_chunk<NR, 4>(a, b, t0, t, r0, c0, c1);
     switch (t1 - t) {
@@ -221,7 +228,9 @@ void block_tokens(const MatmulArgs& a, const Block& b, int64_t t0, int64_t t1) {
 }
 
 // Weight rows widened together: as many as keep the block within about 192 KiB (L2).
-int64_t row_block(int64_t in) { return std::clamp<int64_t>((49152 / std::max<int64_t>(in, 1)) / 3 * 3, 3, kMaxRowBlock); }
+int64_t row_block(int64_t in) {
+    return std::clamp<int64_t>((49152 / std::max<int64_t>(in, 1)) / 3 * 3, 3, kMaxRowBlock);
+}
 
 void widened_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch) {
     const int64_t rb = row_block(a.in);
@@ -235,7 +244,7 @@ void widened_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* s
     }
 }
 
-}  // namespace
+}   // namespace
 
 void matmul_range_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch) {
     if (a.n_rows > kDirectMaxRows) return widened_range(a, o_begin, o_end, scratch);
@@ -247,4 +256,4 @@ void matmul_range_avx2(const MatmulArgs& a, int64_t o_begin, int64_t o_end, floa
     }
 }
 
-}  // namespace kimi::cpu
+}   // namespace kimi::cpu

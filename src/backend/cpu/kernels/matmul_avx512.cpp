@@ -58,8 +58,8 @@ inline __m512 mxfp4_16(const WRef& w, int64_t e) {
                                              _mm256_set1_epi32(int32_t(uint32_t(bits >> 32))), 1);
     const __m512i shifts = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
     const __m512i nib = _mm512_srlv_epi32(words, shifts);   // permutexvar reads the low 4 bits only
-    const __m512 lut = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f,
-                                      -4.0f, -6.0f);
+    const __m512 lut = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f, -2.0f,
+                                      -3.0f, -4.0f, -6.0f);
     return _mm512_mul_ps(_mm512_permutexvar_ps(nib, lut), _mm512_set1_ps(e8m0_to_f32(w.scale[e / kMxfp4Group])));
 }
 
@@ -78,7 +78,9 @@ struct DotBf16Mode {
     static constexpr DType kW = DType::kBF16;
     static constexpr int64_t kStep = 32;
     static __m512i x_at(const uint16_t* x, int64_t i) { return _mm512_loadu_si512(x + i); }
-    static __m512i w_at(const WRef& w, int64_t e) { return _mm512_loadu_si512(static_cast<const uint16_t*>(w.data) + e); }
+    static __m512i w_at(const WRef& w, int64_t e) {
+        return _mm512_loadu_si512(static_cast<const uint16_t*>(w.data) + e);
+    }
     static __m512 madd(__m512 acc, __m512i x, __m512i w) {
         return _mm512_dpbf16_ps(acc, (__m512bh)x, (__m512bh)w);   // same-size vector reinterpretation
     }
@@ -101,9 +103,10 @@ constexpr int64_t kSpan = 128;   // columns per span
 // lowers the exponent field by 252 − s: v × 2^125 × 2^(s − 252) = v × 2^(s − 127), exactly.
 // For s in [2, 252] every nonzero value keeps a normal exponent (1..254) with no borrow into
 // the sign bit, and 0 − T saturates to 0. Other scale bytes take the exact decode below.
-alignas(64) constexpr uint16_t kScaledLut[32] = {
-    0, 0x7d80, 0x7e00, 0x7e40, 0x7e80, 0x7ec0, 0x7f00, 0x7f40, 0, 0xfd80, 0xfe00, 0xfe40, 0xfe80, 0xfec0, 0xff00, 0xff40,
-    0, 0x7d80, 0x7e00, 0x7e40, 0x7e80, 0x7ec0, 0x7f00, 0x7f40, 0, 0xfd80, 0xfe00, 0xfe40, 0xfe80, 0xfec0, 0xff00, 0xff40};
+alignas(64) constexpr uint16_t kScaledLut[32] = {0, 0x7d80, 0x7e00, 0x7e40, 0x7e80, 0x7ec0, 0x7f00, 0x7f40,
+                                                 0, 0xfd80, 0xfe00, 0xfe40, 0xfe80, 0xfec0, 0xff00, 0xff40,
+                                                 0, 0x7d80, 0x7e00, 0x7e40, 0x7e80, 0x7ec0, 0x7f00, 0x7f40,
+                                                 0, 0xfd80, 0xfe00, 0xfe40, 0xfe80, 0xfec0, 0xff00, 0xff40};
 
 // The scale bytes of a tile (n, contiguous from s) as the words T = (252 − s) << 7 into t
 // (n rounded up to 32 words written); whether all of them lie in [2, 252], i.e. whether the
@@ -125,9 +128,9 @@ inline bool scale_words(const uint8_t* s, int64_t n, uint16_t* t) {
 inline __m512i span_shift(const uint16_t* t) {
     int64_t t4;
     std::memcpy(&t4, t, 8);
-    const __m512i ctrl = _mm512_setr_epi32(0x01000100, 0x01000100, 0x01000100, 0x01000100, 0x03020302, 0x03020302, 0x03020302,
-                                           0x03020302, 0x05040504, 0x05040504, 0x05040504, 0x05040504, 0x07060706, 0x07060706,
-                                           0x07060706, 0x07060706);
+    const __m512i ctrl = _mm512_setr_epi32(0x01000100, 0x01000100, 0x01000100, 0x01000100, 0x03020302, 0x03020302,
+                                           0x03020302, 0x03020302, 0x05040504, 0x05040504, 0x05040504, 0x05040504,
+                                           0x07060706, 0x07060706, 0x07060706, 0x07060706);
     return _mm512_shuffle_epi8(_mm512_set1_epi64(t4), ctrl);
 }
 
@@ -161,17 +164,19 @@ inline __m256i bf16_bits_16(__m512 v) {
 
 // Exact decode of one group in natural order: columns k..k+31 of the row at w (any scale byte).
 inline __m512i group_exact(const WRef& w, int64_t k) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(bf16_bits_16(mxfp4_16(w, k))), bf16_bits_16(mxfp4_16(w, k + 16)), 1);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(bf16_bits_16(mxfp4_16(w, k))), bf16_bits_16(mxfp4_16(w, k + 16)),
+                              1);
 }
 
 // Natural order → span order: out[n] lane w = column 4w + n of the 128 columns in nat[0..3].
 inline void to_span_order(const __m512i (&nat)[4], __m512i (&out)[4]) {
-    const __m512i base = _mm512_setr_epi32(0x00040000, 0x000c0008, 0x00140010, 0x001c0018, 0x00240020, 0x002c0028, 0x00340030,
-                                           0x003c0038, 0x00040000, 0x000c0008, 0x00140010, 0x001c0018, 0x00240020, 0x002c0028,
-                                           0x00340030, 0x003c0038);   // word w: 4 (w mod 16)
+    const __m512i base = _mm512_setr_epi32(0x00040000, 0x000c0008, 0x00140010, 0x001c0018, 0x00240020, 0x002c0028,
+                                           0x00340030, 0x003c0038, 0x00040000, 0x000c0008, 0x00140010, 0x001c0018,
+                                           0x00240020, 0x002c0028, 0x00340030, 0x003c0038);   // word w: 4 (w mod 16)
     for (int n = 0; n < 4; ++n) {
         const __m512i idx = _mm512_add_epi16(base, _mm512_set1_epi16(int16_t(n)));
-        const __m512i lo = _mm512_permutex2var_epi16(nat[0], idx, nat[1]), hi = _mm512_permutex2var_epi16(nat[2], idx, nat[3]);
+        const __m512i lo = _mm512_permutex2var_epi16(nat[0], idx, nat[1]),
+                      hi = _mm512_permutex2var_epi16(nat[2], idx, nat[3]);
         out[n] = _mm512_mask_blend_epi16(0xffff0000u, lo, hi);
     }
 }
@@ -188,7 +193,8 @@ template <bool kExact>
 inline void span_w(const Mxfp4Row& w, int64_t k, __m512i lut, __m512i (&out)[4]) {
     if constexpr (kExact) {
         const WRef r{w.p, w.s};
-        const __m512i nat[4] = {group_exact(r, k), group_exact(r, k + 32), group_exact(r, k + 64), group_exact(r, k + 96)};
+        const __m512i nat[4] = {group_exact(r, k), group_exact(r, k + 32), group_exact(r, k + 64),
+                                group_exact(r, k + 96)};
         to_span_order(nat, out);
     } else {
         span_fast(w.p + k / 2, w.t + k / kMxfp4Group, lut, out);
@@ -198,8 +204,10 @@ inline void span_w(const Mxfp4Row& w, int64_t k, __m512i lut, __m512i (&out)[4])
 // The group of columns k..k+31 of row w, natural order.
 template <bool kExact>
 inline __m512i group_w(const Mxfp4Row& w, int64_t k, __m512i lut) {
-    if constexpr (kExact) return group_exact(WRef{w.p, w.s}, k);
-    else return group_fast(w.p + k / 2, w.t[k / kMxfp4Group], lut);
+    if constexpr (kExact)
+        return group_exact(WRef{w.p, w.s}, k);
+    else
+        return group_fast(w.p + k / 2, w.t[k / kMxfp4Group], lut);
 }
 
 // f32 activations × weights of dtype DT, widened exactly to f32 in registers.
@@ -215,9 +223,12 @@ struct DotF32Mode {
         } else if constexpr (DT == DType::kMXFP4) {
             return mxfp4_16(w, e);
         } else {
-            const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(w.data) + e));
-            if constexpr (DT == DType::kBF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-            else return _mm512_cvtph_ps(h);
+            const __m256i h =
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(w.data) + e));
+            if constexpr (DT == DType::kBF16)
+                return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+            else
+                return _mm512_cvtph_ps(h);
         }
     }
     static __m512 madd(__m512 acc, __m512 x, __m512 w) { return _mm512_fmadd_ps(x, w, acc); }
@@ -235,8 +246,8 @@ struct Operands {
 
 // The end of a tile: the lanes reduced in the fixed order, the tail added in order, stored.
 template <class M, int NR, int NT>
-inline void finish(const MatmulArgs& a, const Operands<M>& op, const __m512 (&acc)[NT][NR], const typename M::X* const (&xr)[NT],
-                   int64_t w0, int64_t t, int64_t o) {
+inline void finish(const MatmulArgs& a, const Operands<M>& op, const __m512 (&acc)[NT][NR],
+                   const typename M::X* const (&xr)[NT], int64_t w0, int64_t t, int64_t o) {
     const int64_t in = a.in, in_v = in - in % M::kStep;
     for (int j = 0; j < NT; ++j) {
         for (int r = 0; r < NR; ++r) {
@@ -344,7 +355,8 @@ void blocked_range(const MatmulArgs& a, const Operands<M>& op, int64_t o_begin, 
             const int64_t t1 = std::min(a.n_rows, t + kTokBlock);
             int64_t r = 0;
             for (; r + 4 <= n_w; r += 4) {
-                for (const size_t end = std::min(next_bytes, pf + size_t(weight_byte(M::kW, 4 * a.in))); pf < end; pf += 64)
+                for (const size_t end = std::min(next_bytes, pf + size_t(weight_byte(M::kW, 4 * a.in))); pf < end;
+                     pf += 64)
                     _mm_prefetch(next + pf, _MM_HINT_T1);
                 rows_tiles<M, 4>(a, op, t, t1, o + r, o + r);
             }
@@ -357,7 +369,8 @@ void blocked_range(const MatmulArgs& a, const Operands<M>& op, int64_t o_begin, 
 // f32): each block of weight rows decoded once into the per-thread scratch by DM::w_at, then
 // the micro-tiles of mode MS run over the scratch.
 template <class DM, class MS>
-void decoded_range(const MatmulArgs& a, const typename MS::X* x, int64_t ldx, int64_t o_begin, int64_t o_end, void* scratch) {
+void decoded_range(const MatmulArgs& a, const typename MS::X* x, int64_t ldx, int64_t o_begin, int64_t o_end,
+                   void* scratch) {
     using Vec = decltype(MS::w_at(WRef{nullptr}, 0));
     constexpr int64_t kLanes = int64_t(sizeof(Vec)) / int64_t(weight_byte(MS::kW, 1));   // elements per vector
     const int64_t in = a.in, rb = row_block(weight_byte(MS::kW, in));
@@ -369,8 +382,10 @@ void decoded_range(const MatmulArgs& a, const typename MS::X* x, int64_t ldx, in
             _mm512_storeu_si512(static_cast<char*>(scratch) + weight_byte(MS::kW, i), (__m512i)DM::w_at(src, e0 + i));
         for (int64_t i = nv; i < n; ++i) {
             const float v = DM::w1(src, e0 + i);
-            if constexpr (MS::kW == DType::kF32) static_cast<float*>(scratch)[i] = v;
-            else static_cast<uint16_t*>(scratch)[i] = f32_to_bf16(v);   // exact: the value is a bf16
+            if constexpr (MS::kW == DType::kF32)
+                static_cast<float*>(scratch)[i] = v;
+            else
+                static_cast<uint16_t*>(scratch)[i] = f32_to_bf16(v);   // exact: the value is a bf16
         }
         for (int64_t t = 0; t < a.n_rows; t += kTokBlock) {
             const int64_t t1 = std::min(a.n_rows, t + kTokBlock);
@@ -383,9 +398,12 @@ void decoded_range(const MatmulArgs& a, const typename MS::X* x, int64_t ldx, in
 
 template <DType DT>
 void f32_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch) {
-    if (a.n_rows <= kDirectMaxRows) return direct_range(a, Operands<DotF32Mode<DT>>{a.x, a.ldx, WRef{a.w, a.w_scale}}, o_begin, o_end);
-    if constexpr (DT == DType::kF32) blocked_range(a, Operands<DotF32Mode<DT>>{a.x, a.ldx, WRef{a.w}}, o_begin, o_end);
-    else decoded_range<DotF32Mode<DT>, DotF32Mode<DType::kF32>>(a, a.x, a.ldx, o_begin, o_end, scratch);
+    if (a.n_rows <= kDirectMaxRows)
+        return direct_range(a, Operands<DotF32Mode<DT>>{a.x, a.ldx, WRef{a.w, a.w_scale}}, o_begin, o_end);
+    if constexpr (DT == DType::kF32)
+        blocked_range(a, Operands<DotF32Mode<DT>>{a.x, a.ldx, WRef{a.w}}, o_begin, o_end);
+    else
+        decoded_range<DotF32Mode<DT>, DotF32Mode<DType::kF32>>(a, a.x, a.ldx, o_begin, o_end, scratch);
 }
 
 // bf16 × MXFP4. Every accumulator takes vdpbf16ps(acc, x' chunk, w' chunk) over the 32-column
@@ -415,11 +433,12 @@ void decode_row(const Mxfp4Row& w, int64_t in, uint16_t* q) {
 template <int NR, int NT, bool kExact>
 inline void mxfp4_tile(const MatmulArgs& a, int64_t t, int64_t o, int64_t o_end, const uint16_t* tw) {
     const int64_t in = a.in, in_s = in - in % kSpan, prow = in / 2, srow = in / kMxfp4Group;
-    const uint8_t* p = static_cast<const uint8_t*>(a.w) + o * prow;   // NR rows, prow bytes apart
-    const uint8_t* s = a.w_scale + o * srow;                           // NR rows, srow bytes apart
+    const uint8_t* p = static_cast<const uint8_t*>(a.w) + o * prow;               // NR rows, prow bytes apart
+    const uint8_t* s = a.w_scale + o * srow;                                      // NR rows, srow bytes apart
     const int64_t n_pf = std::clamp<int64_t>(o_end - o - kPrefetchRows, 0, NR);   // stay inside the range
     const char* ahead = reinterpret_cast<const char*>(p + kPrefetchRows * prow);
-    for (int64_t b = 0; b < n_pf * srow; b += 64) _mm_prefetch(reinterpret_cast<const char*>(s + kPrefetchRows * srow + b), _MM_HINT_T1);
+    for (int64_t b = 0; b < n_pf * srow; b += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(s + kPrefetchRows * srow + b), _MM_HINT_T1);
     const uint16_t* xr[NT];
     __m512 acc[NT][NR];
     for (int j = 0; j < NT; ++j) {
@@ -492,8 +511,10 @@ void mxfp4_blocked(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* s
         const bool fast = scale_words(a.w_scale + o * srow, n_w * srow, tw);
         for (int64_t r = 0; r < n_w; ++r) {
             const Mxfp4Row w{packed + (o + r) * prow, a.w_scale + (o + r) * srow, tw + r * srow};
-            if (fast) decode_row<false>(w, in, q + r * in);
-            else decode_row<true>(w, in, q + r * in);
+            if (fast)
+                decode_row<false>(w, in, q + r * in);
+            else
+                decode_row<true>(w, in, q + r * in);
         }
         const char* next = reinterpret_cast<const char*>(packed + (o + n_w) * prow);
         const char* next_s = reinterpret_cast<const char*>(a.w_scale + (o + n_w) * srow);
@@ -504,7 +525,8 @@ void mxfp4_blocked(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* s
             const int64_t t1 = std::min(a.n_rows, t + kTokBlock);
             int64_t r = 0;
             for (; r + 4 <= n_w; r += 4) {
-                for (const size_t end = std::min(next_bytes, pf + size_t(4 * prow)); pf < end; pf += 64) _mm_prefetch(next + pf, _MM_HINT_T1);
+                for (const size_t end = std::min(next_bytes, pf + size_t(4 * prow)); pf < end; pf += 64)
+                    _mm_prefetch(next + pf, _MM_HINT_T1);
                 rows_tiles<DotBf16Mode, 4>(a, op, t, t1, o + r, r);
             }
             for (; r < n_w; ++r) rows_tiles<DotBf16Mode, 1>(a, op, t, t1, o + r, r);
@@ -523,7 +545,7 @@ void bf16_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
     blocked_range(a, op, o_begin, o_end);
 }
 
-}  // namespace
+}   // namespace
 
 void bf16_round_rows_avx512(const float* x, int64_t n_rows, int64_t ldx, int64_t in, float* xr, uint16_t* xb) {
     bf16_round_rows_body(x, n_rows, ldx, in, xr, xb);
@@ -558,4 +580,4 @@ void matmul_range_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end, fl
     }
 }
 
-}  // namespace kimi::cpu
+}   // namespace kimi::cpu

@@ -29,8 +29,10 @@ inline __m512 row16(const void* row, int64_t i) {
 
 template <bool BF16>
 inline float row1(const void* row, int64_t i) {
-    if constexpr (BF16) return bf16_to_f32(static_cast<const uint16_t*>(row)[i]);
-    else return static_cast<const float*>(row)[i];
+    if constexpr (BF16)
+        return bf16_to_f32(static_cast<const uint16_t*>(row)[i]);
+    else
+        return static_cast<const float*>(row)[i];
 }
 
 // Calls fn(j, row) for every position j in [jb, je) in order, walking the block table.
@@ -38,11 +40,14 @@ template <bool BF16, class Fn>
 inline void for_each_row(const MlaTask& t, int64_t jb, int64_t je, Fn&& fn) {
     const ops::PagedLatents& c = *t.cache;
     for (int64_t j = jb; j < je;) {
-        const int64_t off = latent_row_offset(c, t.seq, j), n = std::min<int64_t>(c.block_size - j % c.block_size, je - j);
+        const int64_t off = latent_row_offset(c, t.seq, j),
+                      n = std::min<int64_t>(c.block_size - j % c.block_size, je - j);
         for (int64_t k = 0; k < n; ++k, ++j) {
             const int64_t at = off + k * c.row_width;
-            if constexpr (BF16) fn(j, static_cast<const void*>(c.base_bf16 + at));
-            else fn(j, static_cast<const void*>(c.base + at));
+            if constexpr (BF16)
+                fn(j, static_cast<const void*>(c.base_bf16 + at));
+            else
+                fn(j, static_cast<const void*>(c.base + at));
         }
     }
 }
@@ -133,12 +138,14 @@ void run_heads(const MlaTask& t) {
     }
 }
 
-}  // namespace
+}   // namespace
 
 void mla_task_avx512(const MlaTask& t) {
     static_assert(kMlaGroup == 8, "run_heads dispatches up to 8 heads");
-    if (t.cache->base_bf16) run_heads<true>(t);
-    else run_heads<false>(t);
+    if (t.cache->base_bf16)
+        run_heads<true>(t);
+    else
+        run_heads<false>(t);
 }
 
-}  // namespace kimi::cpu
+}   // namespace kimi::cpu

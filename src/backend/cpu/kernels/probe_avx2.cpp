@@ -57,4 +57,4 @@ float fma_bf16(int64_t n_iter) {
     return out[0] + out[7];
 }
 
-}  // namespace kimi::cpu::avx2
+}   // namespace kimi::cpu::avx2

@@ -14,7 +14,7 @@ float reduce(const __m512* acc, int n) {
     _mm512_store_ps(out, s);
     return out[0] + out[15];
 }
-}  // namespace
+}   // namespace
 
 // 12 independent accumulators cover the FMA latency × 2 ports.
 float fma_f32(int64_t n_iter) {
@@ -37,4 +37,4 @@ float dot_bf16(int64_t n_iter) {
     return reduce(acc, 12);
 }
 
-}  // namespace kimi::cpu::avx512
+}   // namespace kimi::cpu::avx512

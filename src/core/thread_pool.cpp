@@ -38,7 +38,14 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::run_range(int w) {
     const int64_t begin = n_ * w / n_threads_, end = n_ * (w + 1) / n_threads_;
-    if (begin < end) fn_(ctx_, begin, end, w);
+    if (begin >= end) return;
+    try {
+        fn_(ctx_, begin, end, w);
+    } catch (...) {   // not out of a worker thread (that ends the process): run() rethrows it
+        std::lock_guard<std::mutex> lk(error_mu_);
+        if (!error_) error_ = std::current_exception();
+        failed_.store(true, std::memory_order_relaxed);   // published by pending_'s release (worker_main)
+    }
 }
 
 void ThreadPool::run(int64_t n, TaskFn fn, void* ctx) {
@@ -57,6 +64,15 @@ void ThreadPool::run(int64_t n, TaskFn fn, void* ctx) {
             cpu_relax();
         else
             std::this_thread::yield();
+    }
+    if (failed_.load(std::memory_order_relaxed)) {
+        std::exception_ptr error;
+        {
+            std::lock_guard<std::mutex> lk(error_mu_);
+            error.swap(error_);
+            failed_.store(false, std::memory_order_relaxed);
+        }
+        std::rethrow_exception(error);
     }
 }
 

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -25,7 +26,8 @@ public:
     int size() const { return n_threads_; }
 
     // Calls fn(i) for every i in [0, n); worker w takes the contiguous range
-    // [n*w/size, n*(w+1)/size). Blocks until all are done. Not reentrant.
+    // [n*w/size, n*(w+1)/size). Blocks until all are done. Not reentrant. An exception thrown
+    // by fn (memory running out) is rethrown here once every worker is done with the task.
     template <class Fn>
     void parallel_for(int64_t n, Fn&& fn) {
         parallel_ranges(n, [&fn](int64_t begin, int64_t end, int) {
@@ -69,6 +71,9 @@ private:
     void* ctx_ = nullptr;
     int64_t n_ = 0;
     std::atomic<uint64_t> worker_allocs_{0};
+    std::atomic<bool> failed_{false};   // error_ is set (read after pending_ reaches 0)
+    std::mutex error_mu_;
+    std::exception_ptr error_;   // the current task's first exception (under error_mu_)
 };
 
 }   // namespace kimi

@@ -82,6 +82,30 @@ uint64_t Engine::new_group() {
 
 std::shared_ptr<RequestStream> Engine::submit(std::vector<int32_t> prompt, const SamplingParams& params,
                                               std::shared_ptr<StreamNotifier> notifier, uint64_t group) {
+    std::unique_ptr<LiveRequest> live = make_live(std::move(prompt), params, std::move(notifier));
+    std::shared_ptr<RequestStream> s = live->stream;
+    enqueue(std::span<std::unique_ptr<LiveRequest>>(&live, 1), group);
+    return s;
+}
+
+std::vector<std::shared_ptr<RequestStream>> Engine::submit_all(std::span<const Submission> reqs,
+                                                               std::shared_ptr<StreamNotifier> notifier,
+                                                               uint64_t group) {
+    // Everything is made before anything is queued: a failure frees it all here, at once.
+    std::vector<std::unique_ptr<LiveRequest>> lives;
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    lives.reserve(reqs.size());
+    streams.reserve(reqs.size());
+    for (const Submission& r : reqs) {
+        lives.push_back(make_live(std::vector<int32_t>(r.prompt.begin(), r.prompt.end()), *r.params, notifier));
+        streams.push_back(lives.back()->stream);
+    }
+    enqueue(lives, group);
+    return streams;
+}
+
+std::unique_ptr<LiveRequest> Engine::make_live(std::vector<int32_t> prompt, const SamplingParams& params,
+                                               std::shared_ptr<StreamNotifier> notifier) {
     if (prompt.empty()) throw Error("the prompt is empty");
     for (int32_t id : prompt)
         if (id < 0 || id >= model_.config().vocab_size)
@@ -121,18 +145,26 @@ std::shared_ptr<RequestStream> Engine::submit(std::vector<int32_t> prompt, const
     }
     live->stream->events_.reserve(size_t(params.max_tokens) + 1);
     live->t0_ms = event_clock_ms();
-    std::shared_ptr<RequestStream> s = live->stream;
+    return live;
+}
+
+void Engine::enqueue(std::span<std::unique_ptr<LiveRequest>> lives, uint64_t group) {
     {
         std::lock_guard<std::mutex> lk(inbox_mu_);
-        live->req.id = next_id_++;
-        live->req.group = group != 0 ? group : live->req.id;
-        // A request without a seed gets one derived from its id: reproducible per process.
-        live->req.seed = params.seed ? *params.seed : Rng(live->req.id * 0x9e3779b97f4a7c15ull).next();
-        s->id_ = live->req.id;
-        inbox_.push_back(std::move(live));
+        const size_t need = inbox_.size() + lives.size();
+        if (inbox_.capacity() < need)
+            inbox_.reserve(std::max(need, 2 * inbox_.capacity()));   // may throw: nothing queued
+        for (std::unique_ptr<LiveRequest>& live : lives) {           // allocates nothing from here on
+            live->req.id = next_id_++;
+            live->req.group = group != 0 ? group : live->req.id;
+            // A request without a seed gets one derived from its id: reproducible per process.
+            live->req.seed =
+                live->req.params.seed ? *live->req.params.seed : Rng(live->req.id * 0x9e3779b97f4a7c15ull).next();
+            live->stream->id_ = live->req.id;
+            inbox_.push_back(std::move(live));
+        }
     }
     inbox_cv_.notify_one();
-    return s;
 }
 
 void Engine::cancel(uint64_t id) {
@@ -143,9 +175,24 @@ void Engine::cancel(uint64_t id) {
     inbox_cv_.notify_one();
 }
 
+void Engine::cancel(RequestStream& stream) noexcept {
+    if (stream.cancel_requested_.exchange(true)) return;
+    {
+        std::lock_guard<std::mutex> lk(inbox_mu_);
+        cancel_flagged_ = true;
+    }
+    inbox_cv_.notify_one();
+}
+
 void Engine::admit_pending() {
     std::lock_guard<std::mutex> lk(inbox_mu_);
+    // Room first: then an emplace that runs out of memory fails before it takes the request
+    // (a rehash could drop it). What was moved before a failure is null here; fail_all skips it.
+    const size_t need = live_.size() + inbox_.size();
+    if (!inbox_.empty() && double(need) > double(live_.bucket_count()) * double(live_.max_load_factor()))
+        live_.reserve(need);
     for (auto& l : inbox_) {
+        if (!l) continue;
         Request* r = &l->req;
         const uint64_t id = r->id;
         live_.emplace(id, std::move(l));
@@ -157,20 +204,30 @@ void Engine::admit_pending() {
         if (it != live_.end()) it->second->req.abort_requested = true;
     }
     cancels_.clear();
+    if (cancel_flagged_) {   // only after a cancel(RequestStream&): no scan on an ordinary step
+        cancel_flagged_ = false;
+        for (auto& [id, l] : live_)
+            if (l->stream->cancel_requested_.load(std::memory_order_relaxed)) l->req.abort_requested = true;
+    }
 }
 
 bool Engine::step() {
     try {
         return run_step();
     } catch (const std::bad_alloc&) {
-        fail_all("the server ran out of memory while running this request");
+        fail_all(oom_error_);   // made at start: this allocates nothing
         return true;
     } catch (const std::exception& e) {
-        {
-            std::lock_guard<std::mutex> lk(inbox_mu_);
-            failure_ = e.what();
+        std::shared_ptr<const std::string> why = oom_error_;
+        try {
+            {
+                std::lock_guard<std::mutex> lk(inbox_mu_);
+                failure_ = e.what();
+            }
+            why = std::make_shared<const std::string>(std::string("the engine failed: ") + e.what());
+        } catch (const std::bad_alloc&) {   // the requests still end, with the message made at start
         }
-        fail_all(std::string("the engine failed: ") + e.what());
+        fail_all(why);
         throw;
     }
 }
@@ -185,8 +242,16 @@ std::string Engine::failure() const {
     return "";
 }
 
-void Engine::fail_all(const std::string& why) {
-    admit_pending();
+void Engine::fail_all(const std::shared_ptr<const std::string>& why) {
+    {
+        // Not admitted first (that allocates): the queued requests end here, the admitted ones below.
+        std::lock_guard<std::mutex> lk(inbox_mu_);
+        for (auto& l : inbox_)
+            if (l) OutputProcessor::fail(*l, why);   // null: admitted before memory ran out (in live_)
+        inbox_.clear();
+        cancels_.clear();
+        cancel_flagged_ = false;
+    }
     outputs_.fail_all(sched_, live_, why);
     plan_.clear();
     sample_reqs_.clear();
@@ -319,7 +384,9 @@ void Engine::start() {
         for (;;) {
             {
                 std::unique_lock<std::mutex> lk(inbox_mu_);
-                inbox_cv_.wait(lk, [&] { return stop_ || !inbox_.empty() || !cancels_.empty() || sched_.has_work(); });
+                inbox_cv_.wait(lk, [&] {
+                    return stop_ || !inbox_.empty() || !cancels_.empty() || cancel_flagged_ || sched_.has_work();
+                });
                 if (stop_) return;
             }
             try {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -50,8 +51,21 @@ public:
     // scheduler shares the batch fairly between client requests (scheduler.h).
     std::shared_ptr<RequestStream> submit(std::vector<int32_t> prompt, const SamplingParams& params,
                                           std::shared_ptr<StreamNotifier> notifier = nullptr, uint64_t group = 0);
+    // One sequence for submit_all(): its prompt and parameters, read before submit_all returns.
+    struct Submission {
+        std::span<const int32_t> prompt;
+        const SamplingParams* params = nullptr;
+    };
+    // The sequences of one client request, all or none: if one cannot be submitted (kimi::Error
+    // as submit(), EngineFailed, std::bad_alloc), none was, and what was made for them is freed
+    // before this throws; the engine never sees them. Streams in the order of `reqs`.
+    std::vector<std::shared_ptr<RequestStream>> submit_all(std::span<const Submission> reqs,
+                                                           std::shared_ptr<StreamNotifier> notifier, uint64_t group);
     uint64_t new_group();
     void cancel(uint64_t id);
+    // Cancels the request of this stream. Allocates nothing and never throws (it runs on error
+    // paths and in destructors): the engine looks for flagged streams at its next step.
+    void cancel(RequestStream& stream) noexcept;
 
     // A model split over MPI ranks (KimiModel::shard): rank 0's engine schedules, samples and
     // publishes; every other rank builds the same engines in the same order and calls follow()
@@ -94,13 +108,19 @@ private:
     void record_step();   // last_ from plan_ and the forward (before postprocess)
     void finish_step(double t0_ms, uint64_t allocs_before);   // last_'s end-of-step counts, snapshot
 
+    // submit() and submit_all(): a checked request with its buffers reserved, not yet queued ...
+    std::unique_ptr<LiveRequest> make_live(std::vector<int32_t> prompt, const SamplingParams& params,
+                                           std::shared_ptr<StreamNotifier> notifier);
+    // ... then all of them queued, or none (std::bad_alloc); each gets its id.
+    void enqueue(std::span<std::unique_ptr<LiveRequest>> lives, uint64_t group);
     void admit_pending();
     // Prefix cache: KDA checkpoints inside this step's chunks (captured by the forward pass),
     // then those at the chunks' ends (checkpoint_planner.h).
     void plan_captures();
     void save_checkpoints();
-    bool run_step();                         // step() without its failure handling
-    void fail_all(const std::string& why);   // every request in flight ends with this error
+    bool run_step();   // step() without its failure handling
+    // Every request in flight (queued ones too) ends with this error; allocates nothing.
+    void fail_all(const std::shared_ptr<const std::string>& why);
     void update_snapshot(bool ran);
 
     const KimiModel& model_;
@@ -131,11 +151,16 @@ private:
     std::condition_variable inbox_cv_;
     std::vector<std::unique_ptr<LiveRequest>> inbox_;
     std::vector<uint64_t> cancels_;
+    bool cancel_flagged_ = false;   // cancel(RequestStream&) flagged a stream since the last admission
     uint64_t next_id_ = 1;
     LiveRequests live_;
     std::thread loop_;
     bool stop_ = false;
     std::string failure_;   // under inbox_mu_
+    // The error of requests failed by a step that ran out of memory: made at start, as
+    // nothing can be allocated then.
+    const std::shared_ptr<const std::string> oom_error_ =
+        std::make_shared<const std::string>("the server ran out of memory while running this request");
 };
 
 }   // namespace kimi

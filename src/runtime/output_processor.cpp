@@ -90,19 +90,24 @@ void OutputProcessor::finish_aborted(Scheduler& sched, LiveRequests& live) const
     sched.finished().clear();
 }
 
-void OutputProcessor::fail_all(Scheduler& sched, LiveRequests& live, const std::string& why) const {
+void OutputProcessor::fail_all(Scheduler& sched, LiveRequests& live,
+                               const std::shared_ptr<const std::string>& why) const {
     for (auto& [id, l] : live) {
         sched.finish(&l->req, FinishReason::kAbort);
-        TokenEvent e;
-        e.finish = FinishReason::kAbort;
-        e.error = why;
-        e.time_ms = event_clock_ms() - l->t0_ms;
-        try {
-            l->stream->push(std::move(e));
-        } catch (const std::bad_alloc&) {   // its events were reserved at submission; the consumer still sees the end
-        }
+        fail(*l, why);
     }
     live.clear();
+}
+
+void OutputProcessor::fail(LiveRequest& l, const std::shared_ptr<const std::string>& why) {
+    TokenEvent e;
+    e.finish = FinishReason::kAbort;
+    e.error = why;   // shared, not copied
+    e.time_ms = event_clock_ms() - l.t0_ms;
+    try {
+        l.stream->push(std::move(e));
+    } catch (const std::bad_alloc&) {   // its events were reserved at submission; the consumer still sees the end
+    }
 }
 
 void OutputProcessor::publish_finish(LiveRequest& l, FinishReason why) {

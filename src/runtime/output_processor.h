@@ -9,6 +9,7 @@
 // sampler's scratch and the mask are kept, top-logprob vectors are reserved at submission.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -34,8 +35,11 @@ public:
 
     // The requests schedule() reaped as aborted: their final event, out of `live`.
     void finish_aborted(Scheduler& sched, LiveRequests& live) const;
-    // Every request in `live` ends with `why` as its error (the engine failed it); `live` is emptied.
-    void fail_all(Scheduler& sched, LiveRequests& live, const std::string& why) const;
+    // Every request in `live` ends with `why` as its error (the engine failed it); `live` is
+    // emptied. Allocates nothing (memory may just have run out).
+    void fail_all(Scheduler& sched, LiveRequests& live, const std::shared_ptr<const std::string>& why) const;
+    // The final event of request `l`, failed with `why`; allocates nothing.
+    static void fail(LiveRequest& l, const std::shared_ptr<const std::string>& why);
     // The final event of a request that ends without a new token.
     static void publish_finish(LiveRequest& l, FinishReason why);
 

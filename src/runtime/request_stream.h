@@ -3,6 +3,7 @@
 // StreamNotifier that wakes one consumer following several streams. The engine produces the
 // events (OutputProcessor publishes them); any thread may consume them.
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -25,7 +26,9 @@ struct TokenEvent {
     int32_t stop_index = -1;     // finish == kStop by a stop string: its index in params.stop
     double time_ms = 0.0;        // since submission
     int64_t cached_tokens = 0;   // prompt tokens the request took from the prefix cache
-    std::string error;           // finish == kAbort because the engine failed it: why
+    // finish == kAbort because the engine failed it: why (shared by the requests it failed:
+    // failing them allocates nothing, also when memory ran out); null otherwise.
+    std::shared_ptr<const std::string> error;
 };
 
 // Wakes one consumer that follows several streams (n > 1 choices, several prompts): every
@@ -59,6 +62,7 @@ private:
     size_t read_ = 0;
     bool closed_ = false;
     std::shared_ptr<StreamNotifier> notifier_;
+    std::atomic<bool> cancel_requested_{false};   // Engine::cancel(RequestStream&)
 };
 
 }   // namespace kimi

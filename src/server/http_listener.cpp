@@ -35,6 +35,12 @@ int ms_until(Clock::time_point t) {
 
 void set_nonblocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL, 0) | O_NONBLOCK); }
 
+// A whole response with a JSON body that ends the connection.
+std::string closing_response(int status, const std::string& body, const char* extra_headers = "") {
+    return status_line(status) + "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+        "\r\n" + extra_headers + "Connection: close\r\n\r\n" + body;
+}
+
 std::string chunk(std::string_view data) {
     char size[24];
     std::snprintf(size, sizeof size, "%zx\r\n", data.size());
@@ -50,7 +56,18 @@ HttpListener::HttpListener(ListenerConfig cfg, Handler handler, ErrorBody error_
     : cfg_(std::move(cfg)),
       handler_(std::move(handler)),
       error_body_(std::move(error_body)),
-      on_response_(std::move(on_response)) {}
+      on_response_(std::move(on_response)) {
+    refused_response_ =
+        closing_response(503,
+                         error_body_(503,
+                                     "too many connections (the server's limit is " +
+                                         std::to_string(cfg_.max_connections) + ", --max-connections); retry shortly"),
+                         "Retry-After: 1\r\n");
+    out_of_memory_response_ = closing_response(
+        503,
+        cfg_.out_of_memory_body.empty() ? error_body_(503, "the server ran out of memory") : cfg_.out_of_memory_body);
+    internal_error_response_ = closing_response(500, error_body_(500, "internal error"));
+}
 
 HttpListener::~HttpListener() {
     stop(0.0, [] {});
@@ -116,23 +133,31 @@ void HttpListener::accept_loop() {
         }
         const int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        bool admitted = false;
         {
             std::lock_guard<std::mutex> lk(mu_);
             if (int(fds_.size()) < cfg_.max_connections) {
-                fds_.insert(fd);
-                ++stats_.accepted;
-            } else {
-                ++stats_.refused;
-                refuse(fd);
-                continue;
+                try {
+                    fds_.insert(fd);
+                    admitted = true;
+                    ++stats_.accepted;
+                } catch (const std::bad_alloc&) {   // out of memory: refused below
+                }
             }
+            if (!admitted) ++stats_.refused;
+        }
+        if (!admitted) {
+            refuse(fd);
+            continue;
         }
         try {
             std::thread([this, fd] { serve(fd); }).detach();
-        } catch (const std::exception&) {   // no thread to be had: refuse like a full server
-            std::lock_guard<std::mutex> lk(mu_);
-            fds_.erase(fd);
-            ++stats_.refused;
+        } catch (const std::exception&) {   // no thread to be had (memory, a limit): refuse like a full server
+            {
+                std::lock_guard<std::mutex> lk(mu_);
+                fds_.erase(fd);
+                ++stats_.refused;
+            }
             refuse(fd);
         }
     }
@@ -140,14 +165,9 @@ void HttpListener::accept_loop() {
 }
 
 // Past max_connections: 503 at once (the socket's buffer takes it without waiting), then close.
+// Allocates nothing (the response was made at start): it also refuses when memory ran out.
 void HttpListener::refuse(int fd) {
-    const std::string body =
-        error_body_(503,
-                    "too many connections (the server's limit is " + std::to_string(cfg_.max_connections) +
-                        ", --max-connections); retry shortly");
-    const std::string msg = status_line(503) +
-        "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-        "\r\nRetry-After: 1\r\nConnection: close\r\n\r\n" + body;
+    const std::string& msg = refused_response_;
     [[maybe_unused]] const ssize_t n = ::send(fd, msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     ::shutdown(fd, SHUT_WR);
     ::close(fd);
@@ -191,12 +211,16 @@ bool HttpListener::send_response(int fd, const HttpRequest* req, HttpResponse& r
     if (!write_all(fd, out)) return false;
     if (!res.stream || head_only) return true;
     bool ok = true;
-    res.stream([&](std::string_view piece) {
-        if (!ok) return false;
-        if (piece.empty()) return true;
-        ok = write_all(fd, chunked ? std::string_view(chunk(piece)) : piece);
-        return ok;
-    });
+    try {
+        res.stream([&](std::string_view piece) {
+            if (!ok) return false;
+            if (piece.empty()) return true;
+            ok = write_all(fd, chunked ? std::string_view(chunk(piece)) : piece);
+            return ok;
+        });
+    } catch (...) {   // the stream answers its own errors; past the head, this one just ends the connection
+        return false;
+    }
     if (ok && chunked) ok = write_all(fd, "0\r\n\r\n");
     return ok;
 }
@@ -209,7 +233,27 @@ void HttpListener::send_error(int fd, int status, const std::string& message) {
     send_response(fd, nullptr, res);
 }
 
+// The thread of one connection. Anything thrown outside the handler (memory running out while
+// a request is read or its answer made) ends this connection only, with a response made at
+// start if none was begun (send_response catches what is thrown once its head went out).
 void HttpListener::serve(int fd) {
+    try {
+        serve_requests(fd);
+    } catch (const std::bad_alloc&) {
+        write_all(fd, out_of_memory_response_);
+        if (on_response_) on_response_(503);
+    } catch (...) {
+        write_all(fd, internal_error_response_);
+        if (on_response_) on_response_(500);
+    }
+    ::shutdown(fd, SHUT_RDWR);
+    ::close(fd);
+    std::lock_guard<std::mutex> lk(mu_);
+    fds_.erase(fd);
+    cv_.notify_all();
+}
+
+void HttpListener::serve_requests(int fd) {
     std::string in;
     RequestParser parser(cfg_.limits);
     bool peer_done = false;   // the client closed its sending side
@@ -272,6 +316,8 @@ void HttpListener::serve(int fd) {
         HttpResponse res;
         try {
             handler_(req, res);
+        } catch (const std::bad_alloc&) {   // even its answer could not be made: serve() sends one made at start
+            throw;
         } catch (...) {   // the handler answers its own errors; this is the last resort
             res = HttpResponse{};
             res.status = 500;
@@ -280,11 +326,6 @@ void HttpListener::serve(int fd) {
         if (!req.keep_alive() || stopping_) res.close = true;
         if (!send_response(fd, &req, res) || res.close) break;
     }
-    ::shutdown(fd, SHUT_RDWR);
-    ::close(fd);
-    std::lock_guard<std::mutex> lk(mu_);
-    fds_.erase(fd);
-    cv_.notify_all();
 }
 
 void HttpListener::stop(double grace_s, const std::function<void()>& on_grace_over) {

@@ -48,6 +48,9 @@ struct ListenerConfig {
     double request_timeout_s = 30.0;     // head + body after the first byte; each write
     double keep_alive_timeout_s = 5.0;   // idle between requests
     HttpLimits limits;
+    // The body of the 503 a connection gets when memory runs out outside the handler (reading
+    // the request, making the answer); empty: the error body of a 503. Made at start.
+    std::string out_of_memory_body;
 };
 
 struct ListenerStats {
@@ -76,7 +79,8 @@ public:
 
 private:
     void accept_loop();
-    void serve(int fd);
+    void serve(int fd);   // one connection's thread: nothing escapes it
+    void serve_requests(int fd);
     void refuse(int fd);
     bool write_all(int fd, std::string_view data);
     bool send_response(int fd, const HttpRequest* req, HttpResponse& res);
@@ -86,6 +90,10 @@ private:
     Handler handler_;
     ErrorBody error_body_;
     OnResponse on_response_;
+    // Whole responses made at start, to be sent when nothing can be allocated: the 503 past
+    // max_connections, and the 503 (memory ran out) or 500 of a connection that fails outside
+    // its handler.
+    std::string refused_response_, out_of_memory_response_, internal_error_response_;
     int listen_fd_ = -1;
     std::thread acceptor_;
     std::atomic<bool> running_{false}, stopping_{false}, force_close_{false}, stopped_{false};

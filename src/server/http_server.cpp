@@ -41,6 +41,7 @@ ListenerConfig listener_config(const ServerConfig& c) {
     l.request_timeout_s = c.request_timeout_s;
     l.keep_alive_timeout_s = c.keep_alive_timeout_s;
     l.limits.max_body_bytes = c.max_body_bytes;
+    l.out_of_memory_body = out_of_memory().to_json().dump();
     return l;
 }
 
@@ -55,6 +56,7 @@ HttpServer::HttpServer(ServerConfig cfg)
           },
           [this](int status) { metrics_.on_http_request(status); }) {
     started_at_ = int64_t(std::time(nullptr));
+    out_of_memory_event_ = "data: " + out_of_memory().to_json().dump() + "\n\ndata: [DONE]\n\n";
     routes();
 }
 
@@ -146,17 +148,21 @@ void HttpServer::generate(const HttpRequest& req, HttpResponse& res, bool chat) 
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");
     res.content_type = "text/event-stream";
-    res.stream = [run](const std::function<bool(std::string_view)>& write) {
+    res.stream = [run, this](const std::function<bool(std::string_view)>& write) {
         auto put = [&write](const std::string& s) { return write(s); };
         auto error_event = [&put](const ApiError& e) { put("data: " + e.to_json().dump() + "\n\ndata: [DONE]\n\n"); };
         try {   // the head went out with 200: an error now is an event of the stream
-            run_job_streaming(*run, put);
-        } catch (const ApiError& e) {
-            error_event(e);
-        } catch (const std::bad_alloc&) {
-            error_event(out_of_memory());
-        } catch (const std::exception& e) {
-            error_event(ApiError(500, std::string("internal error: ") + e.what()));
+            try {
+                run_job_streaming(*run, put);
+            } catch (const ApiError& e) {
+                error_event(e);
+            } catch (const std::bad_alloc&) {
+                throw;
+            } catch (const std::exception& e) {
+                error_event(ApiError(500, std::string("internal error: ") + e.what()));
+            }
+        } catch (const std::bad_alloc&) {   // memory ran out, maybe while another error was answered
+            write(out_of_memory_event_);
         }
     };
 }

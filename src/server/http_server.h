@@ -74,6 +74,9 @@ private:
     const ModelConfig* model_ = nullptr;
     ServerMetrics metrics_;
     int64_t started_at_ = 0;
+    // A stream's out-of-memory error event and [DONE], made at start: sent when even the error
+    // event could not be made.
+    std::string out_of_memory_event_;
 };
 
 }   // namespace kimi::server

@@ -69,43 +69,44 @@ public:
         const int32_t per_prompt = job.n;
         const uint64_t group =
             ctx.engine.new_group();   // one client request: the scheduler shares the batch fairly between them
-        choices_.reserve(job.prompts.size() * size_t(per_prompt));
-        // A submission that fails (a bad prompt, or memory running out) must not leave the
-        // sequences submitted before it running: cancel them, then answer.
+        // All sequences are submitted at once or none is: a submission that fails (a bad prompt,
+        // memory running out) leaves nothing queued, and what it had taken is freed before the
+        // answer goes out, so the next request finds the memory again.
         try {
+            std::vector<SamplingParams> params(size_t(per_prompt), job.params);   // choice k's seed: seed + k
+            for (int32_t k = 0; k < per_prompt; ++k)
+                if (job.params.seed) params[size_t(k)].seed = *job.params.seed + uint64_t(k);
+            std::vector<Engine::Submission> subs;
+            subs.reserve(job.prompts.size() * size_t(per_prompt));
+            choices_.reserve(subs.capacity());
             for (size_t p = 0; p < job.prompts.size(); ++p) {
                 for (int32_t k = 0; k < per_prompt; ++k) {
                     Choice c;
                     c.index = int32_t(p) * per_prompt + k;
                     c.prompt = p;
-                    SamplingParams params = job.params;
-                    if (params.seed) params.seed = *params.seed + uint64_t(k);
                     if (job.output_format) c.parser = job.output_format->new_parser(job.thinking);
-                    c.stream = ctx.engine.submit(job.prompts[p].ids, params, notifier_, group);
                     choices_.push_back(std::move(c));
+                    subs.push_back({job.prompts[p].ids, &params[size_t(k)]});
                 }
             }
+            std::vector<std::shared_ptr<RequestStream>> streams = ctx.engine.submit_all(subs, notifier_, group);
+            for (size_t i = 0; i < choices_.size(); ++i) choices_[i].stream = std::move(streams[i]);
         } catch (const EngineFailed& e) {
-            cancel_all();
             throw ApiError(503, e.what(), "", "engine_failed");
         } catch (const Error& e) {
-            cancel_all();
             throw ApiError(400, e.what());
         } catch (const std::bad_alloc&) {
-            cancel_all();
             throw out_of_memory();
-        } catch (...) {
-            cancel_all();
-            throw;
         }
     }
     ~Job() { cancel_all(); }
 
     // Left early (the client went away, an error): cancel; the engine frees the cache at its next step.
+    // Allocates nothing: it runs in the destructor, also when memory ran out.
     void cancel_all() {
         for (auto& c : choices_) {
             if (c.done) continue;
-            ctx_.engine.cancel(c.stream->id());
+            ctx_.engine.cancel(*c.stream);
             ctx_.metrics.on_finished(FinishReason::kAbort, int64_t(job_.prompts[c.prompt].ids.size()),
                                      int64_t(c.tokens.size()), now_s() - t0_);
             c.done = true;
@@ -126,7 +127,7 @@ public:
                     any = true;
                     apply(c, e);
                     n_done += c.done;
-                    if (!e.error.empty()) {   // the engine failed this request: the rest of it is cancelled
+                    if (e.error) {   // the engine failed this request: the rest of it is cancelled
                         error_ = e.error;
                         return false;
                     }
@@ -135,7 +136,7 @@ public:
             }
             if (!cancelled && ctx_.abort_all && ctx_.abort_all->load()) {
                 for (auto& c : choices_)
-                    if (!c.done) ctx_.engine.cancel(c.stream->id());
+                    if (!c.done) ctx_.engine.cancel(*c.stream);
                 cancelled = true;
             }
             if (any || n_done == choices_.size()) continue;
@@ -231,7 +232,10 @@ public:
 
     std::vector<Choice>& choices() { return choices_; }
     // Why the engine failed this request (memory ran out, a lost MPI rank); empty if it did not.
-    const std::string& error() const { return error_; }
+    const std::string& error() const {
+        static const std::string none;
+        return error_ ? *error_ : none;
+    }
 
 private:
     void apply(Choice& c, const TokenEvent& e) {
@@ -288,7 +292,7 @@ private:
     int64_t created_ = 0;
     std::string id_;
     int32_t section_begin_ = -1;
-    std::string error_;
+    std::shared_ptr<const std::string> error_;
 };
 
 std::string sse(const J& j) { return "data: " + j.dump(-1, ' ', false, J::error_handler_t::replace) + "\n\n"; }

@@ -260,30 +260,34 @@ uint64_t preset_shard_bytes(const std::string& name) {
     return 0;
 }
 
+// The widths of the "small" presets (Kimi Linear and Kimi-K3 alike): 8 layers of width 512.
+static ordered_json small_widths() {
+    return ordered_json{
+        {"hidden_size", 512},
+        {"num_hidden_layers", 8},
+        {"intermediate_size", 1408},
+        {"head_dim", 64},
+        {"num_attention_heads", 8},
+        {"num_key_value_heads", 8},
+        {"kv_lora_rank", 128},
+        {"qk_nope_head_dim", 64},
+        {"qk_rope_head_dim", 32},
+        {"v_head_dim", 64},
+        {"num_experts", 16},
+        {"num_experts_per_token", 4},
+        {"moe_intermediate_size", 256},
+        {"model_max_length", 8192},
+        {"linear_attn_config",
+         {{"head_dim", 64}, {"num_heads", 8}, {"kda_layers", {1, 2, 3, 5, 6, 7}}, {"full_attn_layers", {4, 8}}}}};
+}
+
 ordered_json model_preset(const std::string& name) {
     if (name == "k3-tiny") return k3_base_config();
     if (name == "k3-small") {
         ordered_json c = k3_base_config();
-        c["text_config"].merge_patch(ordered_json{
-            {"hidden_size", 512},
-            {"num_hidden_layers", 8},
-            {"intermediate_size", 1408},
-            {"head_dim", 64},
-            {"num_attention_heads", 8},
-            {"num_key_value_heads", 8},
-            {"q_lora_rank", 192},
-            {"kv_lora_rank", 128},
-            {"qk_nope_head_dim", 64},
-            {"qk_rope_head_dim", 32},
-            {"v_head_dim", 64},
-            {"num_experts", 16},
-            {"num_experts_per_token", 4},
-            {"moe_intermediate_size", 256},
-            {"routed_expert_hidden_size", 384},
-            {"attn_res_block_size", 3},
-            {"model_max_length", 8192},
-            {"linear_attn_config",
-             {{"head_dim", 64}, {"num_heads", 8}, {"kda_layers", {1, 2, 3, 5, 6, 7}}, {"full_attn_layers", {4, 8}}}}});
+        c["text_config"].merge_patch(small_widths());
+        c["text_config"].merge_patch(
+            ordered_json{{"q_lora_rank", 192}, {"routed_expert_hidden_size", 384}, {"attn_res_block_size", 3}});
         set_vocab(c, 8192 + 256);
         return c;
     }
@@ -315,23 +319,7 @@ ordered_json model_preset(const std::string& name) {
     ordered_json c = base_config();
     if (name == "tiny") return c;
     if (name == "small") {
-        c.merge_patch(ordered_json{
-            {"hidden_size", 512},
-            {"num_hidden_layers", 8},
-            {"intermediate_size", 1408},
-            {"head_dim", 64},
-            {"num_attention_heads", 8},
-            {"num_key_value_heads", 8},
-            {"kv_lora_rank", 128},
-            {"qk_nope_head_dim", 64},
-            {"qk_rope_head_dim", 32},
-            {"v_head_dim", 64},
-            {"num_experts", 16},
-            {"num_experts_per_token", 4},
-            {"moe_intermediate_size", 256},
-            {"model_max_length", 8192},
-            {"linear_attn_config",
-             {{"head_dim", 64}, {"num_heads", 8}, {"kda_layers", {1, 2, 3, 5, 6, 7}}, {"full_attn_layers", {4, 8}}}}});
+        c.merge_patch(small_widths());
         set_vocab(c, 8192 + 256);
         return c;
     }

@@ -12,22 +12,6 @@
 
 namespace kimi {
 
-const char* tensor_role_name(TensorRole r) {
-    switch (r) {
-        case TensorRole::kEmbedding: return "embedding";
-        case TensorRole::kLinear: return "linear";
-        case TensorRole::kRouter: return "router";
-        case TensorRole::kSharedExpert: return "shared_expert";
-        case TensorRole::kRoutedExpert: return "routed_expert";
-        case TensorRole::kNorm: return "norm";
-        case TensorRole::kConv: return "conv";
-        case TensorRole::kALog: return "a_log";
-        case TensorRole::kDtBias: return "dt_bias";
-        case TensorRole::kScoreBias: return "score_bias";
-    }
-    return "?";
-}
-
 bool TensorRow::is_linear() const {
     return role == TensorRole::kLinear || role == TensorRole::kRouter || role == TensorRole::kSharedExpert ||
         role == TensorRole::kRoutedExpert;

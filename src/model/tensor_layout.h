@@ -30,7 +30,6 @@ enum class TensorRole : uint8_t {
     kDtBias,         // KDA dt_bias
     kScoreBias,      // the router's e_score_correction_bias
 };
-const char* tensor_role_name(TensorRole r);   // "embedding", "linear", "router", "routed_expert", …
 
 struct TensorRow {
     std::string name;             // as the text model names it (the checkpoint adds TensorLayout::prefix)

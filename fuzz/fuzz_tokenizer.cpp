@@ -19,7 +19,7 @@
 
 #include "core/error.h"
 #include "fuzz_util.h"
-#include "tokenizer/base64.h"
+#include "core/base64.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/unicode.h"
 
@@ -120,7 +120,7 @@ void load_mode(Input& in, bool model_file) {
         std::filesystem::create_directories(dir);
         std::string m;
         for (int b = 0; b < 256; ++b)
-            m += kimi::tok::base64_encode(std::string(1, char(b))) + " " + std::to_string(b) + "\n";
+            m += kimi::base64_encode(std::string(1, char(b))) + " " + std::to_string(b) + "\n";
         return m;
     }();
     const std::string_view file = in.rest();

@@ -16,6 +16,7 @@
 #include "model/kimi_model.h"
 #include "model/tensor_layout.h"
 #include "bench/step_traffic.h"
+#include "image/image_input.h"
 
 namespace kimi::app {
 
@@ -43,8 +44,8 @@ std::vector<int64_t> shape_of(const Tensor& t) { return {t.shape.begin(), t.shap
 
 // The checkpoint's tensors by its tensor layout, in layout order and in the form stored (an
 // MXFP4 linear as its weight_packed and weight_scale), then whatever else the files hold
-// (vision tower, projector) with no split and not quantizable. A layout row the files lack is
-// an error, as it is for the loader.
+// with no split and not quantizable. A layout row the files lack is an error, as it is for the
+// loader (the vision tower may be absent as a whole).
 std::vector<HeldTensor> held_tensors(const std::string& dir) {
     const ModelConfig c = load_model_config(dir);
     const TensorLayout layout(c);
@@ -59,8 +60,11 @@ std::vector<HeldTensor> held_tensors(const std::string& dir) {
         stored.erase(it);
         return true;
     };
+    // A K3 directory may come without its vision tower (a text-only export): then none of it.
+    const bool tower = stored.count("vision_tower.patch_embed.proj.weight") > 0;
     for (const TensorRow& r : layout.rows()) {
-        const std::string full = layout.prefix() + r.name;
+        if (r.vision && !tower) continue;
+        const std::string full = layout.full_name(r);
         if (take(full, r.quantizable(), r.split)) continue;
         const std::string module = layout.prefix() + r.module();
         if (r.is_linear() && take(module + ".weight_packed", true, r.split) &&
@@ -96,6 +100,36 @@ int print_tensors(const std::string& dir, bool json) {
     std::printf("%zu tensors\n", rows.size());
     return 0;
 }
+// The vision tower (K3): its structure, parameters and bytes, and the image budget.
+void print_vision(const KimiModel& model, const std::string& dir) {
+    const VisionConfig& v = model.config().vision;
+    if (!model.has_vision()) {
+        if (model.config().is_k3_layout()) std::printf("vision:       none (%s)\n", model.vision_unavailable_reason().c_str());
+        return;
+    }
+    int64_t params = 0, bytes = 0;
+    const TensorLayout layout(model.config());
+    for (const TensorRow& r : layout.rows()) {
+        if (!r.vision) continue;
+        int64_t n = 1;
+        for (int64_t x : r.shape) n *= x;
+        params += n;
+        bytes += n * int64_t(dtype_size(r.dtype));
+    }
+    std::printf("vision:       MoonViT, %lld blocks of width %lld (%lld heads x %lld, MLP %lld), patch %lld, position "
+                "grid %lldx%lld\n",
+                (long long)v.n_layers, (long long)v.hidden, (long long)v.n_heads, (long long)v.head_dim(),
+                (long long)v.intermediate, (long long)v.patch_size, (long long)v.pos_emb_h, (long long)v.pos_emb_w);
+    std::printf("  projector:  2x2 merge -> %lld -> GELU -> %lld -> RMSNorm; %.2fM parameters, %s\n",
+                (long long)v.merged_dim(), (long long)v.text_hidden, double(params) / 1e6, fmt_mib(double(bytes)).c_str());
+    const image::MediaConfig mc = image::load_media_config(dir);
+    const int64_t side = int64_t(mc.patch_limit_on_one_side) * mc.patch_size;
+    std::printf("  images:     up to %lld patches (%lld tokens) each, at most %lld px a side after resizing; media "
+                "pad id %d\n",
+                (long long)mc.in_patch_limit, (long long)(mc.in_patch_limit / (mc.merge_kernel_size * mc.merge_kernel_size)),
+                (long long)side, v.media_pad_id);
+}
+
 }   // namespace
 
 int cmd_inspect(int argc, char** argv) {
@@ -123,7 +157,8 @@ int cmd_inspect(int argc, char** argv) {
                 c.tie_word_embeddings ? "yes" : "no");
     if (c.is_k3_layout())
         std::printf(
-            "layout:       Kimi-K3 multimodal checkpoint; text model under text_config / %s* (vision not served)\n",
+            "layout:       Kimi-K3 multimodal checkpoint; text model under text_config / %s*, vision tower at the "
+            "top level\n",
             c.tensor_prefix.c_str());
     std::printf("KDA:          %lld heads x %lld, short conv %lld (%lld layers)\n", (long long)c.kda_heads,
                 (long long)c.kda_head_dim, (long long)c.conv_kernel, (long long)c.n_kda_layers());
@@ -161,6 +196,8 @@ int cmd_inspect(int argc, char** argv) {
                     (long long)c.attn_res_block_size, (long long)c.attn_res_n_blocks());
     else
         std::printf("residual:     plain residual stream\n");
+
+    print_vision(*model, dir);
 
     std::printf("\nlayer map (0-based):\n");
     for (int64_t i = 0; i < c.n_layers; ++i) {

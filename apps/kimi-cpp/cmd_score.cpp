@@ -1,8 +1,14 @@
 // `kimi-cpp score`: run one sequence and write the logits of every position as
-// little-endian float32 [T, vocab]. The feeding flags change how the sequence is cut into
-// forward steps and what shares them; by design none of them changes a single bit.
+// little-endian float32 [T, vocab]: --tokens ids, or --request a whole chat request (K3 images
+// included: rendered, encoded and placed as the server does; --tokens-out writes its ids). The
+// feeding flags change how the sequence is cut into forward steps and what shares them; by
+// design none of them changes a single bit.
 #include <cstdio>
+#include <fstream>
 #include <memory>
+#include <optional>
+
+#include <nlohmann/json.hpp>
 
 #include "args.h"
 #include "commands.h"
@@ -10,14 +16,61 @@
 #include "engine_options.h"
 #include "model/kimi_model.h"
 #include "bench/sequence_driver.h"
+#include "chat/chat_format.h"
+#include "media_options.h"
 #include "run_options.h"
+#include "text_io.h"
 
 namespace kimi::app {
+
+namespace {
+
+// A chat request (OpenAI body, images included) → its prompt ids and the rows its image tokens
+// take (each image encoded by the tower at the run's precision).
+std::vector<int32_t> render_request(const KimiModel& model, const std::string& model_dir, const std::string& path,
+                                    const MediaOptions& media, Exec& ex, InputRows& rows) {
+    nlohmann::ordered_json body;
+    try {
+        body = nlohmann::ordered_json::parse(read_all(path));
+    } catch (const nlohmann::json::exception& e) {
+        throw Error(path + ": invalid JSON: " + e.what());
+    }
+    if (!body.is_object()) throw Error(path + ": a chat request must be a JSON object");
+    const auto tok = load_tokenizer_for(model_dir, model.config(), true);
+    const auto format = chat::chat_format_for(*tok);
+    chat::ChatRequest r = chat::chat_request_from_body(body);
+    r.allow_special_in_content = false;
+    const auto loader = make_media_loader(model, model_dir, media);
+    std::vector<server::PromptImage> images;
+    r.images = loader->resolver(images);
+    const std::vector<int32_t> ids = format->render(r).ids;
+    const std::vector<server::PadRun> runs = server::pad_runs(ids, model.config().vision.media_pad_id);
+    if (runs.size() != images.size()) throw Error(path + ": the prompt's <|media_pad|> runs do not match its images");
+    for (size_t k = 0; k < runs.size(); ++k) {
+        const image::PreparedImage& img = images[k].img;
+        const Tensor patches(const_cast<float*>(img.patches.data()), DType::kF32,
+                             {int64_t(img.geom.grid_h) * img.geom.grid_w, model.config().vision.patch_dim()});
+        ex.arena->reset();
+        const Tensor out = model.encode_image(ex, patches, img.geom.grid_h, img.geom.grid_w);
+        if (out.dim(0) != runs[k].n) throw Error(path + ": image " + std::to_string(k) + ": token count mismatch");
+        for (int64_t i = 0; i < runs[k].n; ++i) rows.positions.push_back(int32_t(runs[k].offset + i));
+        rows.values.insert(rows.values.end(), out.f32(), out.f32() + out.numel());
+    }
+    return ids;
+}
+
+}   // namespace
 
 int cmd_score(int argc, char** argv) {
     ArgParser args("score", argc, argv);
     const std::string model_dir = args.required("--model");
-    const std::vector<int32_t> tokens = parse_int_list("score --tokens", args.required("--tokens"));
+    const std::optional<std::string> tokens_arg = args.opt("--tokens"), request = args.opt("--request");
+    if (tokens_arg.has_value() == request.has_value()) throw Error("score: give one of --tokens and --request");
+    std::vector<int32_t> tokens;
+    if (tokens_arg) tokens = parse_int_list("score --tokens", *tokens_arg);
+    const std::string tokens_out = args.str("--tokens-out", "");
+    const std::string embeds_out = args.str("--embeds-out", "");   // the image rows, f32 [Σ N, D]
+    const MediaOptions media = parse_media_options(args);
     const std::string out_path = args.required("--out");
     RunOptions run = parse_run_options(args);
     DriveOptions drive;
@@ -28,10 +81,10 @@ int cmd_score(int argc, char** argv) {
     const bool check_weights = !args.flag("--skip-weight-check");
     args.done();
     if (drive.prefill_chunk < 0) throw Error("score: --prefill-chunk must be >= 1");
-    if (drive.decode_from < -1 || drive.decode_from > int64_t(tokens.size()))
+    if (drive.decode_from < -1 || (tokens_arg && drive.decode_from > int64_t(tokens.size())))
         throw Error("score: --decode-from must be in [0, number of tokens]");
     if (drive.n_fillers < 0 || drive.n_fillers > 256) throw Error("score: --batch-filler must be in [0, 256]");
-    if (tokens.empty()) throw Error("score: --tokens is empty");
+    if (tokens_arg && tokens.empty()) throw Error("score: --tokens is empty");
 
     // Split (mpirun): every rank drives the same steps on its part; rank 0 writes the logits.
     auto model = KimiModel::load(model_dir, {}, WeightMemory::kAuto, shard, check_weights);
@@ -45,9 +98,23 @@ int cmd_score(int argc, char** argv) {
     Arena arena, layer_arena;
     Exec ex = make_exec(run, pool, arena);
     ex.layer_arena = &layer_arena;
-    const std::vector<float> logits = score_sequence(*model, ex, tokens, drive);
+    InputRows rows;
+    if (request) tokens = render_request(*model, model_dir, *request, media, ex, rows);
+    if (tokens.empty()) throw Error("score: the request renders to no tokens");
+    if (drive.decode_from > int64_t(tokens.size())) throw Error("score: --decode-from must be in [0, number of tokens]");
+    const std::vector<float> logits = score_sequence(*model, ex, tokens, drive, rows);
     if (shard.rank != 0) return 0;
 
+    if (!embeds_out.empty()) {
+        std::ofstream e(embeds_out, std::ios::binary);
+        e.write(reinterpret_cast<const char*>(rows.values.data()), std::streamsize(rows.values.size() * sizeof(float)));
+        if (!e) throw Error(embeds_out + ": write failed");
+    }
+    if (!tokens_out.empty()) {
+        std::ofstream t(tokens_out);
+        t << nlohmann::json(tokens).dump() << "\n";
+        if (!t) throw Error(tokens_out + ": write failed");
+    }
     std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(out_path.c_str(), "wb"), std::fclose);
     if (!f) throw Error(out_path + ": cannot create");
     static_assert(sizeof(float) == 4);

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "args.h"
+#include "media_options.h"
 #include "chat/chat_format.h"
 #include "commands.h"
 #include "core/error.h"
@@ -61,6 +62,7 @@ int cmd_serve(int argc, char** argv) {
     sc.shutdown_grace_s = args.real("--shutdown-grace", 5.0);
     if (!(sc.shutdown_grace_s >= 0 && sc.shutdown_grace_s <= 3600))
         throw Error("--shutdown-grace must be in [0, 3600] seconds");
+    const MediaOptions media = parse_media_options(args);
     const bool quiet = args.flag("--quiet");
     const EngineOptions eo = parse_engine_options(args);
     args.done();
@@ -121,6 +123,14 @@ int cmd_serve(int argc, char** argv) {
     std::fprintf(stderr, "serve: %s\n", engine.sizing().describe().c_str());
     std::fprintf(stderr, "serve: chat format %s (stops at %s)\n", chat::chat_format_for(tok)->name(),
                  tok.special_id("<|end_of_msg|>") ? "<|end_of_msg|>" : "<|im_end|>");
+    // Images (K3 with its tower): encoded on the request's thread, beside the engine's steps.
+    const auto loader = make_media_loader(*model, model_dir, media);
+    const auto encoder = make_vision_encoder(*model, ec.precision, ec.threads, media);
+    if (encoder)
+        std::fprintf(stderr, "serve: images on (vision tower %lld blocks; up to %d per prompt, %lld patches each)\n",
+                     (long long)model->config().vision.n_layers, media.limits.images_per_prompt,
+                     (long long)loader->media_config().in_patch_limit);
+    http.set_media(loader.get(), encoder.get());
     engine.start();
     http.metrics().set_weight_bytes(int64_t(held_weight_bytes(*model)));
     http.set_ready(&engine, &tok, &model->config());

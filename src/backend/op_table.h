@@ -59,6 +59,18 @@
        up as it is.   gate, up, y: [T, F] (y may alias gate) · beta > 0 · linear_beta ≥ 0 */                         \
     X(situ_mul, (Exec& ex, const Tensor& gate, const Tensor& up, float beta, float linear_beta, Tensor& y))          \
                                                                                                                      \
+    /* ---- vision tower (docs/vision.md#tower) ---- */                                                              \
+    /* x = gelu(x), in place: tanh_approx: 0.5x(1 + tanh(√(2/π)(x + 0.044715x³))) (the tower's MLP),                 \
+       else 0.5x(1 + erf(x/√2)) (the projector).   x: any shape, F32 */                                              \
+    X(gelu_inplace, (Exec& ex, Tensor& x, bool tanh_approx))                                                         \
+    /* 2-D RoPE on the q and k parts of a fused qkv, in place.   qkv: [T, 3·H·hd] (q | k | v, each                   \
+       head-major); token t sits at row t / grid_w, column t % grid_w; in each head the element pairs                \
+       (2j, 2j+1) rotate as complex numbers, pair 2k by column·f_k and pair 2k+1 by row·f_k,                         \
+       f_k = 10000^(−4k/hd), k < hd/4.   hd a multiple of 4 */                                                       \
+    X(rope_2d, (Exec& ex, Tensor& qkv, int64_t n_heads, int64_t head_dim, int64_t grid_w))                           \
+    /* x[i, :] = softmax(scale · x[i, :]), in place, row by row.   x: [R, C], F32 */                                 \
+    X(softmax_rows, (Exec& ex, Tensor& x, float scale))                                                              \
+                                                                                                                     \
     /* ---- KDA (Kimi Delta Attention) ---- */                                                                       \
     /* Depthwise causal conv (kernel W, tap W-1 = current token), then SiLU, continuing each                         \
        sequence from its W-1 previous raw inputs in `state`, which is updated to the last W-1.                       \

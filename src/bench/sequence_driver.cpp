@@ -30,7 +30,7 @@ int64_t next_chunk(const Seq& s, bool scored, const DriveOptions& opt, Rng& rng)
 }   // namespace
 
 std::vector<float> score_sequence(const KimiModel& model, Exec& ex, const std::vector<int32_t>& tokens,
-                                  const DriveOptions& opt) {
+                                  const DriveOptions& opt, const InputRows& input_rows) {
     const ModelConfig& c = model.config();
     Rng rng(opt.filler_seed);
     std::vector<Seq> seqs(static_cast<size_t>(1 + opt.n_fillers));
@@ -53,7 +53,9 @@ std::vector<float> score_sequence(const KimiModel& model, Exec& ex, const std::v
 
     CacheStorage cache(model.cache_geometry(int32_t(seqs.size()), n_blocks, block_size));
     std::vector<float> out(tokens.size() * size_t(c.vocab_size));
-    std::vector<int32_t> ids, starts, past, slots, rows, tables;
+    const int64_t d = c.hidden_size;
+    std::vector<int32_t> ids, starts, past, slots, rows, tables, embed_rows;
+    std::vector<float> embed_values;
     while (seqs[0].done < int64_t(tokens.size()) ||
            std::any_of(seqs.begin(), seqs.end(), [](const Seq& s) { return s.done < int64_t(s.tokens.size()); })) {
         ids.clear();
@@ -62,6 +64,8 @@ std::vector<float> score_sequence(const KimiModel& model, Exec& ex, const std::v
         slots.clear();
         rows.clear();
         tables.clear();
+        embed_rows.clear();
+        embed_values.clear();
         std::vector<std::pair<size_t, int64_t>> fed;   // (sequence, n) in batch order
         // Order the sequences differently each step so the scored one is not always first.
         const size_t first = size_t(rng.below(seqs.size()));
@@ -69,8 +73,16 @@ std::vector<float> score_sequence(const KimiModel& model, Exec& ex, const std::v
             const size_t b = (first + k) % seqs.size();
             const int64_t n = next_chunk(seqs[b], b == 0, opt, rng);
             if (n == 0) continue;
-            if (b == 0)
+            if (b == 0) {
                 for (int64_t j = 0; j < n; ++j) rows.push_back(int32_t(ids.size() + size_t(j)));
+                for (size_t k = 0; k < input_rows.positions.size(); ++k) {   // given rows fed in this chunk
+                    const int64_t pos = input_rows.positions[k];
+                    if (pos < seqs[0].done || pos >= seqs[0].done + n) continue;
+                    embed_rows.push_back(int32_t(int64_t(ids.size()) + pos - seqs[0].done));
+                    embed_values.insert(embed_values.end(), input_rows.values.begin() + int64_t(k) * d,
+                                        input_rows.values.begin() + int64_t(k + 1) * d);
+                }
+            }
             for (int64_t j = 0; j < n; ++j) ids.push_back(seqs[b].tokens[size_t(seqs[b].done + j)]);
             starts.push_back(int32_t(ids.size()));
             past.push_back(int32_t(seqs[b].done));
@@ -79,7 +91,7 @@ std::vector<float> score_sequence(const KimiModel& model, Exec& ex, const std::v
                           block_tables.begin() + int64_t(b + 1) * max_blocks);
             fed.push_back({b, n});
         }
-        ForwardBatch batch{ids, starts, past, slots, tables, max_blocks, rows};
+        ForwardBatch batch{ids, starts, past, slots, tables, max_blocks, rows, {}, embed_rows, embed_values};
         ex.arena->reset();
         const Tensor logits = model.forward(ex, batch, cache);
         if (!rows.empty())

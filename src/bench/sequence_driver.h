@@ -18,8 +18,15 @@ struct DriveOptions {
     uint64_t filler_seed = 1234;
 };
 
+// Rows of the scored sequence whose input embedding is given (K3 image tokens): positions
+// ascending, values [positions, D].
+struct InputRows {
+    std::vector<int32_t> positions;
+    std::vector<float> values;
+};
+
 // Returns the logits of every position of `tokens`, [T, vocab] row-major.
 std::vector<float> score_sequence(const KimiModel& model, Exec& ex, const std::vector<int32_t>& tokens,
-                                  const DriveOptions& opt);
+                                  const DriveOptions& opt, const InputRows& input_rows = {});
 
 }   // namespace kimi

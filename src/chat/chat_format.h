@@ -4,6 +4,7 @@
 // The format is picked once per tokenizer (chat_format_for): Kimi-K3's XTML when the
 // tokenizer has K3's markers, the Kimi Linear <|im_…|> format otherwise.
 #pragma once
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,6 +16,16 @@
 #include "tokenizer/tokenizer.h"
 
 namespace kimi::chat {
+
+// An image part as the K3 prompt shows it (docs/chat.md#k3-images): its size as sent (before
+// any resize) and its number of <|media_pad|> tokens.
+struct ImagePrompt {
+    int32_t width = 0, height = 0;
+    int64_t n_tokens = 0;
+};
+// Called for each image part in prompt order (part: the content part; where: its JSON path,
+// e.g. "messages[0].content[1]"). Throws kimi::Error to refuse the image.
+using ImageResolver = std::function<ImagePrompt(const nlohmann::ordered_json& part, const std::string& where)>;
 
 // Everything a render reads, as an OpenAI /v1/chat/completions body carries it.
 struct ChatRequest {
@@ -30,6 +41,9 @@ struct ChatRequest {
     bool parse_string_arguments = false;
     // false (server): text in messages that spells a special token stays text.
     bool allow_special_in_content = false;
+    // K3: each image part renders as <|media_begin|>image {W}x{H}<|media_content|> + N ×
+    // <|media_pad|> + <|media_end|>; without a resolver, as the <|kimi_image_placeholder|> text.
+    ImageResolver images;
 };
 
 // A request body's chat fields → ChatRequest (messages, tools, tool_choice, response_format,

@@ -62,6 +62,7 @@ std::string sorted_json(const J& v) { return tok::py_json_dumps(v, true, true); 
 
 struct Tags {
     PromptBuilder& b;
+    const ImageResolver* images = nullptr;
     void open(const std::string& tag, std::initializer_list<std::pair<const char*, std::string>> attrs = {}) {
         b.special("<|open|>");
         b.text(tag);
@@ -90,11 +91,32 @@ struct Tags {
     }
 };
 
-// A string, or the concatenated text parts of a list; null: nothing. Images are not served.
-void render_content(PromptBuilder& b, const J& content, const std::string& where) {
+bool is_image_part(const J& part) {
+    const J& type = get(part, "type");
+    return (type.is_string() && (type == "image" || type == "image_url")) || part.contains("image_url") ||
+        part.contains("image");
+}
+
+// An image part: the processor's image prompt with its pad tokens expanded, or the placeholder
+// text when no resolver is given (docs/chat.md#k3-images).
+void render_image(Tags& t, const J& part, const std::string& where) {
+    if (!t.images || !*t.images) {
+        t.b.text("<|kimi_image_placeholder|>");
+        return;
+    }
+    const ImagePrompt img = (*t.images)(part, where);
+    t.b.special("<|media_begin|>");
+    t.b.text("image " + std::to_string(img.width) + "x" + std::to_string(img.height));
+    t.b.special("<|media_content|>");
+    for (int64_t i = 0; i < img.n_tokens; ++i) t.b.special("<|media_pad|>");
+    t.b.special("<|media_end|>");
+}
+
+// A string, or the text and image parts of a list in order; null: nothing.
+void render_content(Tags& t, const J& content, const std::string& where) {
     if (content.is_null()) return;
     if (content.is_string()) {
-        b.text(content.get_ref<const std::string&>());
+        t.b.text(content.get_ref<const std::string&>());
         return;
     }
     if (!content.is_array()) throw Error(where + ".content must be a string, a list of parts or null");
@@ -102,13 +124,13 @@ void render_content(PromptBuilder& b, const J& content, const std::string& where
         const J& part = content[i];
         const std::string pw = where + ".content[" + std::to_string(i) + "]";
         if (!part.is_object()) throw Error(pw + " must be an object");
-        const J& type = get(part, "type");
-        if ((type.is_string() && (type == "image" || type == "image_url")) || part.contains("image_url") ||
-            part.contains("image"))
-            throw Error(pw + ": image content is not supported (the vision model is not served)");
+        if (is_image_part(part)) {
+            render_image(t, part, pw);
+            continue;
+        }
         const J& text = get(part, "text");
         if (!text.is_string()) throw Error(pw + " has no text");
-        b.text(text.get_ref<const std::string&>());
+        t.b.text(text.get_ref<const std::string&>());
     }
 }
 
@@ -177,7 +199,7 @@ void render_assistant(Tags& t, const J& m, const ChatRequest& r, const std::stri
         t.close("think");
     }
     t.open("response");
-    render_content(t.b, get(m, "content"), where);
+    render_content(t, get(m, "content"), where);
     t.close("response");
     const J& calls = get(m, "tool_calls");
     if (!truthy(calls)) return;
@@ -234,7 +256,7 @@ void render_tool_message(Tags& t, ToolState& st, const J& m, const std::string* 
                     ": a tool message needs a resolvable tool name: carry `tool`/`name`, a `tool_call_id` of the "
                     "preceding assistant's calls, or match a call by position");
     t.open("message", {{"role", "tool"}, {"tool", name}, {"index", std::to_string(st.index)}});
-    render_content(t.b, get(m, "content"), where);
+    render_content(t, get(m, "content"), where);
     t.close("message");
     t.end_of_msg();
 }
@@ -281,7 +303,7 @@ const J& response_schema(const J& rf) {
 
 tok::ChatPrompt K3Format::render(const ChatRequest& r) const {
     PromptBuilder b(tok_, r.allow_special_in_content);
-    Tags t{b};
+    Tags t{b, &r.images};
     if (truthy(r.tools)) render_tool_declare(t, r.tools, false);
     if (r.thinking && r.thinking_effort) {
         const std::string& e = *r.thinking_effort;
@@ -313,7 +335,7 @@ tok::ChatPrompt K3Format::render(const ChatRequest& r) const {
         };
         if (role == "user" || (role == "system" && !truthy(get(m, "tools")))) {
             header(role.c_str());
-            render_content(b, get(m, "content"), where);
+            render_content(t, get(m, "content"), where);
             t.close("message");
             t.end_of_msg();
         } else if (role == "system") {

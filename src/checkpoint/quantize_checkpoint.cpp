@@ -101,8 +101,9 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
     const WeightStore store(in_dir, WeightMemory::kMmapLazy);   // one pass; the input may exceed RAM
     const auto tensors = store.all_tensors();
     const TensorLayout layout(mc);
-    // The text model's row of a stored tensor (the vision tower and projector have none).
+    // The layout row of a stored tensor (vision rows are never quantizable).
     const auto row_of = [&](const std::string& name) -> const TensorRow* {
+        if (const TensorRow* v = layout.find(name); v && v->vision) return v;
         if (name.compare(0, layout.prefix().size(), layout.prefix()) != 0) return nullptr;
         return layout.find(name.substr(layout.prefix().size()));
     };

@@ -77,8 +77,39 @@ ordered_json base_config() {
     };
 }
 
+// K3's vision_config with every published key (docs/vision.md#config), at the given widths:
+// tower width d, blocks, heads (head_dim d / heads), MLP width, position-embedding grid side.
+ordered_json vision_config(int64_t d, int64_t blocks, int64_t heads, int64_t mlp, int64_t grid, int64_t text_hidden) {
+    return ordered_json{{"model_type", "moonvit3d"},
+                        {"patch_size", 14},
+                        {"init_pos_emb_height", grid},
+                        {"init_pos_emb_width", grid},
+                        {"init_pos_emb_time", 4},
+                        {"pos_emb_type", "divided_fixed"},
+                        {"pos_emb_interpolation_mode", "bilinear"},
+                        {"vt_num_attention_heads", heads},
+                        {"vt_num_hidden_layers", blocks},
+                        {"vt_hidden_size", d},
+                        {"qkv_hidden_size", d},
+                        {"vt_intermediate_size", mlp},
+                        {"mlp_type", "mlp2"},
+                        {"activation_func", "gelu_pytorch_tanh"},
+                        {"norm_type", "rmsnorm"},
+                        {"attn_bias", false},
+                        {"linear_bias", false},
+                        {"patch_embed_proj_bias", false},
+                        {"merge_kernel_size", {2, 2}},
+                        {"merge_type", "sd2_tpool"},
+                        {"mm_projector_type", "patchmergerv2"},
+                        {"mm_hidden_size", d},
+                        {"projector_hidden_act", "gelu"},
+                        {"projector_ln_eps", 1e-5},
+                        {"text_hidden_size", text_hidden}};
+}
+
 // Kimi-K3 as published (docs/model.md#k3): the text model's keys under text_config, every K3
-// building block on, at tiny sizes; a small vision_config beside it (not served).
+// building block on, at tiny sizes; a vision tower beside it (D 32, 2 blocks, an 8×8
+// position grid, so that most images need its interpolation).
 ordered_json k3_base_config() {
     ordered_json t = base_config();
     t.erase("architectures");
@@ -105,18 +136,32 @@ ordered_json k3_base_config() {
         {"model_type", "kimi_k3"},
         {"dtype", "bfloat16"},
         {"text_config", t},
-        {"vision_config",
-         {{"model_type", "moonvit"},
-          {"patch_size", 14},
-          {"vt_hidden_size", 32},
-          {"vt_num_attention_heads", 2},
-          {"vt_num_hidden_layers", 1},
-          {"vt_intermediate_size", 64},
-          {"mm_hidden_size", 32}}},
+        {"vision_config", vision_config(32, 2, 2, 64, 8, t["hidden_size"].get<int64_t>())},
+        {"media_placeholder_token_id", t["vocab_size"].get<int64_t>() - 256 + 21},
+        {"image_placeholder", "<|kimi_image_placeholder|>"},
         {"bos_token_id", t["bos_token_id"]},
         {"eos_token_id", t["eos_token_id"]},
         {"pad_token_id", t["pad_token_id"]},
     };
+}
+
+// K3's preprocessor_config.json (docs/vision.md#pixels).
+ordered_json preprocessor_config() {
+    return ordered_json{{"image_processor_type", "KimiK3VisionProcessor"},
+                        {"media_proc_cfg",
+                         {{"patch_size", 14},
+                          {"merge_kernel_size", 2},
+                          {"in_patch_limit", 65536},
+                          {"patch_limit_on_one_side", 512},
+                          {"image_mean", {0.5, 0.5, 0.5}},
+                          {"image_std", {0.5, 0.5, 0.5}},
+                          {"transparent_bg_config",
+                           {{"pattern", "chessboard"},
+                            {"chessboard_square_size", 8},
+                            {"chessboard_square_on_top_left", true},
+                            {"chessboard_white_value", 255},
+                            {"chessboard_gray_value", 180}}},
+                          {"transparent_bg_fill_stage", "after_resize"}}}};
 }
 
 // The object holding the text model's keys: text_config (K3) or the config itself.
@@ -133,13 +178,14 @@ void set_vocab(ordered_json& c, int64_t vocab) {
     t["vocab_size"] = vocab;
     ids(t);
     if (&t != &c) ids(c);   // a multimodal config repeats the token ids at the top level
+    if (c.contains("media_placeholder_token_id")) c["media_placeholder_token_id"] = n_base + 21;   // <|media_pad|>
 }
 
 struct Spec {
     std::string name;
     DType dtype;
     std::vector<int64_t> shape;
-    enum Kind { kLinear, kOutLinear, kEmbed, kNorm, kConv, kALog, kDtBias, kScoreBias, kVision } kind;
+    enum Kind { kLinear, kOutLinear, kEmbed, kNorm, kConv, kALog, kDtBias, kScoreBias, kPosEmb } kind;
     bool routed_expert = false;
     // kPacked / kScale: the MXFP4 form of the BF16 weight `dense` (its values drawn as they
     // would be for it, then quantized group by group).
@@ -184,9 +230,8 @@ std::vector<Spec> pack_experts(const std::vector<Spec>& dense) {
     return out;
 }
 
-// Every tensor of the checkpoint: the text model's from its tensor layout (published names,
-// shapes and dtypes), then for K3 a few vision tower / projector tensors the text-model loader
-// must skip.
+// Every tensor of the checkpoint, from its tensor layout (published names, shapes and dtypes):
+// the text model's, then for K3 the vision tower's and projector's.
 std::vector<Spec> checkpoint_specs(const ModelConfig& c) {
     std::vector<Spec> s;
     const TensorLayout layout(c);
@@ -199,16 +244,12 @@ std::vector<Spec> checkpoint_specs(const ModelConfig& c) {
             case TensorRole::kALog: k = Spec::kALog; break;
             case TensorRole::kDtBias: k = Spec::kDtBias; break;
             case TensorRole::kScoreBias: k = Spec::kScoreBias; break;
+            case TensorRole::kPosEmb: k = Spec::kPosEmb; break;
             default: k = r.out_proj ? Spec::kOutLinear : Spec::kLinear;
         }
-        s.push_back({layout.prefix() + r.name, r.dtype, r.shape, k, r.role == TensorRole::kRoutedExpert});
-    }
-    if (c.is_k3_layout()) {
-        const int64_t d = c.hidden_size;
-        s.push_back({"vision_tower.patch_embed.proj.weight", DType::kBF16, {32, 3, 14, 14}, Spec::kVision});
-        s.push_back({"vision_tower.encoder.blocks.0.attn.qkv.weight", DType::kBF16, {96, 32}, Spec::kVision});
-        s.push_back({"vision_tower.encoder.final_layernorm.weight", DType::kF32, {32}, Spec::kVision});
-        s.push_back({"mm_projector.proj.0.weight", DType::kBF16, {d, 128}, Spec::kVision});
+        s.push_back({layout.full_name(r), r.dtype, r.shape, k, r.role == TensorRole::kRoutedExpert});
+        // the patch embedding is a linear map of the 3·p·p pixels of a patch
+        if (r.role == TensorRole::kPatchEmbed) s.back().dense_in = r.shape[1] * r.shape[2] * r.shape[3];
     }
     return s;
 }
@@ -233,7 +274,7 @@ double draw(const Spec& sp, Rng& r) {
             return std::log(std::expm1(dt));   // softplus⁻¹(dt)
         }
         case Spec::kScoreBias: return r.uniform(-0.05, 0.05);
-        case Spec::kVision: return 0.02 * r.normal();
+        case Spec::kPosEmb: return 0.5 * r.normal();
     }
     return 0.0;
 }
@@ -288,6 +329,7 @@ ordered_json model_preset(const std::string& name) {
         c["text_config"].merge_patch(small_widths());
         c["text_config"].merge_patch(
             ordered_json{{"q_lora_rank", 192}, {"routed_expert_hidden_size", 384}, {"attn_res_block_size", 3}});
+        c["vision_config"] = vision_config(128, 2, 4, 256, 16, 512);
         set_vocab(c, 8192 + 256);
         return c;
     }
@@ -313,6 +355,9 @@ ordered_json model_preset(const std::string& name) {
                          {"model_max_length", 262144},
                          {"linear_attn_config",
                           {{"head_dim", 128}, {"num_heads", 96}, {"kda_layers", {1, 2}}, {"full_attn_layers", {3}}}}});
+        // the published tower (27 blocks of width 1024, head_dim 128) and projector
+        c["vision_config"] = vision_config(1024, 27, 12, 4096, 64, 7168);
+        c["vision_config"]["qkv_hidden_size"] = 1536;
         set_vocab(c, 16384 + 256);
         return c;
     }
@@ -373,6 +418,8 @@ void apply_config_override(ordered_json& config, const std::string& assignment) 
             if (node == &text && part == "vocab_size" && value.is_number_integer())
                 set_vocab(config, value.get<int64_t>());
             if (node == &text && part == "num_attention_heads") text["num_key_value_heads"] = value;
+            if (node == &text && part == "hidden_size" && config.contains("vision_config"))
+                config["vision_config"]["text_hidden_size"] = value;
             return;
         }
         node = &(*node)[part];
@@ -396,6 +443,11 @@ void write_random_checkpoint(const std::string& dir, const ordered_json& config_
         std::ofstream f(dir + "/config.json");
         f << config.dump(2) << "\n";
         if (!f) throw Error(dir + "/config.json: write failed");
+    }
+    if (c.vision.present) {   // the image preprocessing settings as the K3 checkpoint publishes them
+        std::ofstream f(dir + "/preprocessor_config.json");
+        f << preprocessor_config().dump(2) << "\n";
+        if (!f) throw Error(dir + "/preprocessor_config.json: write failed");
     }
     const std::vector<Spec> specs = mxfp4_experts ? pack_experts(checkpoint_specs(c)) : checkpoint_specs(c);
     std::vector<SafetensorsWriter::Entry> entries;

@@ -1,11 +1,15 @@
 // WeightStore implementation: single-file and sharded (index.json) checkpoints.
 #include "checkpoint/weight_store.h"
 
+#include <algorithm>
+#include <utility>
+
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -94,10 +98,12 @@ WeightStore::WeightStore(const std::string& model_dir, WeightMemory memory,
             throw Error(model_dir + "/" + shard + ": tensor '" + name + "' listed in the index is missing");
 }
 
-void WeightStore::select_prefix(const std::string& prefix) {
+void WeightStore::select_prefix(const std::string& prefix, const std::vector<std::string>& top_level) {
     prefix_ = prefix;
+    const auto under = [](const std::string& name, const std::string& p) { return name.compare(0, p.size(), p) == 0; };
     for (auto it = tensors_.begin(); it != tensors_.end();) {
-        if (it->first.compare(0, prefix.size(), prefix) == 0) {
+        if (under(it->first, prefix) ||
+            std::any_of(top_level.begin(), top_level.end(), [&](const std::string& p) { return under(it->first, p); })) {
             ++it;
             continue;
         }
@@ -154,6 +160,18 @@ Tensor WeightStore::get(const std::string& name, std::span<const int64_t> shape)
         throw Error(e.file->path() + ": tensor '" + prefix_ + name + "': shape " + shape_str(e.tensor) + ", expected " +
                     shape_str(want));
     return e.tensor;
+}
+
+Tensor WeightStore::get_top_level(const std::string& full_name, std::span<const int64_t> shape) {
+    const std::string saved = std::exchange(prefix_, std::string());
+    try {
+        Tensor t = get(full_name, shape);
+        prefix_ = saved;
+        return t;
+    } catch (...) {
+        prefix_ = saved;
+        throw;
+    }
 }
 
 Tensor WeightStore::get_any_shape(const std::string& name) { return find(name, "any").tensor; }

@@ -5,8 +5,8 @@
 // the few buffers made by load-time preparation (f32 copies of small vectors, -exp(A_log),
 // the transposed k part of kv_b_proj), so every prepared tensor lives as long as the model.
 // A multimodal checkpoint (Kimi-K3) keeps the text model under a name prefix: select_prefix
-// then sets every other tensor (vision tower, projector) aside unread, and names are given
-// without the prefix.
+// then sets every other tensor aside unread (the vision tower and projector too, unless they
+// are kept as top-level tensors), and names are given without the prefix.
 #pragma once
 #include <functional>
 #include <map>
@@ -68,8 +68,13 @@ public:
     // Every tensor of the checkpoint (full names, as stored), in name order — for tools that
     // rewrite a checkpoint (quantize).
     std::vector<std::pair<std::string, Tensor>> all_tensors() const;
-    // Keeps only the tensors named `prefix`…; the others are skipped (counted, never read).
-    void select_prefix(const std::string& prefix);
+    // Keeps only the tensors named `prefix`… and those under the `top_level` prefixes (the K3
+    // vision tower and projector, asked for by get_top_level); the others are skipped (counted,
+    // never read).
+    void select_prefix(const std::string& prefix, const std::vector<std::string>& top_level = {});
+    // A kept tensor outside the prefix, by its full name (the same checks as get).
+    Tensor get_top_level(const std::string& full_name, std::span<const int64_t> shape);
+    bool has_top_level(const std::string& full_name) const { return tensors_.count(full_name) > 0; }
     size_t n_skipped() const { return n_skipped_; }
     uint64_t skipped_bytes() const { return skipped_bytes_; }
     void finish() const;   // throws if unused (unexpected) tensors remain

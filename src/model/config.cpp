@@ -8,69 +8,13 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "model/config_reader.h"
 
 namespace kimi {
 
 namespace {
 
 using nlohmann::json;
-
-struct Reader {
-    const json& j;
-    std::string source, prefix;
-
-    [[noreturn]] void fail(const std::string& key, const std::string& why) const {
-        throw Error(source + ": config key '" + prefix + key + "' " + why);
-    }
-    const json& need(const std::string& key) const {
-        auto it = j.find(key);
-        if (it == j.end() || it->is_null()) fail(key, "is missing");
-        return *it;
-    }
-    int64_t integer(const std::string& key, int64_t lo, int64_t hi) const {
-        const json& v = need(key);
-        if (!v.is_number_integer()) fail(key, "must be an integer");
-        const int64_t x = v.get<int64_t>();
-        if (x < lo || x > hi)
-            fail(
-                key,
-                "= " + std::to_string(x) + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-        return x;
-    }
-    int64_t integer_or(const std::string& key, int64_t def, int64_t lo, int64_t hi) const {
-        auto it = j.find(key);
-        return (it == j.end() || it->is_null()) ? def : integer(key, lo, hi);
-    }
-    double number(const std::string& key, double lo, double hi) const {
-        const json& v = need(key);
-        if (!v.is_number()) fail(key, "must be a number");
-        const double x = v.get<double>();
-        if (!(x >= lo && x <= hi)) fail(key, "= " + std::to_string(x) + " is out of range");
-        return x;
-    }
-    bool boolean_or(const std::string& key, bool def) const {
-        auto it = j.find(key);
-        if (it == j.end() || it->is_null()) return def;
-        if (!it->is_boolean()) fail(key, "must be true or false");
-        return it->get<bool>();
-    }
-    std::string string_or(const std::string& key, const std::string& def) const {
-        auto it = j.find(key);
-        if (it == j.end() || it->is_null()) return def;
-        if (!it->is_string()) fail(key, "must be a string");
-        return it->get<std::string>();
-    }
-    std::vector<int64_t> int_list(const std::string& key) const {
-        const json& v = need(key);
-        if (!v.is_array()) fail(key, "must be a list of integers");
-        std::vector<int64_t> out;
-        for (const auto& e : v) {
-            if (!e.is_number_integer()) fail(key, "must be a list of integers");
-            out.push_back(e.get<int64_t>());
-        }
-        return out;
-    }
-};
 
 constexpr int64_t kMaxDim = int64_t(1) << 24;
 
@@ -95,7 +39,7 @@ const json* find_quantization(const json& obj) {
 
 ModelConfig parse_model_config(const json& top, const std::string& source) {
     if (!top.is_object()) throw Error(source + ": config must be a JSON object");
-    Reader tr{top, source, ""};
+    ConfigReader tr{top, source, ""};
     ModelConfig c;
     if (auto it = top.find("architectures"); it != top.end() && it->is_array() && !it->empty() && (*it)[0].is_string())
         c.architecture = (*it)[0].get<std::string>();
@@ -108,8 +52,8 @@ ModelConfig parse_model_config(const json& top, const std::string& source) {
                     "'; only KimiLinearForCausalLM and KimiK3ForConditionalGeneration are supported");
     const json* quant = find_quantization(top);
     std::string quant_where = source + ": ";
-    // Kimi-K3 nests the text model's keys under text_config (vision_config beside it is not
-    // served) and prefixes its tensors with `language_model.`.
+    // Kimi-K3 nests the text model's keys under text_config (vision_config beside it) and
+    // prefixes its tensors with `language_model.`.
     const bool k3 = c.architecture == "KimiK3ForConditionalGeneration";
     if (k3) {
         const json& t = tr.need("text_config");
@@ -122,9 +66,9 @@ ModelConfig parse_model_config(const json& top, const std::string& source) {
         c.tensor_prefix = "language_model.";
     }
     const json& j = k3 ? top["text_config"] : top;
-    Reader r{j, source, k3 ? "text_config." : ""};
+    ConfigReader r{j, source, k3 ? "text_config." : ""};
     // Token ids may sit at the top level of a multimodal config only.
-    const Reader& ids = (k3 && !j.contains("eos_token_id")) ? tr : r;
+    const ConfigReader& ids = (k3 && !j.contains("eos_token_id")) ? tr : r;
 
     if (quant) c.quant = parse_quant_config(*quant, quant_where);
     c.vocab_size = r.integer("vocab_size", 1, int64_t(1) << 26);
@@ -169,7 +113,7 @@ ModelConfig parse_model_config(const json& top, const std::string& source) {
     // KDA
     const json& lac = r.need("linear_attn_config");
     if (!lac.is_object()) r.fail("linear_attn_config", "must be an object");
-    Reader lr{lac, source, "linear_attn_config."};
+    ConfigReader lr{lac, source, "linear_attn_config."};
     c.kda_heads = lr.integer("num_heads", 1, 4096);
     c.kda_head_dim = lr.integer("head_dim", 1, 512);
     c.conv_kernel = lr.integer("short_conv_kernel_size", 1, 64);
@@ -221,6 +165,7 @@ ModelConfig parse_model_config(const json& top, const std::string& source) {
         r.fail("num_experts_per_token", "exceeds the experts in the kept groups (topk_group × experts per group)");
     if (r.integer_or("num_nextn_predict_layers", 0, 0, 64) != 0)
         r.fail("num_nextn_predict_layers", "must be 0 (multi-token-prediction layers are not supported)");
+    if (k3) c.vision = parse_vision_config(top, source, c.hidden_size, c.vocab_size);
     return c;
 }
 

@@ -24,6 +24,31 @@ struct Activation {
     float beta = 1.0f, linear_beta = 0.0f;
 };
 
+// Kimi-K3's vision tower (MoonViT) and patch-merger projector: the top-level `vision_config`
+// and `media_placeholder_token_id` (docs/vision.md#config). Absent keys take the published
+// values; any other tower kind (LayerNorm towers, other projectors, biases) is an error.
+struct VisionConfig {
+    bool present = false;   // the config has a vision_config
+    int64_t patch_size = 14;
+    int64_t hidden = 1024;                  // vt_hidden_size D
+    int64_t n_layers = 27;                  // vt_num_hidden_layers
+    int64_t n_heads = 12;                   // vt_num_attention_heads
+    int64_t qkv_dim = 1536;                 // qkv_hidden_size (heads · head_dim)
+    int64_t intermediate = 4096;            // vt_intermediate_size
+    int64_t pos_emb_h = 64, pos_emb_w = 64;   // init_pos_emb_height / width
+    int64_t merge = 2;                      // merge_kernel_size [2, 2]
+    int64_t text_hidden = 0;                // text_hidden_size (= the text model's hidden size)
+    float projector_eps = 1e-5f;            // projector_ln_eps
+    // why: the tower's RMSNorms are constructed without an eps, so torch uses the machine
+    // epsilon of the dtype the model runs in (bf16: 2^-7); kept in every precision.
+    float norm_eps = 0.0078125f;
+    int32_t media_pad_id = -1;   // media_placeholder_token_id (the <|media_pad|> rows)
+
+    int64_t head_dim() const { return qkv_dim / n_heads; }
+    int64_t patch_dim() const { return 3 * patch_size * patch_size; }   // 588
+    int64_t merged_dim() const { return hidden * merge * merge; }       // the projector's input 4D
+};
+
 struct ModelConfig {
     std::string architecture;    // "KimiLinearForCausalLM" or "KimiK3ForConditionalGeneration"
     std::string tensor_prefix;   // "" (Kimi Linear) or "language_model." (K3: the text model's tensors)
@@ -55,6 +80,7 @@ struct ModelConfig {
 
     std::vector<LayerKind> layer_kinds;   // [L], from the 1-based kda_layers / full_attn_layers
     QuantConfig quant;                    // quantization_config (top level or in text_config): MXFP4 linears
+    VisionConfig vision;                  // K3: the vision tower (present = false: text only)
 
     bool is_moe_layer(int64_t i) const { return i >= first_k_dense_replace && i % moe_layer_freq == 0; }
     int64_t n_kda_layers() const;
@@ -71,5 +97,8 @@ struct ModelConfig {
 // Parses and validates; `source` names the file in error messages. Throws kimi::Error.
 ModelConfig parse_model_config(const nlohmann::json& j, const std::string& source);
 ModelConfig load_model_config(const std::string& model_dir);
+// The top-level vision_config of a K3 config (present = false when it has none).
+VisionConfig parse_vision_config(const nlohmann::json& top, const std::string& source, int64_t text_hidden,
+                                 int64_t vocab_size);
 
 }   // namespace kimi

@@ -17,6 +17,10 @@ struct ForwardBatch {
     int32_t max_blocks = 0;
     std::span<const int32_t> logit_rows;                // [R]   token rows whose logits are wanted
     std::span<const ops::StateCapture> captures = {};   // KDA state copies mid-sequence (prefix cache)
+    // Image tokens (K3 vision): row embed_rows[i] of the batch takes embed_values[i·D, (i+1)·D)
+    // (the projector's output) instead of its token's embedding.
+    std::span<const int32_t> embed_rows = {};   // [E] ascending token rows
+    std::span<const float> embed_values = {};   // [E, D]
 };
 
 }   // namespace kimi

@@ -9,6 +9,7 @@
 #include "model/layers/ffn.h"
 #include "model/layers/kda_attention.h"
 #include "model/layers/mla_attention.h"
+#include "model/vision/vision_tower.h"
 
 namespace kimi {
 
@@ -30,7 +31,11 @@ std::unique_ptr<KimiModel> KimiModel::load(const std::string& model_dir, const L
     }
     m->store_ = std::make_unique<WeightStore>(model_dir, memory, progress);
     m->store_->set_check_weights(check_weights);
-    if (m->cfg_.is_k3_layout()) m->store_->select_prefix(m->cfg_.tensor_prefix);
+    if (m->cfg_.is_k3_layout()) {   // the vision tower and projector are kept when the config has them
+        std::vector<std::string> top_level;
+        if (m->cfg_.vision.present) top_level = {"vision_tower.", "mm_projector."};
+        m->store_->select_prefix(m->cfg_.tensor_prefix, top_level);
+    }
     // A copy has reported its reading; checking the tensors then takes no time worth a bar.
     const bool copied = m->store_->file_memory() == FileMemory::kHugeCopy;
     m->weights_ = bind_weights(m->cfg_, *m->store_, copied ? LoadProgress{} : progress, shard);
@@ -151,6 +156,19 @@ Tensor KimiModel::lm_head(Exec& ex, const Tensor& rows) const {
     return logits;
 }
 
+Tensor KimiModel::encode_image(Exec& ex, const Tensor& patches, int64_t grid_h, int64_t grid_w,
+                               const std::function<void(int64_t, int64_t)>& progress) const {
+    if (!weights_.vision) throw Error(vision_unavailable_reason());
+    return kimi::encode_image(ex, cfg_.vision, *weights_.vision, patches, grid_h, grid_w, progress);
+}
+
+std::string KimiModel::vision_unavailable_reason() const {
+    if (has_vision()) return "";
+    if (!cfg_.is_k3_layout()) return "this model (" + cfg_.architecture + ") has no vision tower: images are not accepted";
+    if (!cfg_.vision.present) return "this Kimi-K3 config has no vision_config: images are not accepted";
+    return "this Kimi-K3 checkpoint has no vision tower (vision_tower.* tensors): images are not accepted";
+}
+
 Tensor KimiModel::forward(Exec& ex, const ForwardBatch& batch, CacheStorage& cache) const {
     const auto t_start = std::chrono::steady_clock::now();
     const uint64_t allocs_before = thread_alloc_count() + ex.pool->worker_alloc_count();
@@ -166,6 +184,12 @@ Tensor KimiModel::forward(Exec& ex, const ForwardBatch& batch, CacheStorage& cac
 
     Residual res = new_residual(ex, n);   // [T, D] the residual stream
     embed(ex, batch.token_ids, res.partial);
+    KIMI_CHECK(batch.embed_values.size() == batch.embed_rows.size() * size_t(d), "forward: image rows");
+    for (size_t i = 0; i < batch.embed_rows.size(); ++i) {   // image tokens: the projector's rows
+        KIMI_CHECK(batch.embed_rows[i] >= 0 && batch.embed_rows[i] < n, "forward: image row out of range");
+        std::memcpy(res.partial.f32() + int64_t(batch.embed_rows[i]) * d, batch.embed_values.data() + int64_t(i) * d,
+                    size_t(d) * sizeof(float));
+    }
     Arena* const step_arena = ex.arena;
     for (int64_t l = 0; l < cfg_.n_layers; ++l) {
         if (ex.layer_arena) ex.arena = ex.layer_arena;   // the layer's scratch

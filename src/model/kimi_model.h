@@ -4,6 +4,7 @@
 // partial sum plus banked block snapshots, mixed before each sublayer and the final norm.
 // ref: docs/model.md#decoder and docs/model.md#k3; HF modeling_kimi.py KimiDecoderLayer, K3 modeling_kimi_linear.py.
 #pragma once
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -46,6 +47,15 @@ public:
     // batch.logit_rows. Token ids are range-checked first (kimi::Error). Updates the caches
     // and ex.counters (copies, heap allocations, tokens, step time).
     Tensor forward(Exec& ex, const ForwardBatch& batch, CacheStorage& cache) const;
+
+    // K3 vision: whether the checkpoint carries the tower, and why not (a one-line reason
+    // for a 400; "" when it does).
+    bool has_vision() const { return weights_.vision.has_value(); }
+    std::string vision_unavailable_reason() const;
+    // One image's projector output [N, D] (arena-owned) from its patches [grid_h·grid_w,
+    // 3·p·p] (docs/vision.md#tower). Throws kimi::Error without a tower.
+    Tensor encode_image(Exec& ex, const Tensor& patches, int64_t grid_h, int64_t grid_w,
+                        const std::function<void(int64_t, int64_t)>& progress = {}) const;
 
     // The residual state between layers: the residual stream (or AttnRes partial sum) and the
     // block snapshots banked so far (arena-owned; AttnRes only).

@@ -232,6 +232,7 @@ ModelWeights bind_weights(const ModelConfig& c, WeightStore& s, const LoadProgre
         w.layers.push_back(std::move(l));
         if (progress) progress(s.bytes_used(), s.tensor_bytes());
     }
+    if (checkpoint_has_vision(c, s)) w.vision = bind_vision(c, s);
     s.finish();
     return w;
 }

@@ -4,12 +4,14 @@
 // (an undefined Tensor otherwise), so a layer's weights say which building blocks it runs.
 #pragma once
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "dist/comm.h"
 #include "model/config.h"
 #include "checkpoint/weight_shard.h"
 #include "checkpoint/weight_store.h"
+#include "model/vision/vision_weights.h"
 
 namespace kimi {
 
@@ -74,6 +76,7 @@ struct ModelWeights {
     Tensor lm_head;            // [vocab, D] (embed when tied)
     Tensor output_res_score;   // [D] f32 (prepared; AttnRes only)
     std::vector<LayerWeights> layers;
+    std::optional<VisionWeights> vision;   // K3 with its vision tower in the checkpoint
 };
 
 // Checks every tensor the config implies (presence, float dtype, exact shape), rejects

@@ -18,7 +18,7 @@ bool TensorRow::is_linear() const {
 }
 
 bool TensorRow::quantizable() const {
-    return is_linear() && role != TensorRole::kRouter && shape[1] % kMxfp4Group == 0;
+    return is_linear() && !vision && role != TensorRole::kRouter && shape[1] % kMxfp4Group == 0;
 }
 
 std::string TensorRow::module() const { return is_linear() ? name.substr(0, name.size() - 7) : std::string(); }
@@ -124,7 +124,33 @@ TensorLayout::TensorLayout(const ModelConfig& c) : prefix_(c.tensor_prefix) {
             mlp(p + "mlp.", d, c.intermediate_size, "gate_proj", "up_proj", "down_proj", TensorRole::kLinear);
         }
     }
+    if (c.vision.present) add_vision(c.vision);
     for (size_t i = 0; i < rows_.size(); ++i) index_[rows_[i].name] = i;
+}
+
+// The vision tower and projector (BF16, top-level names, held whole by every rank).
+void TensorLayout::add_vision(const VisionConfig& v) {
+    const int64_t d = v.hidden, p = v.patch_size;
+    auto add = [&](const std::string& name, std::vector<int64_t> shape, TensorRole role) {
+        rows_.push_back({name, std::move(shape), DType::kBF16, role, -1, false, true});
+    };
+    add("vision_tower.patch_embed.proj.weight", {d, 3, p, p}, TensorRole::kPatchEmbed);
+    add("vision_tower.patch_embed.pos_emb.weight", {v.pos_emb_h, v.pos_emb_w, d}, TensorRole::kPosEmb);
+    for (int64_t i = 0; i < v.n_layers; ++i) {
+        const std::string b = "vision_tower.encoder.blocks." + std::to_string(i) + ".";
+        add(b + "norm0.weight", {d}, TensorRole::kNorm);
+        add(b + "norm1.weight", {d}, TensorRole::kNorm);
+        add(b + "wqkv.weight", {3 * v.qkv_dim, d}, TensorRole::kLinear);
+        add(b + "wo.weight", {d, v.qkv_dim}, TensorRole::kLinear);
+        rows_.back().out_proj = true;
+        add(b + "mlp.fc0.weight", {v.intermediate, d}, TensorRole::kLinear);
+        add(b + "mlp.fc1.weight", {d, v.intermediate}, TensorRole::kLinear);
+        rows_.back().out_proj = true;
+    }
+    add("vision_tower.encoder.final_layernorm.weight", {d}, TensorRole::kNorm);
+    add("mm_projector.proj.0.weight", {v.merged_dim(), v.merged_dim()}, TensorRole::kLinear);
+    add("mm_projector.proj.2.weight", {v.text_hidden, v.merged_dim()}, TensorRole::kLinear);
+    add("mm_projector.post_norm.weight", {v.text_hidden}, TensorRole::kNorm);
 }
 
 const TensorRow* TensorLayout::find(const std::string& name) const {

@@ -144,6 +144,22 @@ void situ_mul(Exec& ex, const Tensor& gate, const Tensor& up, float beta, float 
     cpu::situ_mul(ex, gate, up, beta, linear_beta, y);
 }
 
+void gelu_inplace(Exec& ex, Tensor& x, bool tanh_approx) {
+    CONTRACT(x.dtype == DType::kF32);
+    cpu::gelu_inplace(ex, x, tanh_approx);
+}
+
+void rope_2d(Exec& ex, Tensor& qkv, int64_t n_heads, int64_t head_dim, int64_t grid_w) {
+    CONTRACT(qkv.rank == 2 && qkv.dtype == DType::kF32 && n_heads >= 1 && head_dim % 4 == 0 && grid_w >= 1);
+    CONTRACT(qkv.dim(1) == 3 * n_heads * head_dim);
+    cpu::rope_2d(ex, qkv, n_heads, head_dim, grid_w);
+}
+
+void softmax_rows(Exec& ex, Tensor& x, float scale) {
+    CONTRACT(x.rank == 2 && x.dtype == DType::kF32 && x.dim(1) >= 1);
+    cpu::softmax_rows(ex, x, scale);
+}
+
 void attn_res_mix(Exec& ex, std::span<const Tensor* const> blocks, const Tensor& partial, const Tensor& score_w,
                   float eps, Tensor& y) {
     CONTRACT(partial.rank == 2 && same_shape(partial, y) && score_w.dtype == DType::kF32 &&

@@ -81,8 +81,9 @@ uint64_t Engine::new_group() {
 }
 
 std::shared_ptr<RequestStream> Engine::submit(std::vector<int32_t> prompt, const SamplingParams& params,
-                                              std::shared_ptr<StreamNotifier> notifier, uint64_t group) {
-    std::unique_ptr<LiveRequest> live = make_live(std::move(prompt), params, std::move(notifier));
+                                              std::shared_ptr<StreamNotifier> notifier, uint64_t group,
+                                              std::span<const MediaSpan> media) {
+    std::unique_ptr<LiveRequest> live = make_live(std::move(prompt), media, params, std::move(notifier));
     std::shared_ptr<RequestStream> s = live->stream;
     enqueue(std::span<std::unique_ptr<LiveRequest>>(&live, 1), group);
     return s;
@@ -97,16 +98,26 @@ std::vector<std::shared_ptr<RequestStream>> Engine::submit_all(std::span<const S
     lives.reserve(reqs.size());
     streams.reserve(reqs.size());
     for (const Submission& r : reqs) {
-        lives.push_back(make_live(std::vector<int32_t>(r.prompt.begin(), r.prompt.end()), *r.params, notifier));
+        lives.push_back(
+            make_live(std::vector<int32_t>(r.prompt.begin(), r.prompt.end()), r.media, *r.params, notifier));
         streams.push_back(lives.back()->stream);
     }
     enqueue(lives, group);
     return streams;
 }
 
-std::unique_ptr<LiveRequest> Engine::make_live(std::vector<int32_t> prompt, const SamplingParams& params,
+std::unique_ptr<LiveRequest> Engine::make_live(std::vector<int32_t> prompt, std::span<const MediaSpan> media,
+                                               const SamplingParams& params,
                                                std::shared_ptr<StreamNotifier> notifier) {
     if (prompt.empty()) throw Error("the prompt is empty");
+    int64_t media_end = 0;
+    for (const MediaSpan& m : media) {
+        if (!model_.has_vision()) throw Error(model_.vision_unavailable_reason());
+        if (m.offset < media_end || m.n < 1 || m.offset + m.n > int64_t(prompt.size()) || !m.embeds ||
+            int64_t(m.embeds->size()) != m.n * model_.config().hidden_size)
+            throw Error("an image's tokens do not match the prompt");
+        media_end = m.offset + m.n;
+    }
     for (int32_t id : prompt)
         if (id < 0 || id >= model_.config().vocab_size)
             throw Error("token id " + std::to_string(id) + " is out of range [0, " +
@@ -137,6 +148,7 @@ std::unique_ptr<LiveRequest> Engine::make_live(std::vector<int32_t> prompt, cons
         live->text = std::make_unique<TextStream>(*tok_, live->req.params.stop, params.skip_special_tokens,
                                                   params.include_stop_str_in_output, params.keep_special_ids);
     live->req.prompt = std::move(prompt);
+    live->req.media.assign(media.begin(), media.end());
     live->req.output.reserve(size_t(params.max_tokens));
     if (params.logprobs > 0) {
         live->top_pool.resize(size_t(params.max_tokens));
@@ -297,7 +309,7 @@ void Engine::plan_captures() {
     for (size_t i = 0; i < plan_.scheduled.size(); ++i) {
         const ScheduledRequest& s = plan_.scheduled[i];
         const Request& r = *s.req;
-        const auto token_at = [&r](int64_t t) { return int32_t(r.token_at(t)); };
+        const auto token_at = [&r](int64_t t) { return r.cache_key_at(t); };
         if (!ckpt_plan_.plan_chunk(int32_t(i), r.id, r.n_computed, s.n_tokens, int64_t(r.prompt.size()), token_at))
             break;
     }

@@ -49,12 +49,15 @@ public:
     // notifier (optional) is woken on every event of this request. group (from new_group();
     // 0: a group of its own) ties the sequences of one client request together, so the
     // scheduler shares the batch fairly between client requests (scheduler.h).
+    // media: the prompt's images (K3 vision; request.h MediaSpan), by offset.
     std::shared_ptr<RequestStream> submit(std::vector<int32_t> prompt, const SamplingParams& params,
-                                          std::shared_ptr<StreamNotifier> notifier = nullptr, uint64_t group = 0);
-    // One sequence for submit_all(): its prompt and parameters, read before submit_all returns.
+                                          std::shared_ptr<StreamNotifier> notifier = nullptr, uint64_t group = 0,
+                                          std::span<const MediaSpan> media = {});
+    // One sequence for submit_all(): its prompt, parameters and images, read before submit_all returns.
     struct Submission {
         std::span<const int32_t> prompt;
         const SamplingParams* params = nullptr;
+        std::span<const MediaSpan> media = {};
     };
     // The sequences of one client request, all or none: if one cannot be submitted (kimi::Error
     // as submit(), EngineFailed, std::bad_alloc), none was, and what was made for them is freed
@@ -109,7 +112,8 @@ private:
     void finish_step(double t0_ms, uint64_t allocs_before);   // last_'s end-of-step counts, snapshot
 
     // submit() and submit_all(): a checked request with its buffers reserved, not yet queued ...
-    std::unique_ptr<LiveRequest> make_live(std::vector<int32_t> prompt, const SamplingParams& params,
+    std::unique_ptr<LiveRequest> make_live(std::vector<int32_t> prompt, std::span<const MediaSpan> media,
+                                           const SamplingParams& params,
                                            std::shared_ptr<StreamNotifier> notifier);
     // ... then all of them queued, or none (std::bad_alloc); each gets its id.
     void enqueue(std::span<std::unique_ptr<LiveRequest>> lives, uint64_t group);

@@ -1,6 +1,7 @@
 // ModelRunner implementation (see model_runner.h).
 #include "runtime/model_runner.h"
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -34,10 +35,22 @@ Tensor ModelRunner::execute(Exec& ex, const ScheduleOutput& plan, std::span<cons
     slots_.clear();
     tables_.clear();
     rows_.clear();
+    embed_rows_.clear();
+    embed_values_.clear();
     sample_reqs.clear();
+    const int64_t d = model_.config().hidden_size;
     for (const ScheduledRequest& s : plan.scheduled) {
         Request& r = *s.req;
+        const int64_t base = int64_t(ids_.size()) - r.n_computed;   // batch row of the request's token i: base + i
         for (int64_t i = r.n_computed; i < r.n_computed + s.n_tokens; ++i) ids_.push_back(int32_t(r.token_at(i)));
+        for (const MediaSpan& m : r.media) {   // this chunk's image tokens take the projector's rows
+            const int64_t i0 = std::max(r.n_computed, m.offset), i1 = std::min(r.n_computed + s.n_tokens, m.offset + m.n);
+            for (int64_t i = i0; i < i1; ++i) {
+                embed_rows_.push_back(int32_t(base + i));
+                const float* v = m.embeds->data() + (i - m.offset) * d;
+                embed_values_.insert(embed_values_.end(), v, v + d);
+            }
+        }
         starts_.push_back(int32_t(ids_.size()));
         past_.push_back(int32_t(r.n_computed));
         slots_.push_back(cache_.state_slot(r.id));
@@ -50,7 +63,8 @@ Tensor ModelRunner::execute(Exec& ex, const ScheduleOutput& plan, std::span<cons
         }
     }
     if (lead_) send(RankMessage::kStep, max_blocks, captures);
-    const ForwardBatch batch{ids_, starts_, past_, slots_, tables_, max_blocks, rows_, captures};
+    const ForwardBatch batch{ids_,  starts_, past_,    slots_,       tables_, max_blocks,
+                             rows_, captures, embed_rows_, embed_values_};
     ex.arena->reset();
     return model_.forward(ex, batch, storage_);
 }
@@ -83,7 +97,8 @@ void ModelRunner::lead(dist::Comm& comm) {
 void ModelRunner::join(Exec& ex) { index_ = RankGroup::process().join(*this, ex); }
 
 // Payload (after the header: kind, the runner's index): max_blocks, then each list as its
-// length and its items: slot ops, ids, starts, past, slots, tables, rows, captures.
+// length and its items: slot ops, ids, starts, past, slots, tables, rows, captures, image rows
+// and their values.
 void ModelRunner::send(RankMessage kind, int32_t max_blocks, std::span<const ops::StateCapture> captures) {
     begin_rank_message(msg_, kind, index_);
     msg_.push_back(max_blocks);
@@ -91,6 +106,8 @@ void ModelRunner::send(RankMessage kind, int32_t max_blocks, std::span<const ops
     for (const auto* v : {&ids_, &starts_, &past_, &slots_, &tables_, &rows_}) put(msg_, *v);
     captures_in_.assign(captures.begin(), captures.end());
     put(msg_, captures_in_);
+    put(msg_, embed_rows_);
+    put(msg_, embed_values_);
     slot_ops_.clear();
     send_rank_message(*lead_, msg_);
 }
@@ -99,9 +116,12 @@ void ModelRunner::run_message(const int32_t* p, Exec& ex) {
     const int32_t max_blocks = *p++;
     p = get(p, slot_ops_);
     for (auto* v : {&ids_, &starts_, &past_, &slots_, &tables_, &rows_}) p = get(p, *v);
-    get(p, captures_in_);
+    p = get(p, captures_in_);
+    p = get(p, embed_rows_);
+    get(p, embed_values_);
     for (const SlotOp& op : slot_ops_) storage_.apply(op);
-    const ForwardBatch batch{ids_, starts_, past_, slots_, tables_, max_blocks, rows_, captures_in_};
+    const ForwardBatch batch{ids_,  starts_,      past_,       slots_,       tables_, max_blocks,
+                             rows_, captures_in_, embed_rows_, embed_values_};
     ex.arena->reset();
     model_.forward(ex, batch, storage_);
 }
@@ -109,6 +129,7 @@ void ModelRunner::run_message(const int32_t* p, Exec& ex) {
 void ModelRunner::stop_followers() {
     if (!lead_) return;
     ids_.clear(), starts_.clear(), past_.clear(), slots_.clear(), tables_.clear(), rows_.clear();
+    embed_rows_.clear(), embed_values_.clear();
     send(RankMessage::kStop, 0, {});
     lead_ = nullptr;
     storage_.log_slot_ops(nullptr);

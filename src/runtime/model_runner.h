@@ -49,6 +49,8 @@ private:
     void run_message(const int32_t* p, Exec& ex);   // a step message's payload (after its header)
 
     std::vector<int32_t> ids_, starts_, past_, slots_, tables_, rows_;
+    std::vector<int32_t> embed_rows_;   // image tokens of this step (ForwardBatch::embed_rows)
+    std::vector<float> embed_values_;
     dist::Comm* lead_ = nullptr;
     int32_t index_ = -1;             // in RankGroup::process() (split models)
     std::vector<SlotOp> slot_ops_;   // since the last forward (the leader's log)

@@ -4,6 +4,7 @@
 // cache; each step the scheduler hands it some of the difference.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "runtime/sampling_params.h"
@@ -23,6 +24,25 @@ inline const char* finish_reason_name(FinishReason r) {   // "stop", "length", "
     return "";
 }
 
+// An image in the prompt (K3 vision): its n <|media_pad|> tokens at [offset, offset + n) take
+// the rows of `embeds` ([n, D], the projector's output) in place of the token embedding, and
+// carry the image's content hash into the prefix-cache keys (so only the same image hits).
+struct MediaSpan {
+    int64_t offset = 0, n = 0;
+    uint64_t hash = 0;
+    std::shared_ptr<const std::vector<float>> embeds;
+};
+
+// The prefix-cache key of image token i of the image with content hash h: negative, so it never
+// equals a token id (docs/vision.md#prefix-cache).
+inline int32_t media_cache_key(uint64_t h, int64_t i) {
+    uint64_t x = h + 0x9e3779b97f4a7c15ull * uint64_t(i + 1);
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return int32_t(uint32_t(x) | 0x80000000u);
+}
+
 struct Request {
     uint64_t id = 0;
     std::vector<int32_t> prompt;
@@ -37,10 +57,18 @@ struct Request {
     int64_t n_cached_tokens = 0;    // prompt tokens served from the prefix cache at admission
     uint64_t tail_checkpoint = 0;   // the KDA checkpoint this request moves forward as it decodes
     uint64_t group = 0;             // the client request it belongs to (its n × prompts share one)
+    std::vector<MediaSpan> media;   // the prompt's images, by offset (K3 vision)
 
     int64_t num_tokens() const { return int64_t(prompt.size() + output.size()); }
     int64_t token_at(int64_t i) const {
         return i < int64_t(prompt.size()) ? prompt[size_t(i)] : output[size_t(i - int64_t(prompt.size()))];
+    }
+    // What names token i in the prefix cache: its id, or for an image token a key from the
+    // image's content hash.
+    int32_t cache_key_at(int64_t i) const {
+        for (const MediaSpan& m : media)
+            if (i >= m.offset && i < m.offset + m.n) return media_cache_key(m.hash, i - m.offset);
+        return int32_t(token_at(i));
     }
 };
 

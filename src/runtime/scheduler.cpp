@@ -102,7 +102,7 @@ void Scheduler::schedule(ScheduleOutput& out) {
         }
         PrefixHit hit;
         if (ckpt_ && cache_.prefix_caching() && r->n_computed == 0)
-            hit = cache_.match_prefix([r](int64_t i) { return int32_t(r->token_at(i)); }, r->num_tokens(), *ckpt_);
+            hit = cache_.match_prefix([r](int64_t i) { return r->cache_key_at(i); }, r->num_tokens(), *ckpt_);
         const int64_t start = hit.n_tokens(cache_.block_size());
         const int32_t n = int32_t(std::min<int64_t>(r->num_tokens() - start, budget));
         if (!cache_.allocate_with_prefix(r->id, hit, start + n)) break;
@@ -161,7 +161,7 @@ void Scheduler::step_done(const ScheduleOutput& plan) {
         Request* r = s.req;
         r->n_computed += s.n_tokens;
         if (cache_.prefix_caching())
-            cache_.commit_full_blocks(r->id, r->n_computed, [r](int64_t i) { return int32_t(r->token_at(i)); });
+            cache_.commit_full_blocks(r->id, r->n_computed, [r](int64_t i) { return r->cache_key_at(i); });
     }
 }
 

@@ -129,13 +129,45 @@ void HttpServer::handle(const HttpRequest& req, HttpResponse& res) {
     }
 }
 
+ParseContext HttpServer::parse_context(int32_t max_model_len, int64_t max_request_tokens) const {
+    ParseContext pc{tok_,          cfg_.served_model_name,         max_model_len,     int32_t(model_->vocab_size),
+                    format_.get(), cfg_.max_sequences_per_request, max_request_tokens};
+    pc.media = media_;
+    return pc;
+}
+
+void HttpServer::set_media(const MediaLoader* loader, VisionEncoder* encoder) {
+    media_ = loader;
+    encoder_ = encoder;
+}
+
+// The k-th run of <|media_pad|> in a prompt is its k-th image: encoded (or taken from the
+// encoder cache) into the rows those tokens get.
+void HttpServer::encode_images(GenerationJob& job) {
+    for (PromptInput& p : job.prompts) {
+        if (p.images.empty()) continue;
+        KIMI_CHECK(encoder_ != nullptr, "images without an encoder");
+        const std::vector<PadRun> runs = pad_runs(p.ids, model_->vision.media_pad_id);
+        if (runs.size() != p.images.size())
+            throw ApiError(400, "the prompt's <|media_pad|> runs do not match its images", "messages", "invalid_image");
+        for (size_t k = 0; k < runs.size(); ++k) {
+            if (runs[k].n != p.images[k].img.geom.n_tokens)
+                throw ApiError(400, "the prompt's <|media_pad|> runs do not match its images", "messages",
+                               "invalid_image");
+            MediaSpan m{runs[k].offset, runs[k].n, p.images[k].hash, encoder_->encode(p.images[k].img, p.images[k].hash)};
+            p.media.push_back(std::move(m));
+        }
+        p.images.clear();   // the pixels are not needed any more
+        p.images.shrink_to_fit();
+    }
+}
+
 void HttpServer::generate(const HttpRequest& req, HttpResponse& res, bool chat) {
     const J b = parse_body(req.body);
-    const ParseContext pc{
-        tok_,          cfg_.served_model_name,         engine_->max_model_len(), int32_t(model_->vocab_size),
-        format_.get(), cfg_.max_sequences_per_request, cfg_.max_request_tokens};
-    auto job =
-        std::make_shared<const GenerationJob>(chat ? parse_chat_request(b, pc) : parse_completion_request(b, pc));
+    const ParseContext pc = parse_context(engine_->max_model_len(), cfg_.max_request_tokens);
+    GenerationJob parsed = chat ? parse_chat_request(b, pc) : parse_completion_request(b, pc);
+    encode_images(parsed);
+    auto job = std::make_shared<const GenerationJob>(std::move(parsed));
     if (job->params.structured) metrics_.on_grammar_compiled(job->grammar_compile_s);
     const GenerateContext gc{*engine_, *tok_, metrics_, std::string("fp_kimi_cpp_") + kVersion + "_" + cfg_.precision,
                              &abort_all_};
@@ -210,14 +242,9 @@ void HttpServer::routes() {
             J chat = b;
             chat["max_tokens"] = 1;
             chat.erase("stream");
-            ParseContext pc{tok_,
-                            cfg_.served_model_name,
-                            std::numeric_limits<int32_t>::max(),
-                            int32_t(model_->vocab_size),
-                            format_.get(),
-                            cfg_.max_sequences_per_request,
-                            std::numeric_limits<int64_t>::max()};
-            ids = parse_chat_request(chat, pc).prompts[0].ids;
+            const ParseContext pc =
+                parse_context(std::numeric_limits<int32_t>::max(), std::numeric_limits<int64_t>::max());
+            ids = parse_chat_request(chat, pc).prompts[0].ids;   // image parts: their pad tokens too
         } else {
             if (!b.contains("prompt") || !b["prompt"].is_string()) throw bad_param("prompt", "prompt must be a string");
             ids = tok_->encode(b["prompt"].get<std::string>(), true);

@@ -16,7 +16,10 @@
 
 #include "model/config.h"
 #include "runtime/engine.h"
+#include "runtime/vision_encoder.h"
 #include "server/http_listener.h"
+#include "server/media_loader.h"
+#include "server/openai_request.h"
 #include "server/metrics.h"
 #include "tokenizer/tokenizer.h"
 
@@ -49,6 +52,9 @@ public:
     ListenerStats connections() const { return listener_.stats(); }
     // The model is loaded: generation endpoints open. All three must outlive the server.
     void set_ready(Engine* engine, const tok::Tokenizer* tok, const ModelConfig* model);
+    // Images (K3 with its vision tower; before set_ready): the loader of image parts and the
+    // encoder of their rows. Both must outlive the server. Without them images are a 400.
+    void set_media(const MediaLoader* loader, VisionEncoder* encoder);
     void shutdown();   // idempotent; returns when every connection is done
     ServerMetrics& metrics() { return metrics_; }
 
@@ -62,6 +68,8 @@ private:
     void handle(const HttpRequest& req, HttpResponse& res);      // pre-routing checks, dispatch, errors
     bool pre_route(const HttpRequest& req, HttpResponse& res);   // true: answered here
     void generate(const HttpRequest& req, HttpResponse& res, bool chat);
+    ParseContext parse_context(int32_t max_model_len, int64_t max_request_tokens) const;
+    void encode_images(GenerationJob& job);   // each prompt's images → its media spans
 
     ServerConfig cfg_;
     std::vector<Route> routes_;
@@ -72,6 +80,8 @@ private:
     const tok::Tokenizer* tok_ = nullptr;
     std::unique_ptr<chat::ChatFormat> format_;   // the tokenizer's conversation format
     const ModelConfig* model_ = nullptr;
+    const MediaLoader* media_ = nullptr;
+    VisionEncoder* encoder_ = nullptr;
     ServerMetrics metrics_;
     int64_t started_at_ = 0;
     // A stream's out-of-memory error event and [DONE], made at start: sent when even the error

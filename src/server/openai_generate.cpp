@@ -86,7 +86,7 @@ public:
                     c.prompt = p;
                     if (job.output_format) c.parser = job.output_format->new_parser(job.thinking);
                     choices_.push_back(std::move(c));
-                    subs.push_back({job.prompts[p].ids, &params[size_t(k)]});
+                    subs.push_back({job.prompts[p].ids, &params[size_t(k)], job.prompts[p].media});
                 }
             }
             std::vector<std::shared_ptr<RequestStream>> streams = ctx.engine.submit_all(subs, notifier_, group);

@@ -305,8 +305,10 @@ GenerationJob parse_chat_request(const J& b, const ParseContext& c) {
             if (m.parts)
                 for (const auto& part : *m.parts)
                     if (part.is_image)
-                        throw ApiError(400, "image content is not supported by this model", "messages",
-                                       "unsupported_content");
+                        throw ApiError(400,
+                                       "image content is not supported by this model (Kimi Linear has no vision "
+                                       "tower)",
+                                       "messages", "invalid_image");
         }
     }
     J tools = nullptr;
@@ -343,19 +345,26 @@ GenerationJob parse_chat_request(const J& b, const ParseContext& c) {
     }
 
     tok::ChatPrompt rendered;
+    std::vector<PromptImage> images;
     if (k3) {
         // The K3 format renders the request as a whole (chat_template_kwargs, reasoning_effort,
         // tool results matched to calls, JSON-string arguments parsed as vLLM does).
         try {
             chat::ChatRequest r = chat::chat_request_from_body(b);
             r.allow_special_in_content = false;   // no control-token injection through message text
+            if (c.media)
+                r.images = c.media->resolver(images);
+            else
+                r.images = [](const J&, const std::string& where) -> chat::ImagePrompt {
+                    throw ImageError(where + ": image content is not supported (no vision tower is served)");
+                };
             rendered = c.format->render(r);
             job.output_format = c.format;
             job.thinking = r.thinking;
+        } catch (const ImageError& e) {
+            throw ApiError(400, e.what(), "messages", "invalid_image");
         } catch (const Error& e) {
             const std::string what = e.what();
-            if (what.find("image content") != std::string::npos)
-                throw ApiError(400, what, "messages", "unsupported_content");
             const bool kwargs = what.find("thinking") != std::string::npos ||
                 what.find("reasoning_effort") != std::string::npos ||
                 what.find("chat_template_kwargs") != std::string::npos;
@@ -377,6 +386,7 @@ GenerationJob parse_chat_request(const J& b, const ParseContext& c) {
     PromptInput p;
     p.ids = std::move(rendered.ids);
     p.text = std::move(rendered.text);
+    p.images = std::move(images);
     job.prompts.push_back(std::move(p));
     if (job.constraint || forced) {
         const auto t0 = std::chrono::steady_clock::now();

@@ -14,7 +14,9 @@
 
 #include "chat/chat_format.h"
 #include "grammar/grammar.h"
+#include "runtime/request.h"
 #include "runtime/sampling_params.h"
+#include "server/media_loader.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kimi::server {
@@ -23,7 +25,9 @@ enum class Endpoint { kCompletions, kChat };
 
 struct PromptInput {
     std::vector<int32_t> ids;
-    std::string text;   // the prompt as text (for echo)
+    std::string text;                  // the prompt as text (for echo)
+    std::vector<PromptImage> images;   // K3 chat: its images, in prompt order (their pad runs in ids)
+    std::vector<MediaSpan> media;      // the same, encoded (set after parsing: HttpServer)
 };
 
 struct GenerationJob {
@@ -56,6 +60,7 @@ struct ParseContext {
     const chat::ChatFormat* format = nullptr;   // the tokenizer's conversation format
     int32_t max_sequences = 64;                 // n × prompts one request may start (--max-sequences-per-request)
     int64_t max_request_tokens = 1 << 20;       // Σ over its sequences of prompt + max_tokens (--max-request-tokens)
+    const MediaLoader* media = nullptr;         // K3 with a vision tower: loads image parts (null: images refused)
 };
 
 GenerationJob parse_completion_request(const nlohmann::ordered_json& body, const ParseContext& ctx);

@@ -37,10 +37,21 @@ inline constexpr KimiSpecial kKimiSpecials[] = {
 };
 
 // Kimi-K3 ("XTML" conversation format): the same ranks, with the structural markers in the
-// first slots (ids 163585–163589 for the real tokenizer). Image placeholders are not served.
+// first slots (ids 163585–163589 for the real tokenizer) and the media tokens of an image
+// prompt (163602–163605; <|media_pad|> is config.json's media_placeholder_token_id).
 inline constexpr KimiSpecial kK3Specials[] = {
-    {0, "[BOS]", true},     {1, "[EOS]", true},   {2, "<|end_of_msg|>", true}, {3, "<|open|>", true},
-    {4, "<|close|>", true}, {5, "<|sep|>", true}, {254, "[UNK]", true},        {255, "[PAD]", true},
+    {0, "[BOS]", true},
+    {1, "[EOS]", true},
+    {2, "<|end_of_msg|>", true},
+    {3, "<|open|>", true},
+    {4, "<|close|>", true},
+    {5, "<|sep|>", true},
+    {18, "<|media_begin|>", true},
+    {19, "<|media_content|>", true},
+    {20, "<|media_end|>", true},
+    {21, "<|media_pad|>", true},
+    {254, "[UNK]", true},
+    {255, "[PAD]", true},
 };
 
 }   // namespace kimi::tok

@@ -9,7 +9,7 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
-#include "tokenizer/base64.h"
+#include "core/base64.h"
 #include "tokenizer/tokenizer_impl.h"
 
 namespace kimi::tok {

@@ -12,7 +12,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
-#include "tokenizer/base64.h"
+#include "core/base64.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/chat_template_text.h"
 #include "tokenizer/kimi_specials.h"

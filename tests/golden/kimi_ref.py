@@ -6,8 +6,10 @@ it shares no code with the C++ engine.  Everything is computed in float64 numpy 
 weights exactly as stored (bf16 / f16 / f32 values widened to float64).
 
 Kimi-K3 layout: config.json with the text model under "text_config" (vision_config
-ignored), tensors prefixed "language_model." (vision_tower.* / mm_projector.* ignored),
-optionally sharded with model.safetensors.index.json.  Every K3 feature is switched on by
+ignored here), tensors prefixed "language_model." (vision_tower.* / mm_projector.* are loaded
+into the weights dict under their full names but not read by the text model; vision_ref.py
+computes image embeddings from them, which forward(..., input_embeds=...) puts in place of the
+<|media_pad|> rows), optionally sharded with model.safetensors.index.json.  Every K3 feature is switched on by
 its own key, so a Kimi Linear config may use them too (absent keys = Kimi Linear):
   hidden_act "situ" (+ activation_situ_beta, activation_situ_linear_beta)
   linear_attn_config.use_full_rank_gate, linear_attn_config.gate_lower_bound
@@ -22,6 +24,8 @@ writes the logits of every position as little-endian float32 [T, vocab_size].
 Library:
     logits = kimi_ref.forward_dir(model_dir, tokens)          # float64 [T, vocab]
     logits = kimi_ref.forward(cfg, weights, tokens)           # same, in-memory model
+    logits = kimi_ref.forward(cfg, weights, tokens, input_embeds=(pad_id, embeds))
+                                                              # rows tokens == pad_id <- embeds
 """
 
 import argparse
@@ -145,7 +149,9 @@ def load_model_dir(model_dir):
 
     With model.safetensors.index.json the shards named by its weight_map are read and the
     map is checked both ways (every mapped tensor sits in its named shard, every tensor of
-    a shard is mapped to that shard); otherwise every *.safetensors file is read."""
+    a shard is mapped to that shard); otherwise every *.safetensors file is read.  Every tensor
+    is returned under its full name, so a K3 checkpoint's vision_tower.* / mm_projector.*
+    tensors stay available (vision_ref.py); forward() reads only the text model's."""
     with open(os.path.join(model_dir, "config.json")) as fh:
         cfg = json.load(fh)
     index_path = os.path.join(model_dir, INDEX_NAME)
@@ -640,8 +646,28 @@ def text_weights(cfg, W):
     return Wt
 
 
-def forward(cfg_dict, W, tokens, dump=None, states=None):
+def media_rows(tokens, input_embeds, hidden):
+    """input_embeds: (pad_id, embeds) or {"pad_id": id, "embeds": array}.  Returns (mask of the
+    rows tokens == pad_id, float64 embeds [count, hidden]); the counts must match."""
+    if isinstance(input_embeds, dict):
+        pad_id = input_embeds.get("pad_id", input_embeds.get("media_pad_id"))
+        e = input_embeds["embeds"]
+    else:
+        pad_id, e = input_embeds
+    e = np.asarray(e, dtype=np.float64)
+    mask = tokens == int(pad_id)
+    n = int(mask.sum())
+    if e.ndim != 2 or e.shape[0] != n or e.shape[1] != hidden:
+        raise ValueError(f"input_embeds {e.shape} for {n} media pad tokens (id {pad_id}) of width {hidden}")
+    return mask, e
+
+
+def forward(cfg_dict, W, tokens, dump=None, states=None, input_embeds=None):
     """Float64 logits [T, vocab].
+
+    input_embeds: optional (pad_id, embeds [N, hidden]) or {"pad_id", "embeds"}: the embedding
+            rows of the tokens equal to pad_id are replaced, in order, by the N rows of embeds
+            (image embeddings, vision_ref.py); N must equal the number of such tokens.
 
     dump: optional dict that receives intermediate arrays (per-layer hidden states).
     states: optional list (one entry per layer) of caches from a previous call; updated
@@ -654,6 +680,9 @@ def forward(cfg_dict, W, tokens, dump=None, states=None):
         raise ValueError("token id out of range")
     emb = W["model.embed_tokens.weight"]
     x = emb[tokens]
+    if input_embeds is not None:
+        mask, e = media_rows(tokens, input_embeds, x.shape[1])
+        x[mask] = e
     if dump is not None:
         dump["embed"] = x.copy()
     if states is None:

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer/base64.h"
+#include "core/base64.h"
 #include "tokenizer/synthetic.h"
 #include "tokenizer/tokenizer.h"
 

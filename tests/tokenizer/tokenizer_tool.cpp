@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "tokenizer/base64.h"
+#include "core/base64.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/synthetic.h"
 #include "tokenizer/tokenizer.h"
@@ -128,9 +128,9 @@ int pieces_vocab(const std::string& dir, const std::vector<std::string>& corpora
     std::filesystem::create_directories(dir);
     std::string model;
     for (int b = 0; b < 256; ++b)
-        model += kimi::tok::base64_encode(std::string(1, char(b))) + " " + std::to_string(b) + "\n";
+        model += kimi::base64_encode(std::string(1, char(b))) + " " + std::to_string(b) + "\n";
     int32_t rank = 256;
-    for (const auto& p : pieces) model += kimi::tok::base64_encode(p) + " " + std::to_string(rank++) + "\n";
+    for (const auto& p : pieces) model += kimi::base64_encode(p) + " " + std::to_string(rank++) + "\n";
     std::ofstream(dir + "/tiktoken.model", std::ios::binary) << model;
     std::ofstream(dir + "/tokenizer_config.json") << "{}\n";
     std::printf("pieces-vocab: %d ranks in %s\n", rank, dir.c_str());

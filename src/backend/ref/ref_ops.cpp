@@ -125,6 +125,44 @@ void situ_mul(Exec&, const Tensor& gate, const Tensor& up, float beta, float lin
     }
 }
 
+// ---- vision tower
+
+void gelu_inplace(Exec&, Tensor& x, bool tanh_approx) {
+    const double k = std::sqrt(2.0 / M_PI);
+    for (int64_t i = 0; i < x.numel(); ++i) {
+        const double a = x.f32()[i];
+        x.f32()[i] = float(tanh_approx ? 0.5 * a * (1.0 + std::tanh(k * (a + 0.044715 * a * a * a)))
+                                       : 0.5 * a * (1.0 + std::erf(a / std::sqrt(2.0))));
+    }
+}
+
+void rope_2d(Exec&, Tensor& qkv, int64_t n_heads, int64_t head_dim, int64_t grid_w) {
+    const int64_t width = qkv.dim(1);
+    for (int64_t t = 0; t < qkv.dim(0); ++t)
+        for (int64_t part = 0; part < 2 * n_heads; ++part)
+            for (int64_t j = 0; j < head_dim / 2; ++j) {   // complex number j of the head
+                const int64_t k = j / 2;
+                const double pos = j % 2 == 0 ? double(t % grid_w) : double(t / grid_w);
+                const double angle = pos * std::pow(10000.0, -4.0 * double(k) / double(head_dim));
+                float* p = qkv.f32() + t * width + part * head_dim + 2 * j;
+                const double re = p[0], im = p[1];
+                p[0] = float(re * std::cos(angle) - im * std::sin(angle));
+                p[1] = float(re * std::sin(angle) + im * std::cos(angle));
+            }
+}
+
+void softmax_rows(Exec&, Tensor& x, float scale) {
+    const int64_t cols = x.dim(1);
+    for (int64_t r = 0; r < x.dim(0); ++r) {
+        float* v = x.f32() + r * cols;
+        double m = -INFINITY, sum = 0.0;
+        for (int64_t j = 0; j < cols; ++j) m = std::max(m, double(v[j]) * scale);
+        auto e = std::vector<double>(size_t(cols));
+        for (int64_t j = 0; j < cols; ++j) sum += (e[size_t(j)] = std::exp(double(v[j]) * scale - m));
+        for (int64_t j = 0; j < cols; ++j) v[j] = float(e[size_t(j)] / sum);
+    }
+}
+
 // ---- KDA
 
 void causal_conv1d_silu(Exec&, const Tensor& x, const Tensor& w, SlotState state, const SeqLayout& seqs, Tensor& y) {

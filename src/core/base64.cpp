@@ -1,9 +1,9 @@
 // base64 encode / strict decode (see base64.h).
-#include "tokenizer/base64.h"
+#include "core/base64.h"
 
 #include <cstdint>
 
-namespace kimi::tok {
+namespace kimi {
 namespace {
 
 const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -69,4 +69,4 @@ std::optional<std::string> base64_decode(std::string_view text) {
     return out;
 }
 
-}   // namespace kimi::tok
+}   // namespace kimi

@@ -4,11 +4,11 @@
 #include <string>
 #include <string_view>
 
-namespace kimi::tok {
+namespace kimi {
 
 std::string base64_encode(std::string_view bytes);
 // Strict about the alphabet and padding (length a multiple of 4, '=' only at the end);
 // unused low bits are ignored, as Python's base64.b64decode does. nullopt on a violation.
 std::optional<std::string> base64_decode(std::string_view text);
 
-}   // namespace kimi::tok
+}   // namespace kimi

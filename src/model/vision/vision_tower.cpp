@@ -1,0 +1,136 @@
+// The vision tower's forward pass (see vision_tower.h). Attention runs head by head as two
+// matrix products (scores, then the weighted values) over blocks of query rows, so the tower's
+// time goes to the same GEMM kernels as the text model's; the scores of one block of queries
+// are all that is held at once.
+#include "model/vision/vision_tower.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/arena.h"
+#include "ops/ops.h"
+
+namespace kimi {
+
+namespace {
+
+constexpr int64_t kQueryBlock = 256;   // query rows per score block
+
+// Source index and weights of output index i when resampling n_in → n_out (half-pixel
+// centres; a negative source coordinate is clamped to 0, the upper neighbour to n_in − 1).
+struct Tap {
+    int64_t i0, i1;
+    float w0, w1;
+};
+Tap tap(int64_t i, int64_t n_in, int64_t n_out) {
+    const float scale = float(n_in) / float(n_out);
+    const float src = std::max(0.0f, scale * (float(i) + 0.5f) - 0.5f);
+    const int64_t i0 = std::min(int64_t(src), n_in - 1);
+    const int64_t i1 = std::min(i0 + 1, n_in - 1);
+    const float w1 = src - float(i0);
+    return {i0, i1, 1.0f - w1, w1};
+}
+
+// Bidirectional multi-head attention over the n tokens of one image.
+// qkv: [n, 3Q] (rotated q, k, then v) → out: [n, Q].
+void attention(Exec& ex, const Tensor& qkv, int64_t heads, int64_t hd, Tensor& out) {
+    const int64_t n = qkv.dim(0), q_dim = heads * hd, ld = 3 * q_dim;
+    Tensor k = ex.arena->alloc_f32({n, hd});                                 // [n, hd] one head's keys
+    Tensor vt = ex.arena->alloc_f32({hd, n});                                // [hd, n] its values, transposed
+    Tensor s = ex.arena->alloc_f32({std::min(n, kQueryBlock), n});           // [block, n] scores
+    const float scale = 1.0f / std::sqrt(float(hd));
+    for (int64_t h = 0; h < heads; ++h) {
+        const float* src = qkv.f32();
+        for (int64_t t = 0; t < n; ++t) {
+            std::memcpy(k.f32() + t * hd, src + t * ld + q_dim + h * hd, size_t(hd) * sizeof(float));
+            for (int64_t j = 0; j < hd; ++j) vt.f32()[j * n + t] = src[t * ld + 2 * q_dim + h * hd + j];
+        }
+        for (int64_t q0 = 0; q0 < n; q0 += kQueryBlock) {
+            const int64_t rows = std::min(kQueryBlock, n - q0);
+            Tensor sb = s.rows(0, rows);   // [rows, n]
+            ops::matmul_strided(ex, src + q0 * ld + h * hd, rows, ld, k, ex.precision, sb.f32(), n);
+            ops::softmax_rows(ex, sb, scale);
+            ops::matmul_strided(ex, sb.f32(), rows, n, vt, ex.precision, out.f32() + q0 * q_dim + h * hd, q_dim);
+        }
+    }
+}
+
+}   // namespace
+
+void interpolate_pos_emb(const Tensor& grid, int64_t grid_h, int64_t grid_w, Tensor& pos) {
+    const int64_t gh = grid.dim(0), gw = grid.dim(1), d = grid.dim(2);
+    const float* g = grid.f32();
+    if (gh == grid_h && gw == grid_w) {
+        std::memcpy(pos.f32(), g, size_t(gh * gw * d) * sizeof(float));
+        return;
+    }
+    for (int64_t r = 0; r < grid_h; ++r) {
+        const Tap tr = tap(r, gh, grid_h);
+        for (int64_t c = 0; c < grid_w; ++c) {
+            const Tap tc = tap(c, gw, grid_w);
+            const float* a = g + (tr.i0 * gw + tc.i0) * d;
+            const float* b = g + (tr.i0 * gw + tc.i1) * d;
+            const float* e = g + (tr.i1 * gw + tc.i0) * d;
+            const float* f = g + (tr.i1 * gw + tc.i1) * d;
+            float* y = pos.f32() + (r * grid_w + c) * d;
+            for (int64_t j = 0; j < d; ++j)
+                y[j] = tr.w0 * (tc.w0 * a[j] + tc.w1 * b[j]) + tr.w1 * (tc.w0 * e[j] + tc.w1 * f[j]);
+        }
+    }
+}
+
+Tensor encode_image(Exec& ex, const VisionConfig& c, const VisionWeights& w, const Tensor& patches, int64_t grid_h,
+                    int64_t grid_w, const VisionProgress& progress) {
+    const int64_t n = grid_h * grid_w, d = c.hidden, q = c.qkv_dim, m = c.merge;
+    KIMI_CHECK(patches.rank == 2 && patches.dim(0) == n && patches.dim(1) == c.patch_dim(), "encode_image: patches");
+    KIMI_CHECK(grid_h % m == 0 && grid_w % m == 0, "encode_image: grid sides must be multiples of the merge");
+
+    Tensor x = ex.arena->alloc_f32({n, d});   // [n, D] the tower's residual stream
+    ops::matmul(ex, patches, w.patch, ex.precision, x);
+    Tensor pos = ex.arena->alloc_f32({n, d});   // [n, D]
+    interpolate_pos_emb(w.pos_emb, grid_h, grid_w, pos);
+    ops::add_inplace(ex, x, pos);
+
+    Tensor xn = ex.arena->alloc_f32({n, d});          // [n, D]
+    Tensor qkv = ex.arena->alloc_f32({n, 3 * q});     // [n, 3Q]
+    Tensor att = ex.arena->alloc_f32({n, q});         // [n, Q]
+    Tensor hid = ex.arena->alloc_f32({n, c.intermediate});   // [n, I]
+    Tensor y = pos;                                   // [n, D] each sublayer's output (pos is spent)
+    int64_t done = 0;
+    for (const VisionBlockWeights& b : w.blocks) {
+        ops::rms_norm(ex, x, b.norm0, c.norm_eps, xn);
+        ops::matmul(ex, xn, b.wqkv, ex.precision, qkv);
+        ops::rope_2d(ex, qkv, c.n_heads, c.head_dim(), grid_w);
+        attention(ex, qkv, c.n_heads, c.head_dim(), att);
+        ops::matmul(ex, att, b.wo, ex.precision, y);
+        ops::add_inplace(ex, x, y);
+        ops::rms_norm(ex, x, b.norm1, c.norm_eps, xn);
+        ops::matmul(ex, xn, b.fc0, ex.precision, hid);
+        ops::gelu_inplace(ex, hid, /*tanh_approx=*/true);
+        ops::matmul(ex, hid, b.fc1, ex.precision, y);
+        ops::add_inplace(ex, x, y);
+        if (progress) progress(++done, int64_t(w.blocks.size()));
+    }
+    ops::rms_norm(ex, x, w.final_norm, c.norm_eps, x);
+
+    // 2×2 merge: cell (r, c) is the patches (2r, 2c), (2r, 2c+1), (2r+1, 2c), (2r+1, 2c+1) side by side.
+    const int64_t cells_h = grid_h / m, cells_w = grid_w / m, n_out = cells_h * cells_w, md = c.merged_dim();
+    Tensor merged = ex.arena->alloc_f32({n_out, md});   // [N, 4D]
+    for (int64_t r = 0; r < cells_h; ++r)
+        for (int64_t cc = 0; cc < cells_w; ++cc)
+            for (int64_t i = 0; i < m; ++i)
+                for (int64_t j = 0; j < m; ++j)
+                    std::memcpy(merged.f32() + (r * cells_w + cc) * md + (i * m + j) * d,
+                                x.f32() + ((r * m + i) * grid_w + cc * m + j) * d, size_t(d) * sizeof(float));
+
+    Tensor up = ex.arena->alloc_f32({n_out, md});   // [N, 4D]
+    ops::matmul(ex, merged, w.proj0, ex.precision, up);
+    ops::gelu_inplace(ex, up, /*tanh_approx=*/false);
+    Tensor out = ex.arena->alloc_f32({n_out, c.text_hidden});   // [N, text hidden]
+    ops::matmul(ex, up, w.proj2, ex.precision, out);
+    ops::rms_norm(ex, out, w.post_norm, c.projector_eps, out);
+    return out;
+}
+
+}   // namespace kimi

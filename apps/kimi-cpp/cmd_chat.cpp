@@ -10,6 +10,8 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <filesystem>
+#include <optional>
 
 #include "args.h"
 #include "chat/chat_format.h"
@@ -17,6 +19,7 @@
 #include "core/error.h"
 #include "engine_options.h"
 #include "local_run.h"
+#include "media_options.h"
 
 namespace kimi::app {
 
@@ -64,12 +67,16 @@ int cmd_chat(int argc, char** argv) {
     SamplingParams defaults;
     defaults.max_tokens = 1024;
     const SamplingParams base = parse_sampling_options(args, defaults);
+    const MediaOptions media = parse_media_options(args);
     args.done();
 
     auto model = load_model_with_progress(model_dir, quiet, engine_opts.weight_memory, engine_opts.shard,
                                           engine_opts.check_weights);
     const tok::Tokenizer tok = *load_tokenizer_for(tok_dir, model->config(), true);
-    Engine engine(*model, engine_opts.with_model_precision(*model), &tok);
+    const EngineConfig ec = engine_opts.with_model_precision(*model);
+    Engine engine(*model, ec, &tok);
+    std::optional<LocalImages> local_images;
+    if (model->has_vision()) local_images.emplace(*model, model_dir, media, ec.precision, ec.threads, quiet);
     if (!engine.leads()) {   // another rank of a split model (mpirun): rank 0 reads the conversation
         engine.follow();
         return 0;
@@ -77,7 +84,9 @@ int cmd_chat(int argc, char** argv) {
     const bool tty = ::isatty(0) && ::isatty(1);
     if (!quiet) {
         std::fprintf(stderr, "%s\n", engine.sizing().describe().c_str());
-        if (tty) std::fprintf(stderr, "chat: /reset forgets the conversation, /exit quits, Ctrl-C stops a reply\n");
+        if (tty)
+            std::fprintf(stderr, "chat: /reset forgets the conversation, /exit quits, Ctrl-C stops a reply%s\n",
+                         local_images ? ", /image PATH adds an image to your next message" : "");
     }
     install_interrupt_handler();
 
@@ -102,6 +111,7 @@ int cmd_chat(int argc, char** argv) {
         if (auto id = tok.special_id(m)) params.keep_special_ids.push_back(*id);
 
     std::string line;
+    nlohmann::ordered_json pending = nlohmann::ordered_json::array();   // /image parts for the next message
     for (;;) {
         if (tty) {
             std::printf("> ");
@@ -117,14 +127,49 @@ int cmd_chat(int argc, char** argv) {
         const std::string cmd = trim(line);
         if (cmd.empty()) continue;
         if (cmd == "/exit" || cmd == "/quit") break;
+        if (cmd.rfind("/image", 0) == 0 && (cmd.size() == 6 || cmd[6] == ' ')) {   // an image for the next turn
+            const std::string path = trim(cmd.substr(6));
+            try {
+                if (!local_images) throw Error(model->vision_unavailable_reason());
+                if (path.empty()) throw Error("/image needs a file path");
+                const image::PromptImage img = local_images->load(path);   // checked now, loaded again per turn
+                pending.push_back({{"type", "image_url"},
+                                   {"image_url", {{"url", "file://" + std::filesystem::absolute(path).string()}}}});
+                std::printf("(image %dx%d, %lld tokens: it goes with your next message)\n", img.img.geom.width,
+                            img.img.geom.height, (long long)img.img.geom.n_tokens);
+            } catch (const Error& e) {
+                std::printf("(%s)\n", e.what());
+            }
+            std::fflush(stdout);
+            continue;
+        }
         if (cmd == "/reset") {
+            pending = nlohmann::ordered_json::array();
             reset();
             std::printf("(conversation reset)\n");
             std::fflush(stdout);
             continue;
         }
-        conv.messages.push_back({{"role", "user"}, {"content", line}});
-        const tok::ChatPrompt prompt = format->render(conv);
+        if (pending.empty()) {
+            conv.messages.push_back({{"role", "user"}, {"content", line}});
+        } else {
+            pending.push_back({{"type", "text"}, {"text", line}});
+            conv.messages.push_back({{"role", "user"}, {"content", std::move(pending)}});
+            pending = nlohmann::ordered_json::array();
+        }
+        std::vector<image::PromptImage> images;
+        if (local_images) conv.images = local_images->loader().resolver(images);
+        tok::ChatPrompt prompt;
+        std::vector<MediaSpan> spans;
+        try {
+            prompt = format->render(conv);
+            if (local_images) spans = local_images->encode(prompt.ids, images);
+        } catch (const Error& e) {
+            conv.messages.erase(conv.messages.end() - 1);
+            std::printf("(%s)\n", e.what());
+            std::fflush(stdout);
+            continue;
+        }
         const int64_t room = int64_t(engine.max_model_len()) - int64_t(prompt.ids.size());
         if (room < 1) {
             conv.messages.erase(conv.messages.end() - 1);
@@ -155,7 +200,7 @@ int cmd_chat(int argc, char** argv) {
                 parser->push(e.text, deltas);
                 show();
             },
-            quiet, false);
+            quiet, false, false, spans);
         parser->finish(deltas);
         show();
         if (in_think && tty) std::fputs("\x1b[0m", stdout);

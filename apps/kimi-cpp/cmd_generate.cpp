@@ -2,11 +2,14 @@
 // terminal as it is produced, or one JSON object with --json (token ids, text, finish
 // reason, logprobs, timings). The tokenizer comes from the model directory unless
 // --tokenizer says otherwise; with --tokens and no tokenizer the output is token ids only.
+// --image FILE (repeatable; K3 with its vision tower) puts an image where the prompt says
+// <|kimi_image_placeholder|> (in order), or before the text when it says it nowhere.
 // --json-schema FILE | --regex R | --grammar FILE | --choice a,b,c constrain the output
 // (structured_options.h).
 #include <unistd.h>
 
 #include <cstdio>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +18,7 @@
 #include "core/error.h"
 #include "engine_options.h"
 #include "local_run.h"
+#include "media_options.h"
 #include "structured_options.h"
 
 namespace kimi::app {
@@ -42,6 +46,8 @@ int cmd_generate(int argc, char** argv) {
     const bool json = args.flag("--json");
     const bool quiet = args.flag("--quiet");
     const bool step_stats = args.flag("--step-stats");
+    const std::vector<std::string> image_paths = args.list("--image");
+    const MediaOptions media = parse_media_options(args);
     const EngineOptions engine_opts = parse_engine_options(args);
     SamplingParams defaults;
     defaults.max_tokens = 128;
@@ -55,11 +61,21 @@ int cmd_generate(int argc, char** argv) {
                                           engine_opts.check_weights);
     const std::optional<tok::Tokenizer> tok =
         load_tokenizer_for(tok_dir, model->config(), bool(prompt_text) || bool(params.structured));
-    std::vector<int32_t> prompt =
-        prompt_text ? tok->encode(*prompt_text, special == "all") : parse_int_list("--tokens", *prompt_ids);
+    if (!image_paths.empty() && !prompt_text) throw Error("--image needs --prompt TEXT");
+    const EngineConfig ec = engine_opts.with_model_precision(*model);
+    std::optional<LocalImages> local_images;
+    std::vector<image::PromptImage> images;
+    if (!image_paths.empty()) {
+        if (!model->has_vision()) throw Error(model->vision_unavailable_reason());
+        local_images.emplace(*model, model_dir, media, ec.precision, ec.threads, quiet);
+        for (const std::string& path : image_paths) images.push_back(local_images->load(path));
+    }
+    std::vector<int32_t> prompt = !prompt_text ? parse_int_list("--tokens", *prompt_ids)
+        : images.empty()                       ? tok->encode(*prompt_text, special == "all")
+                                               : raw_prompt_with_images(*tok, *prompt_text, special == "all", images);
     if (prompt.empty()) throw Error("the prompt is empty");
 
-    Engine engine(*model, engine_opts.with_model_precision(*model), tok ? &*tok : nullptr);
+    Engine engine(*model, ec, tok ? &*tok : nullptr);
     if (!engine.leads()) {   // another rank of a split model: run rank 0's steps
         engine.follow();
         return 0;
@@ -75,7 +91,8 @@ int cmd_generate(int argc, char** argv) {
             std::printf("%d ", e.token);
         std::fflush(stdout);
     };
-    const LocalResult r = run_local(engine, std::move(prompt), params, on_event, quiet, json, step_stats);
+    const std::vector<MediaSpan> spans = local_images ? local_images->encode(prompt, images) : std::vector<MediaSpan>{};
+    const LocalResult r = run_local(engine, std::move(prompt), params, on_event, quiet, json, step_stats, spans);
 
     if (json) {
         nlohmann::ordered_json j;

@@ -26,9 +26,9 @@ namespace kimi::app {
 namespace {
 
 // A chat request (OpenAI body, images included) → its prompt ids and the rows its image tokens
-// take (each image encoded by the tower at the run's precision).
+// take (each image encoded by the tower at the run's precision and thread count).
 std::vector<int32_t> render_request(const KimiModel& model, const std::string& model_dir, const std::string& path,
-                                    const MediaOptions& media, Exec& ex, InputRows& rows) {
+                                    const MediaOptions& media, const RunOptions& run, InputRows& rows) {
     nlohmann::ordered_json body;
     try {
         body = nlohmann::ordered_json::parse(read_all(path));
@@ -37,24 +37,17 @@ std::vector<int32_t> render_request(const KimiModel& model, const std::string& m
     }
     if (!body.is_object()) throw Error(path + ": a chat request must be a JSON object");
     const auto tok = load_tokenizer_for(model_dir, model.config(), true);
-    const auto format = chat::chat_format_for(*tok);
     chat::ChatRequest r = chat::chat_request_from_body(body);
     r.allow_special_in_content = false;
     const auto loader = make_media_loader(model, model_dir, media);
-    std::vector<server::PromptImage> images;
+    std::vector<image::PromptImage> images;
     r.images = loader->resolver(images);
-    const std::vector<int32_t> ids = format->render(r).ids;
-    const std::vector<server::PadRun> runs = server::pad_runs(ids, model.config().vision.media_pad_id);
-    if (runs.size() != images.size()) throw Error(path + ": the prompt's <|media_pad|> runs do not match its images");
-    for (size_t k = 0; k < runs.size(); ++k) {
-        const image::PreparedImage& img = images[k].img;
-        const Tensor patches(const_cast<float*>(img.patches.data()), DType::kF32,
-                             {int64_t(img.geom.grid_h) * img.geom.grid_w, model.config().vision.patch_dim()});
-        ex.arena->reset();
-        const Tensor out = model.encode_image(ex, patches, img.geom.grid_h, img.geom.grid_w);
-        if (out.dim(0) != runs[k].n) throw Error(path + ": image " + std::to_string(k) + ": token count mismatch");
-        for (int64_t i = 0; i < runs[k].n; ++i) rows.positions.push_back(int32_t(runs[k].offset + i));
-        rows.values.insert(rows.values.end(), out.f32(), out.f32() + out.numel());
+    const std::vector<int32_t> ids = chat::chat_format_for(*tok)->render(r).ids;
+    if (images.empty()) return ids;
+    VisionEncoder encoder(model, run.precision, run.threads, 0);
+    for (const MediaSpan& m : encoder.encode_prompt(ids, images)) {
+        for (int64_t i = 0; i < m.n; ++i) rows.positions.push_back(int32_t(m.offset + i));
+        rows.values.insert(rows.values.end(), m.embeds->begin(), m.embeds->end());
     }
     return ids;
 }
@@ -99,7 +92,7 @@ int cmd_score(int argc, char** argv) {
     Exec ex = make_exec(run, pool, arena);
     ex.layer_arena = &layer_arena;
     InputRows rows;
-    if (request) tokens = render_request(*model, model_dir, *request, media, ex, rows);
+    if (request) tokens = render_request(*model, model_dir, *request, media, run, rows);
     if (tokens.empty()) throw Error("score: the request renders to no tokens");
     if (drive.decode_from > int64_t(tokens.size())) throw Error("score: --decode-from must be in [0, number of tokens]");
     const std::vector<float> logits = score_sequence(*model, ex, tokens, drive, rows);

@@ -28,10 +28,10 @@ bool take_interrupt() { return g_interrupt.exchange(false); }
 
 LocalResult run_local(Engine& engine, std::vector<int32_t> prompt, const SamplingParams& params,
                       const std::function<void(const TokenEvent&)>& on_event, bool quiet, bool keep_events,
-                      bool step_stats) {
+                      bool step_stats, std::span<const MediaSpan> media) {
     LocalResult r;
     r.prompt_tokens = int64_t(prompt.size());
-    auto stream = engine.submit(std::move(prompt), params);
+    auto stream = engine.submit(std::move(prompt), params, nullptr, 0, media);
     // Long prompts (several steps of prefill) show progress.
     Progress bar("prefill", quiet || r.prompt_tokens <= 2 * int64_t(engine.config().max_num_batched_tokens));
     int64_t prefilled = 0;

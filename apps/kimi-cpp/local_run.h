@@ -38,9 +38,10 @@ struct LocalResult {
 // Submits and runs until the request finishes (Ctrl-C cancels it: finish == kAbort).
 // step_stats: one JSON line per engine step on stderr (batch, tokens, prefill/decode split,
 // step time, attention-output copies, heap allocations).
+// media: the prompt's images (K3 vision), encoded.
 LocalResult run_local(Engine& engine, std::vector<int32_t> prompt, const SamplingParams& params,
                       const std::function<void(const TokenEvent&)>& on_event, bool quiet, bool keep_events,
-                      bool step_stats = false);
+                      bool step_stats = false, std::span<const MediaSpan> media = {});
 
 std::string step_stats_json(const EngineStepStats& s);
 

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "image/image_input.h"
+#include "progress.h"
 
 namespace kimi::app {
 
@@ -54,6 +55,65 @@ std::unique_ptr<VisionEncoder> make_vision_encoder(const KimiModel& model, Preci
                                                    const MediaOptions& o) {
     if (!model.has_vision()) return nullptr;
     return std::make_unique<VisionEncoder>(model, precision, threads, o.cache_bytes);
+}
+
+LocalImages::LocalImages(const KimiModel& model, const std::string& model_dir, const MediaOptions& o,
+                         Precision precision, int threads, bool quiet)
+    : quiet_(quiet) {
+    MediaOptions local = o;
+    if (local.limits.source.allowed_local_media_path.empty()) local.limits.source.allowed_local_media_path = "/";
+    loader_ = make_media_loader(model, model_dir, local);
+    encoder_ = make_vision_encoder(model, precision, threads, o);
+}
+
+image::PromptImage LocalImages::load(const std::string& path) const {
+    try {
+        return loader_->load_bytes(image::read_file_bytes(path, loader_->limits().source.max_bytes), path);
+    } catch (const server::ImageError& e) {
+        throw Error(e.what());
+    }
+}
+
+std::vector<MediaSpan> LocalImages::encode(const std::vector<int32_t>& ids, std::span<const image::PromptImage> images) {
+    if (images.empty()) return {};
+    KIMI_CHECK(encoder_ != nullptr, "images loaded without an encoder");
+    Progress bar("encode image", quiet_);
+    auto spans = encoder_->encode_prompt(ids, images, [&](int64_t done, int64_t total) {
+        bar.update(double(done), double(total), "blocks");
+    });
+    bar.finish();
+    return spans;
+}
+
+std::vector<int32_t> raw_prompt_with_images(const tok::Tokenizer& tok, const std::string& text, bool special,
+                                            std::span<const image::PromptImage> images) {
+    std::vector<std::string> pieces;   // text between placeholders
+    const std::string ph = chat::kImagePlaceholder;
+    for (size_t at = 0;;) {
+        const size_t next = text.find(ph, at);
+        pieces.push_back(text.substr(at, next == std::string::npos ? std::string::npos : next - at));
+        if (next == std::string::npos) break;
+        at = next + ph.size();
+    }
+    const size_t marked = pieces.size() - 1;
+    if (marked > images.size())
+        throw Error("the prompt has " + std::to_string(marked) + " " + ph + " but only " +
+                    std::to_string(images.size()) + " --image");
+    if (marked != 0 && marked != images.size())
+        throw Error("the prompt marks " + std::to_string(marked) + " image places (" + ph + ") for " +
+                    std::to_string(images.size()) + " --image: mark all or none");
+    const auto image_ids = [&](const image::PromptImage& p) {
+        return tok.encode(chat::image_prompt_text({p.img.geom.width, p.img.geom.height, p.img.geom.n_tokens}), true);
+    };
+    std::vector<int32_t> ids;
+    const auto add = [&ids](const std::vector<int32_t>& v) { ids.insert(ids.end(), v.begin(), v.end()); };
+    if (marked == 0)
+        for (const auto& p : images) add(image_ids(p));
+    for (size_t k = 0; k < pieces.size(); ++k) {
+        add(tok.encode(pieces[k], special));
+        if (k < marked) add(image_ids(images[k]));
+    }
+    return ids;
 }
 
 }   // namespace kimi::app

@@ -9,6 +9,7 @@
 #include "model/kimi_model.h"
 #include "runtime/vision_encoder.h"
 #include "server/media_loader.h"
+#include "tokenizer/tokenizer.h"
 
 namespace kimi::app {
 
@@ -26,5 +27,28 @@ std::unique_ptr<server::MediaLoader> make_media_loader(const KimiModel& model, c
 // The encoder (null without a vision tower).
 std::unique_ptr<VisionEncoder> make_vision_encoder(const KimiModel& model, Precision precision, int threads,
                                                    const MediaOptions& o);
+
+// The terminal commands' images (generate --image, chat /image): any local file, encoded with
+// a progress bar for big images.
+class LocalImages {
+public:
+    LocalImages(const KimiModel& model, const std::string& model_dir, const MediaOptions& o, Precision precision,
+                int threads, bool quiet);
+    image::PromptImage load(const std::string& path) const;   // throws kimi::Error naming the file
+    // The prompt's images as the engine takes them (their runs of <|media_pad|> in ids).
+    std::vector<MediaSpan> encode(const std::vector<int32_t>& ids, std::span<const image::PromptImage> images);
+    const server::MediaLoader& loader() const { return *loader_; }
+
+private:
+    std::unique_ptr<server::MediaLoader> loader_;
+    std::unique_ptr<VisionEncoder> encoder_;
+    bool quiet_;
+};
+
+// A raw prompt with images: each <|kimi_image_placeholder|> in `text` is replaced by the next
+// image's prompt (images without a placeholder go first, in order). special: the text's own
+// special-token spellings are tokens.
+std::vector<int32_t> raw_prompt_with_images(const tok::Tokenizer& tok, const std::string& text, bool special,
+                                            std::span<const image::PromptImage> images);
 
 }   // namespace kimi::app

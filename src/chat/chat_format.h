@@ -23,6 +23,12 @@ struct ImagePrompt {
     int32_t width = 0, height = 0;
     int64_t n_tokens = 0;
 };
+// The K3 image prompt as text (<|media_begin|>image WxH<|media_content|> + N × <|media_pad|> +
+// <|media_end|>): what an image part renders as, for raw prompts (`generate --image`).
+std::string image_prompt_text(const ImagePrompt& img);
+// The placeholder a raw prompt marks an image's place with (and a render without images shows).
+inline constexpr const char* kImagePlaceholder = "<|kimi_image_placeholder|>";
+
 // Called for each image part in prompt order (part: the content part; where: its JSON path,
 // e.g. "messages[0].content[1]"). Throws kimi::Error to refuse the image.
 using ImageResolver = std::function<ImagePrompt(const nlohmann::ordered_json& part, const std::string& where)>;

@@ -101,7 +101,7 @@ bool is_image_part(const J& part) {
 // text when no resolver is given (docs/chat.md#k3-images).
 void render_image(Tags& t, const J& part, const std::string& where) {
     if (!t.images || !*t.images) {
-        t.b.text("<|kimi_image_placeholder|>");
+        t.b.text(kImagePlaceholder);
         return;
     }
     const ImagePrompt img = (*t.images)(part, where);
@@ -300,6 +300,13 @@ const J& response_schema(const J& rf) {
 }
 
 }   // namespace
+
+std::string image_prompt_text(const ImagePrompt& img) {
+    std::string s = "<|media_begin|>image " + std::to_string(img.width) + "x" + std::to_string(img.height) +
+        "<|media_content|>";
+    for (int64_t i = 0; i < img.n_tokens; ++i) s += "<|media_pad|>";
+    return s + "<|media_end|>";
+}
 
 tok::ChatPrompt K3Format::render(const ChatRequest& r) const {
     PromptBuilder b(tok_, r.allow_special_in_content);

@@ -28,4 +28,10 @@ MediaConfig load_media_config(const std::string& model_dir);
 // whatever file format carried them).
 uint64_t content_hash(const PreparedImage& img);
 
+// One image of a prompt, ready for the tower.
+struct PromptImage {
+    PreparedImage img;
+    uint64_t hash = 0;   // content_hash(img)
+};
+
 }   // namespace kimi::image

@@ -3,6 +3,8 @@
 
 #include <chrono>
 
+#include "core/error.h"
+
 namespace kimi {
 
 VisionEncoder::VisionEncoder(const KimiModel& model, Precision precision, int threads, int64_t cache_bytes)
@@ -43,6 +45,31 @@ VisionEncoder::Rows VisionEncoder::encode(const image::PreparedImage& img, uint6
     }
     stats_.cached_images = int64_t(lru_.size());
     return rows;
+}
+
+std::vector<MediaSpan> VisionEncoder::encode_prompt(const std::vector<int32_t>& ids,
+                                                    std::span<const image::PromptImage> images,
+                                                    const std::function<void(int64_t, int64_t)>& progress) {
+    const int32_t pad = model_.config().vision.media_pad_id;
+    std::vector<MediaSpan> spans;
+    for (size_t i = 0; i < ids.size(); ++i) {   // the runs of <|media_pad|>
+        if (ids[i] != pad) continue;
+        if (!spans.empty() && spans.back().offset + spans.back().n == int64_t(i))
+            ++spans.back().n;
+        else
+            spans.push_back({int64_t(i), 1, 0, nullptr});
+    }
+    if (spans.size() != images.size())
+        throw Error("the prompt has " + std::to_string(spans.size()) + " runs of <|media_pad|> for " +
+                    std::to_string(images.size()) + " images");
+    for (size_t k = 0; k < spans.size(); ++k) {
+        if (spans[k].n != images[k].img.geom.n_tokens)
+            throw Error("image " + std::to_string(k) + " has " + std::to_string(images[k].img.geom.n_tokens) +
+                        " tokens, its run of <|media_pad|> " + std::to_string(spans[k].n));
+        spans[k].hash = images[k].hash;
+        spans[k].embeds = encode(images[k].img, images[k].hash, progress);
+    }
+    return spans;
 }
 
 VisionEncoder::Stats VisionEncoder::stats() const {

@@ -9,14 +9,16 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
 #include "backend/exec.h"
 #include "core/arena.h"
 #include "core/thread_pool.h"
-#include "image/preprocess.h"
+#include "image/image_input.h"
 #include "model/kimi_model.h"
+#include "runtime/request.h"
 
 namespace kimi {
 
@@ -29,6 +31,11 @@ public:
     // The image's rows (hash: image::content_hash of it). One image is encoded at a time;
     // callers on other threads wait. progress(blocks done, blocks) while encoding.
     Rows encode(const image::PreparedImage& img, uint64_t hash, const std::function<void(int64_t, int64_t)>& progress = {});
+
+    // A rendered prompt's images as the engine takes them: the k-th run of <|media_pad|> in
+    // `ids` is images[k] (its token count must match). Throws kimi::Error when they disagree.
+    std::vector<MediaSpan> encode_prompt(const std::vector<int32_t>& ids, std::span<const image::PromptImage> images,
+                                         const std::function<void(int64_t, int64_t)>& progress = {});
 
     struct Stats {
         int64_t hits = 0, misses = 0, cached_images = 0, cached_bytes = 0;

@@ -141,24 +141,18 @@ void HttpServer::set_media(const MediaLoader* loader, VisionEncoder* encoder) {
     encoder_ = encoder;
 }
 
-// The k-th run of <|media_pad|> in a prompt is its k-th image: encoded (or taken from the
-// encoder cache) into the rows those tokens get.
+// Each prompt's images, encoded (or taken from the encoder cache) into the rows their
+// <|media_pad|> tokens get.
 void HttpServer::encode_images(GenerationJob& job) {
     for (PromptInput& p : job.prompts) {
         if (p.images.empty()) continue;
         KIMI_CHECK(encoder_ != nullptr, "images without an encoder");
-        const std::vector<PadRun> runs = pad_runs(p.ids, model_->vision.media_pad_id);
-        if (runs.size() != p.images.size())
-            throw ApiError(400, "the prompt's <|media_pad|> runs do not match its images", "messages", "invalid_image");
-        for (size_t k = 0; k < runs.size(); ++k) {
-            if (runs[k].n != p.images[k].img.geom.n_tokens)
-                throw ApiError(400, "the prompt's <|media_pad|> runs do not match its images", "messages",
-                               "invalid_image");
-            MediaSpan m{runs[k].offset, runs[k].n, p.images[k].hash, encoder_->encode(p.images[k].img, p.images[k].hash)};
-            p.media.push_back(std::move(m));
+        try {
+            p.media = encoder_->encode_prompt(p.ids, p.images);
+        } catch (const Error& e) {
+            throw ApiError(400, e.what(), "messages", "invalid_image");
         }
-        p.images.clear();   // the pixels are not needed any more
-        p.images.shrink_to_fit();
+        p.images = {};   // the pixels are not needed any more
     }
 }
 

@@ -83,16 +83,4 @@ chat::ImageResolver MediaLoader::resolver(std::vector<PromptImage>& out) const {
     };
 }
 
-std::vector<PadRun> pad_runs(const std::vector<int32_t>& ids, int32_t pad_id) {
-    std::vector<PadRun> runs;
-    for (size_t i = 0; i < ids.size(); ++i) {
-        if (ids[i] != pad_id) continue;
-        if (!runs.empty() && runs.back().offset + runs.back().n == int64_t(i))
-            ++runs.back().n;
-        else
-            runs.push_back({int64_t(i), 1});
-    }
-    return runs;
-}
-
 }   // namespace kimi::server

@@ -21,11 +21,7 @@ struct ImageError : Error {
     using Error::Error;
 };
 
-// One image of a prompt, ready for the tower.
-struct PromptImage {
-    image::PreparedImage img;
-    uint64_t hash = 0;   // image::content_hash
-};
+using image::PromptImage;
 
 struct MediaLimits {
     image::SourcePolicy source;
@@ -53,13 +49,5 @@ private:
     MediaLimits limits_;
     std::string unavailable_;
 };
-
-// The prompt's images as the engine takes them: the k-th run of `pad_id` tokens in `ids` is
-// image k; its rows come from `rows[k]` ([n_k, D]). Throws kimi::Error when the runs and the
-// images disagree.
-struct PadRun {
-    int64_t offset = 0, n = 0;
-};
-std::vector<PadRun> pad_runs(const std::vector<int32_t>& ids, int32_t pad_id);
 
 }   // namespace kimi::server

@@ -12,6 +12,7 @@ MODEL_DIR  ?= models/$(MODEL_PRESET)
 # Debian packages: compiler + build, libraries, test tooling (see README "Dependencies").
 DEB_PKGS := g++ cmake ninja-build pkg-config git \
             nlohmann-json3-dev libcpp-httplib-dev libgtest-dev openmpi-bin libopenmpi-dev \
+            libpng-dev libjpeg-dev libwebp-dev libgif-dev python3-pil \
             python3 python3-numpy python3-torch python3-jinja2 python3-jsonschema clang libclang-rt-14-dev clang-format
 # node + npm: any install on PATH will do (a machine may carry a non-Debian Node.js whose
 # bundled npm conflicts with Debian's npm package); otherwise Debian's packages.
@@ -48,7 +49,7 @@ $(BUILD_ASAN)/build.ninja:
 	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKIMI_SANITIZE=ON
 
 build-asan: deps $(BUILD_ASAN)/build.ninja
-	cmake --build $(BUILD_ASAN) -j $(JOBS) --target core_tests loader_tests grammar_tests regex_tests
+	cmake --build $(BUILD_ASAN) -j $(JOBS) --target core_tests loader_tests grammar_tests regex_tests image_decode_tests image_preprocess_tests
 
 # Sanitized tests, then a short run of every fuzz target (FUZZ_TEST_SECONDS each), then the rest
 # (the 10-minute soak is `ctest -L soak`; the benchmarks are `make bench`).

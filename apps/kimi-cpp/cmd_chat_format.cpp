@@ -1,7 +1,8 @@
 // `kimi-cpp chat-template` and `kimi-cpp chat-parse`: the tokenizer directory's conversation
 // format (Kimi Linear or Kimi-K3, src/chat/) on its own — a conversation or a whole request
 // body rendered to the exact prompt (text + ids) the server builds, and generated text parsed
-// into the assistant message (or its stream of deltas) the server returns.
+// into the assistant message (or its stream of deltas) the server returns. K3 image parts are
+// expanded as the server expands them (--no-expand-images: the placeholder text).
 #include <nlohmann/json.hpp>
 
 #include "args.h"
@@ -9,6 +10,8 @@
 #include "chat/chat_json.h"
 #include "commands.h"
 #include "core/error.h"
+#include "image/image_input.h"
+#include "server/media_loader.h"
 #include "text_io.h"
 
 namespace kimi::app {
@@ -44,6 +47,10 @@ int cmd_chat_template(int argc, char** argv) {
     const auto effort = args.opt("--thinking-effort");
     const bool special_in_content = args.flag("--special-in-content");
     const bool json = args.flag("--json");
+    // K3 image parts: expanded into the image's tokens (the preprocessing settings of
+    // --model DIR, default the tokenizer directory), or the placeholder text.
+    const bool expand_images = !args.flag("--no-expand-images");
+    const std::string media_dir = args.str("--model", dir);
     args.done();
     if (bool(messages_path) == bool(request_path))
         throw Error("chat-template: give --messages M.json or --request R.json");
@@ -64,6 +71,15 @@ int cmd_chat_template(int argc, char** argv) {
     if (thinking) r.thinking = on_off("--thinking", *thinking);
     if (effort) r.thinking_effort = *effort;
     r.allow_special_in_content = special_in_content;
+    std::vector<image::PromptImage> images;
+    std::unique_ptr<server::MediaLoader> loader;
+    if (expand_images) {
+        server::MediaLimits any_local;
+        any_local.source.allowed_local_media_path = "/";
+        any_local.images_per_prompt = 1 << 20;
+        loader = std::make_unique<server::MediaLoader>(image::load_media_config(media_dir), any_local, "");
+        r.images = loader->resolver(images);
+    }
     const tok::ChatPrompt p = format->render(r);
     if (json) {
         J j;

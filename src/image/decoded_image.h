@@ -17,7 +17,7 @@ enum class PixelMode : uint8_t {
     kP,      // 8-bit palette index (palette: 256 RGBA entries)
     kRGB,    // 3 bytes per pixel
     kRGBA,   // 4 bytes per pixel (straight, not premultiplied, alpha)
-    kI16,    // 16-bit grey, one native-endian uint16 per pixel (Pillow "I;16")
+    kI16,    // 16-bit grey, one native-endian uint16 per pixel (Pillow 9.4 opens such PNGs as "I")
     kCMYK,   // 4 bytes per pixel (Pillow "CMYK", already un-inverted)
 };
 

@@ -53,8 +53,9 @@ ImageGeometry image_geometry(int32_t width, int32_t height, const MediaConfig& c
 
 struct PreparedImage {
     ImageGeometry geom;
-    std::vector<uint8_t> rgb;      // [new_height + pad_height, new_width + pad_width, 3] before normalising
-    std::vector<float> patches;    // [grid_h · grid_w, 3 · patch · patch]: patches row-major, each (channel, row, column)
+    std::vector<uint8_t> rgb;   // [new_height + pad_height, new_width + pad_width, 3] before normalising
+    // [grid_h · grid_w, 3 · patch · patch]: patches row-major, each (channel, row, column)
+    std::vector<float> patches;
 };
 
 PreparedImage prepare_image(const DecodedImage& img, const MediaConfig& c);

@@ -12,7 +12,9 @@ of the issue that added the native C++ renderer:
   string gives a `json` element holding the string as is (the Jinja port); blank / null /
   missing give nothing; any other JSON type is an error. Request mode (render_request) first
   parses a string that holds a JSON object, as vLLM does before templating.
-* images are rejected ("vision not supported"): the server has no vision tower.
+* an image part becomes the image placeholder text <|kimi_image_placeholder|> (the K3
+  processor later expands it into the image's tokens; kimi-cpp chat-template
+  --no-expand-images shows this form).
 
 The output is also available as segments, (text, is_control) pairs, cut exactly where
 encoding_k3.build_chat_segments cuts them. K3's tokenizer (tokenization_kimi.py
@@ -28,6 +30,7 @@ CLOSE = "<|close|>"
 SEP = "<|sep|>"
 END_OF_MSG = "<|end_of_msg|>"
 MARKERS = (OPEN, CLOSE, SEP, END_OF_MSG)
+IMAGE_PLACEHOLDER = "<|kimi_image_placeholder|>"
 
 THINKING_EFFORTS = ("low", "high", "max")
 
@@ -165,7 +168,8 @@ class _Out:
                 raise RenderError("%s: content part must be an object" % where)
             kind = part.get("type")
             if kind in ("image", "image_url"):
-                raise RenderError("%s: vision not supported (image content part)" % where)
+                self.text(IMAGE_PLACEHOLDER)
+                continue
             if kind is None:
                 raise RenderError("%s: content part without a type" % where)
             text = part.get("text")

@@ -250,7 +250,7 @@ void rewrite_safetensors(
     std::rename((path + ".new").c_str(), path.c_str());
 }
 
-// The Kimi-K3 layout: nested text_config, language_model. prefix, vision tensors skipped.
+// The Kimi-K3 layout: nested text_config, language_model. prefix, the vision tower at the top level.
 class K3Checkpoint : public Checkpoint {
 protected:
     void SetUp() override { dir = test::make_model("k3-tiny", {}, 9); }
@@ -264,8 +264,11 @@ TEST_F(K3Checkpoint, LoadsWithAndWithoutVisionTensors) {
     {
         auto m = KimiModel::load(dir);
         EXPECT_TRUE(m->config().is_k3_layout());
-        EXPECT_EQ(m->store().n_skipped(), 4u);
-        EXPECT_GT(m->store().skipped_bytes(), 0u);
+        EXPECT_EQ(m->store().n_skipped(), 0u);   // the tower is read, not skipped
+        ASSERT_TRUE(m->has_vision());
+        EXPECT_EQ(m->weights().vision->blocks.size(), 2u);
+        EXPECT_EQ(m->weights().vision->patch.dim(1), 3 * 14 * 14);
+        EXPECT_EQ(m->vision_unavailable_reason(), "");
         EXPECT_TRUE(m->weights().layers[0].kda.g_proj.defined());
         EXPECT_FALSE(m->weights().layers[0].kda.g_a.defined());
         EXPECT_TRUE(m->weights().layers[3].mla.q_a.defined());
@@ -274,11 +277,24 @@ TEST_F(K3Checkpoint, LoadsWithAndWithoutVisionTensors) {
         EXPECT_TRUE(m->weights().output_res_score.defined());
     }
     rewrite_safetensors(file(), [](const std::string& n) { return n.rfind("language_model.", 0) == 0; });
-    auto m = KimiModel::load(dir);
+    auto m = KimiModel::load(dir);   // a text-only export: served without images
     EXPECT_EQ(m->store().n_skipped(), 0u);
+    EXPECT_FALSE(m->has_vision());
+    EXPECT_NE(m->vision_unavailable_reason().find("no vision tower"), std::string::npos);
     test::Runner r(2);
     const auto logits = score_sequence(*m, r.ex, test::random_tokens(9, m->config().vocab_size, 2), {});
     EXPECT_EQ(logits.size(), size_t(9 * m->config().vocab_size));
+}
+
+// A tower with a tensor missing is an error naming it (a partial tower is never served).
+TEST_F(K3Checkpoint, PartialVisionTowerIsAnError) {
+    rewrite_safetensors(file(), [](const std::string& n) { return n != "mm_projector.post_norm.weight"; });
+    try {
+        KimiModel::load(dir);
+        FAIL() << "loaded a tower without its projector norm";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("mm_projector.post_norm.weight"), std::string::npos) << e.what();
+    }
 }
 
 TEST_F(K3Checkpoint, MissingTensorAndWrongShape) {
@@ -353,7 +369,8 @@ TEST(K3Sharded, LoadsFromAnIndex) {
     EXPECT_TRUE(j["weight_map"].contains("vision_tower.patch_embed.proj.weight"));
     auto m = KimiModel::load(dir);
     EXPECT_GT(m->store().n_files(), 2u);
-    EXPECT_EQ(m->store().n_skipped(), 4u);
+    EXPECT_EQ(m->store().n_skipped(), 0u);
+    EXPECT_TRUE(m->has_vision());
     // the same weights as the single-file checkpoint of the same seed: bit-identical logits
     auto one = KimiModel::load(test::make_model("k3-tiny", {}, 3));
     const auto toks = test::random_tokens(11, m->config().vocab_size, 4);

@@ -26,4 +26,5 @@ int cmd_bench_decode(int argc, char** argv);      // bench/cmd_bench_decode.cpp:
 int cmd_bench_serve(int argc, char** argv);       // bench/cmd_bench_serve.cpp: `bench serve`
 int cmd_bench_machine(int argc, char** argv);     // bench/cmd_bench_machine.cpp: `bench machine`
 int cmd_bench_model(int argc, char** argv);       // bench/cmd_bench_model.cpp: `bench model`
+int cmd_bench_vision(int argc, char** argv);      // bench/cmd_bench_vision.cpp: `bench vision`
 }   // namespace kimi::app

@@ -68,7 +68,7 @@
        (2j, 2j+1) rotate as complex numbers, pair 2k by column·f_k and pair 2k+1 by row·f_k,                         \
        f_k = 10000^(−4k/hd), k < hd/4.   hd a multiple of 4 */                                                       \
     X(rope_2d, (Exec& ex, Tensor& qkv, int64_t n_heads, int64_t head_dim, int64_t grid_w))                           \
-    /* x[i, :] = softmax(scale · x[i, :]), in place, row by row.   x: [R, C], F32 */                                 \
+    /* x[i, :] = softmax(scale · x[i, :]), in place, row by row.   x: [R, C], F32 · scale > 0 */                            \
     X(softmax_rows, (Exec& ex, Tensor& x, float scale))                                                              \
                                                                                                                      \
     /* ---- KDA (Kimi Delta Attention) ---- */                                                                       \

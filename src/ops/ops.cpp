@@ -156,7 +156,7 @@ void rope_2d(Exec& ex, Tensor& qkv, int64_t n_heads, int64_t head_dim, int64_t g
 }
 
 void softmax_rows(Exec& ex, Tensor& x, float scale) {
-    CONTRACT(x.rank == 2 && x.dtype == DType::kF32 && x.dim(1) >= 1);
+    CONTRACT(x.rank == 2 && x.dtype == DType::kF32 && x.dim(1) >= 1 && scale > 0.0f);
     cpu::softmax_rows(ex, x, scale);
 }
 

@@ -30,13 +30,6 @@ J stats_json(const std::vector<double>& v) {
     return {{"min", s.front()}, {"median", bench::percentile(s, 50)}, {"max", s.back()}};
 }
 
-std::string cpu_model() {
-    std::ifstream f("/proc/cpuinfo");
-    std::string line;
-    while (std::getline(f, line))
-        if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-    return "unknown";
-}
 }   // namespace
 
 int cmd_bench_machine(int argc, char** argv) {

@@ -4,6 +4,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/machine_probe.h"
@@ -62,6 +64,14 @@ double peak_gflops(bool bf16, ThreadPool* pool, std::string& isa) {
     });
     isa = r.isa;
     return r.flops * n / t / 1e9;
+}
+
+std::string cpu_model() {
+    std::ifstream f("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+    return "unknown";
 }
 
 }   // namespace kimi::app

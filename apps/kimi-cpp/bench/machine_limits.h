@@ -23,4 +23,7 @@ double read_gbs(const ProbeBuffer& b, ThreadPool* pool);
 // worker of `pool` at once; `isa` receives the instruction set used.
 double peak_gflops(bool bf16, ThreadPool* pool, std::string& isa);
 
+// The CPU's model name (/proc/cpuinfo), for every reported figure.
+std::string cpu_model();
+
 }   // namespace kimi::app

@@ -1,7 +1,12 @@
 // The vision tower's element-wise ops: GELU (tanh and erf forms), the 2-D RoPE of the fused
 // qkv, and the row softmax of its attention scores. ref: docs/vision.md#tower.
+// The tower evaluates GELU on every MLP unit of every patch and softmax on n² scores per head,
+// so both use an exp the compiler vectorizes (no libm call per element; this file is built
+// with -fno-trapping-math so that its clamps if-convert) and fixed-lane sums (the same order on
+// every machine and thread count).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
@@ -10,28 +15,81 @@ namespace kimi::cpu {
 
 namespace {
 constexpr int64_t kGrain = 4096;   // elements per task
+constexpr int kLanes = 16;         // partial sums / maxima of a row, combined in a fixed order
+
+// e^x for finite x (clamped to [-87.3, 88.7], where e^x stays a normal float), within 2 ulp:
+// x = k·ln2 + r with |r| ≤ ln2/2 (ln2 split in two for an exact k·ln2), e^r by the Cephes
+// degree-6 polynomial, 2^k through the exponent bits. Branch-free, so loops over it vectorize.
+inline float exp_approx(float x) {
+    x = std::min(88.7f, std::max(-87.3f, x));
+    // k = round(x / ln2): adding 1.5·2^23 leaves the integer part in the mantissa (|x/ln2| < 2^22)
+    const float kf = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    const int32_t k = int32_t(kf);
+    const float r = (x - kf * 0.693359375f) + kf * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + r + 1.0f;
+    const int32_t bits = (k + 127) << 23;
+    float scale;
+    std::memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+// The hot loops, cloned per instruction set (the best one picked at load time; each clone does
+// the same IEEE operations in the same order, so results do not depend on the machine).
+#define KIMI_VEC_CLONES [[gnu::target_clones("avx512f", "avx2", "default")]]
+
+KIMI_VEC_CLONES void gelu_tanh_range(float* v, int64_t n) {
+    // 0.5·(1 + tanh(u)) = sigmoid(2u): x / (1 + e^(−2u)), u = √(2/π)(x + 0.044715x³)
+    constexpr float k2 = 2.0f * 0.7978845608028654f;
+    for (int64_t i = 0; i < n; ++i) {
+        const float a = v[i];
+        v[i] = a / (1.0f + exp_approx(-k2 * (a + 0.044715f * a * a * a)));
+    }
+}
+
+KIMI_VEC_CLONES void softmax_row(float* v, int64_t cols, float scale) {
+    const int64_t whole = cols / kLanes * kLanes;
+    float lane[kLanes];
+    std::fill_n(lane, kLanes, -INFINITY);
+    for (int64_t j = 0; j < whole; j += kLanes)
+        for (int l = 0; l < kLanes; ++l) lane[l] = lane[l] > v[j + l] ? lane[l] : v[j + l];
+    float m = -INFINITY;
+    for (int l = 0; l < kLanes; ++l) m = std::max(m, lane[l]);
+    for (int64_t j = whole; j < cols; ++j) m = std::max(m, v[j]);
+    m *= scale;   // scale > 0: the maximum of the scaled row
+    for (int64_t j = 0; j < cols; ++j) v[j] = exp_approx(v[j] * scale - m);
+    std::fill_n(lane, kLanes, 0.0f);
+    for (int64_t j = 0; j < whole; j += kLanes)
+        for (int l = 0; l < kLanes; ++l) lane[l] += v[j + l];
+    float sum = 0.0f;
+    for (int l = 0; l < kLanes; ++l) sum += lane[l];
+    for (int64_t j = whole; j < cols; ++j) sum += v[j];
+    const float inv = 1.0f / sum;
+    for (int64_t j = 0; j < cols; ++j) v[j] *= inv;
+}
+
 }   // namespace
 
 void gelu_inplace(Exec& ex, Tensor& x, bool tanh_approx) {
-    float* v = x.f32();
+    float* const data = x.f32();
     const int64_t n = x.numel();
-    ex.pool->parallel_ranges((n + kGrain - 1) / kGrain, [&](int64_t b0, int64_t b1, int) {
-        const int64_t end = std::min(n, b1 * kGrain);
+    ex.pool->parallel_ranges((n + kGrain - 1) / kGrain, [data, n, tanh_approx](int64_t b0, int64_t b1, int) {
+        float* const v = data;
+        const int64_t begin = b0 * kGrain, end = std::min(n, b1 * kGrain);
         if (tanh_approx) {
-            constexpr float k = 0.7978845608028654f;   // √(2/π)
-            for (int64_t i = b0 * kGrain; i < end; ++i) {
-                const float a = v[i];
-                v[i] = 0.5f * a * (1.0f + std::tanh(k * (a + 0.044715f * a * a * a)));
-            }
+            gelu_tanh_range(v + begin, end - begin);
         } else {
-            for (int64_t i = b0 * kGrain; i < end; ++i) v[i] = 0.5f * v[i] * (1.0f + std::erf(v[i] * 0.70710678118654752f));
+            for (int64_t i = begin; i < end; ++i) v[i] = 0.5f * v[i] * (1.0f + std::erf(v[i] * 0.70710678118654752f));
         }
     });
 }
 
 void rope_2d(Exec& ex, Tensor& qkv, int64_t n_heads, int64_t head_dim, int64_t grid_w) {
     const int64_t n = qkv.dim(0), width = qkv.dim(1), quarter = head_dim / 4;
-    // the angle step of frequency k, in double then rounded once (as the reference's f32 table)
     auto freq = std::vector<double>(size_t(quarter));
     for (int64_t k = 0; k < quarter; ++k) freq[size_t(k)] = std::pow(10000.0, -4.0 * double(k) / double(head_dim));
     ex.pool->parallel_for(n, [&](int64_t t) {
@@ -55,15 +113,7 @@ void rope_2d(Exec& ex, Tensor& qkv, int64_t n_heads, int64_t head_dim, int64_t g
 
 void softmax_rows(Exec& ex, Tensor& x, float scale) {
     const int64_t cols = x.dim(1);
-    ex.pool->parallel_for(x.dim(0), [&](int64_t r) {
-        float* v = x.f32() + r * cols;
-        float m = -INFINITY;
-        for (int64_t j = 0; j < cols; ++j) m = std::max(m, v[j] * scale);
-        float sum = 0.0f;
-        for (int64_t j = 0; j < cols; ++j) sum += (v[j] = std::exp(v[j] * scale - m));
-        const float inv = 1.0f / sum;
-        for (int64_t j = 0; j < cols; ++j) v[j] *= inv;
-    });
+    ex.pool->parallel_for(x.dim(0), [&](int64_t r) { softmax_row(x.f32() + r * cols, cols, scale); });
 }
 
 }   // namespace kimi::cpu

@@ -33,19 +33,29 @@ Tap tap(int64_t i, int64_t n_in, int64_t n_out) {
 }
 
 // Bidirectional multi-head attention over the n tokens of one image.
-// qkv: [n, 3Q] (rotated q, k, then v) → out: [n, Q].
+// qkv: [n, 3Q] (rotated q, k, then v) → out: [n, Q]. The keys and values are the products'
+// weight operands: bf16 at bf16 precision (as the activations are rounded), f32 otherwise.
 void attention(Exec& ex, const Tensor& qkv, int64_t heads, int64_t hd, Tensor& out) {
     const int64_t n = qkv.dim(0), q_dim = heads * hd, ld = 3 * q_dim;
-    Tensor k = ex.arena->alloc_f32({n, hd});                                 // [n, hd] one head's keys
-    Tensor vt = ex.arena->alloc_f32({hd, n});                                // [hd, n] its values, transposed
-    Tensor s = ex.arena->alloc_f32({std::min(n, kQueryBlock), n});           // [block, n] scores
+    const DType wt = ex.precision == Precision::kBF16 ? DType::kBF16 : DType::kF32;
+    Tensor k = ex.arena->alloc(wt, {n, hd});                         // [n, hd] one head's keys
+    Tensor vt = ex.arena->alloc(wt, {hd, n});                        // [hd, n] its values, transposed
+    Tensor s = ex.arena->alloc_f32({std::min(n, kQueryBlock), n});   // [block, n] scores
     const float scale = 1.0f / std::sqrt(float(hd));
+    const auto put = [wt](Tensor& t, int64_t i, float v) {
+        if (wt == DType::kBF16)
+            static_cast<uint16_t*>(t.data)[i] = f32_to_bf16(v);
+        else
+            t.f32()[i] = v;
+    };
     for (int64_t h = 0; h < heads; ++h) {
         const float* src = qkv.f32();
-        for (int64_t t = 0; t < n; ++t) {
-            std::memcpy(k.f32() + t * hd, src + t * ld + q_dim + h * hd, size_t(hd) * sizeof(float));
-            for (int64_t j = 0; j < hd; ++j) vt.f32()[j * n + t] = src[t * ld + 2 * q_dim + h * hd + j];
-        }
+        ex.pool->parallel_for(n, [&](int64_t t) {
+            for (int64_t j = 0; j < hd; ++j) put(k, t * hd + j, src[t * ld + q_dim + h * hd + j]);
+        });
+        ex.pool->parallel_for(hd, [&](int64_t j) {
+            for (int64_t t = 0; t < n; ++t) put(vt, j * n + t, src[t * ld + 2 * q_dim + h * hd + j]);
+        });
         for (int64_t q0 = 0; q0 < n; q0 += kQueryBlock) {
             const int64_t rows = std::min(kQueryBlock, n - q0);
             Tensor sb = s.rows(0, rows);   // [rows, n]

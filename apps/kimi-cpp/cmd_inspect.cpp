@@ -104,7 +104,8 @@ int print_tensors(const std::string& dir, bool json) {
 void print_vision(const KimiModel& model, const std::string& dir) {
     const VisionConfig& v = model.config().vision;
     if (!model.has_vision()) {
-        if (model.config().is_k3_layout()) std::printf("vision:       none (%s)\n", model.vision_unavailable_reason().c_str());
+        if (model.config().is_k3_layout())
+            std::printf("vision:       none (%s)\n", model.vision_unavailable_reason().c_str());
         return;
     }
     int64_t params = 0, bytes = 0;
@@ -116,18 +117,21 @@ void print_vision(const KimiModel& model, const std::string& dir) {
         params += n;
         bytes += n * int64_t(dtype_size(r.dtype));
     }
-    std::printf("vision:       MoonViT, %lld blocks of width %lld (%lld heads x %lld, MLP %lld), patch %lld, position "
-                "grid %lldx%lld\n",
-                (long long)v.n_layers, (long long)v.hidden, (long long)v.n_heads, (long long)v.head_dim(),
-                (long long)v.intermediate, (long long)v.patch_size, (long long)v.pos_emb_h, (long long)v.pos_emb_w);
+    std::printf(
+        "vision:       MoonViT, %lld blocks of width %lld (%lld heads x %lld, MLP %lld), patch %lld, position "
+        "grid %lldx%lld\n",
+        (long long)v.n_layers, (long long)v.hidden, (long long)v.n_heads, (long long)v.head_dim(),
+        (long long)v.intermediate, (long long)v.patch_size, (long long)v.pos_emb_h, (long long)v.pos_emb_w);
     std::printf("  projector:  2x2 merge -> %lld -> GELU -> %lld -> RMSNorm; %.2fM parameters, %s\n",
-                (long long)v.merged_dim(), (long long)v.text_hidden, double(params) / 1e6, fmt_mib(double(bytes)).c_str());
+                (long long)v.merged_dim(), (long long)v.text_hidden, double(params) / 1e6,
+                fmt_mib(double(bytes)).c_str());
     const image::MediaConfig mc = image::load_media_config(dir);
     const int64_t side = int64_t(mc.patch_limit_on_one_side) * mc.patch_size;
-    std::printf("  images:     up to %lld patches (%lld tokens) each, at most %lld px a side after resizing; media "
-                "pad id %d\n",
-                (long long)mc.in_patch_limit, (long long)(mc.in_patch_limit / (mc.merge_kernel_size * mc.merge_kernel_size)),
-                (long long)side, v.media_pad_id);
+    std::printf(
+        "  images:     up to %lld patches (%lld tokens) each, at most %lld px a side after resizing; media "
+        "pad id %d\n",
+        (long long)mc.in_patch_limit, (long long)(mc.in_patch_limit / (mc.merge_kernel_size * mc.merge_kernel_size)),
+        (long long)side, v.media_pad_id);
 }
 
 }   // namespace

@@ -94,7 +94,8 @@ int cmd_score(int argc, char** argv) {
     InputRows rows;
     if (request) tokens = render_request(*model, model_dir, *request, media, run, rows);
     if (tokens.empty()) throw Error("score: the request renders to no tokens");
-    if (drive.decode_from > int64_t(tokens.size())) throw Error("score: --decode-from must be in [0, number of tokens]");
+    if (drive.decode_from > int64_t(tokens.size()))
+        throw Error("score: --decode-from must be in [0, number of tokens]");
     const std::vector<float> logits = score_sequence(*model, ex, tokens, drive, rows);
     if (shard.rank != 0) return 0;
 

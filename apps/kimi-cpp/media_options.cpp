@@ -74,13 +74,13 @@ image::PromptImage LocalImages::load(const std::string& path) const {
     }
 }
 
-std::vector<MediaSpan> LocalImages::encode(const std::vector<int32_t>& ids, std::span<const image::PromptImage> images) {
+std::vector<MediaSpan> LocalImages::encode(const std::vector<int32_t>& ids,
+                                           std::span<const image::PromptImage> images) {
     if (images.empty()) return {};
     KIMI_CHECK(encoder_ != nullptr, "images loaded without an encoder");
     Progress bar("encode image", quiet_);
-    auto spans = encoder_->encode_prompt(ids, images, [&](int64_t done, int64_t total) {
-        bar.update(double(done), double(total), "blocks");
-    });
+    auto spans = encoder_->encode_prompt(
+        ids, images, [&](int64_t done, int64_t total) { bar.update(double(done), double(total), "blocks"); });
     bar.finish();
     return spans;
 }

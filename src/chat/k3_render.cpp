@@ -302,8 +302,8 @@ const J& response_schema(const J& rf) {
 }   // namespace
 
 std::string image_prompt_text(const ImagePrompt& img) {
-    std::string s = "<|media_begin|>image " + std::to_string(img.width) + "x" + std::to_string(img.height) +
-        "<|media_content|>";
+    std::string s =
+        "<|media_begin|>image " + std::to_string(img.width) + "x" + std::to_string(img.height) + "<|media_content|>";
     for (int64_t i = 0; i < img.n_tokens; ++i) s += "<|media_pad|>";
     return s + "<|media_end|>";
 }

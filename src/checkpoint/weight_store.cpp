@@ -102,8 +102,9 @@ void WeightStore::select_prefix(const std::string& prefix, const std::vector<std
     prefix_ = prefix;
     const auto under = [](const std::string& name, const std::string& p) { return name.compare(0, p.size(), p) == 0; };
     for (auto it = tensors_.begin(); it != tensors_.end();) {
-        if (under(it->first, prefix) ||
-            std::any_of(top_level.begin(), top_level.end(), [&](const std::string& p) { return under(it->first, p); })) {
+        if (under(it->first, prefix) || std::any_of(top_level.begin(), top_level.end(), [&](const std::string& p) {
+                return under(it->first, p);
+            })) {
             ++it;
             continue;
         }

@@ -30,15 +30,15 @@ struct Activation {
 struct VisionConfig {
     bool present = false;   // the config has a vision_config
     int64_t patch_size = 14;
-    int64_t hidden = 1024;                  // vt_hidden_size D
-    int64_t n_layers = 27;                  // vt_num_hidden_layers
-    int64_t n_heads = 12;                   // vt_num_attention_heads
-    int64_t qkv_dim = 1536;                 // qkv_hidden_size (heads · head_dim)
-    int64_t intermediate = 4096;            // vt_intermediate_size
+    int64_t hidden = 1024;                    // vt_hidden_size D
+    int64_t n_layers = 27;                    // vt_num_hidden_layers
+    int64_t n_heads = 12;                     // vt_num_attention_heads
+    int64_t qkv_dim = 1536;                   // qkv_hidden_size (heads · head_dim)
+    int64_t intermediate = 4096;              // vt_intermediate_size
     int64_t pos_emb_h = 64, pos_emb_w = 64;   // init_pos_emb_height / width
-    int64_t merge = 2;                      // merge_kernel_size [2, 2]
-    int64_t text_hidden = 0;                // text_hidden_size (= the text model's hidden size)
-    float projector_eps = 1e-5f;            // projector_ln_eps
+    int64_t merge = 2;                        // merge_kernel_size [2, 2]
+    int64_t text_hidden = 0;                  // text_hidden_size (= the text model's hidden size)
+    float projector_eps = 1e-5f;              // projector_ln_eps
     // why: the tower's RMSNorms are constructed without an eps, so torch uses the machine
     // epsilon of the dtype the model runs in (bf16: 2^-7); kept in every precision.
     float norm_eps = 0.0078125f;

@@ -57,8 +57,8 @@ public:
     const std::vector<TensorRow>& rows() const { return rows_; }   // in checkpoint order
     // The name in the checkpoint: prefix + name (vision rows: the name itself).
     std::string full_name(const TensorRow& r) const { return r.vision ? r.name : prefix_ + r.name; }
-    const TensorRow* find(const std::string& name) const;          // name without the prefix
-    const TensorRow& at(const std::string& name) const;            // throws kimi::Error if absent
+    const TensorRow* find(const std::string& name) const;   // name without the prefix
+    const TensorRow& at(const std::string& name) const;     // throws kimi::Error if absent
     const TensorRow& linear(const std::string& module) const { return at(module + ".weight"); }
 
 private:

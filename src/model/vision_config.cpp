@@ -49,8 +49,9 @@ VisionConfig parse_vision_config(const nlohmann::json& top, const std::string& s
     if (mm != v.hidden) r.fail("mm_hidden_size", "must equal vt_hidden_size (the projector reads the tower's output)");
     v.text_hidden = r.integer_or("text_hidden_size", text_hidden, 1, 65536);
     if (v.text_hidden != text_hidden)
-        r.fail("text_hidden_size", "= " + std::to_string(v.text_hidden) + " differs from text_config.hidden_size " +
-                                       std::to_string(text_hidden));
+        r.fail("text_hidden_size",
+               "= " + std::to_string(v.text_hidden) + " differs from text_config.hidden_size " +
+                   std::to_string(text_hidden));
     expect(r, "mlp_type", "mlp2");
     expect(r, "activation_func", "gelu_pytorch_tanh");
     expect(r, "norm_type", "rmsnorm");

@@ -107,8 +107,7 @@ std::vector<std::shared_ptr<RequestStream>> Engine::submit_all(std::span<const S
 }
 
 std::unique_ptr<LiveRequest> Engine::make_live(std::vector<int32_t> prompt, std::span<const MediaSpan> media,
-                                               const SamplingParams& params,
-                                               std::shared_ptr<StreamNotifier> notifier) {
+                                               const SamplingParams& params, std::shared_ptr<StreamNotifier> notifier) {
     if (prompt.empty()) throw Error("the prompt is empty");
     int64_t media_end = 0;
     for (const MediaSpan& m : media) {

@@ -113,8 +113,7 @@ private:
 
     // submit() and submit_all(): a checked request with its buffers reserved, not yet queued ...
     std::unique_ptr<LiveRequest> make_live(std::vector<int32_t> prompt, std::span<const MediaSpan> media,
-                                           const SamplingParams& params,
-                                           std::shared_ptr<StreamNotifier> notifier);
+                                           const SamplingParams& params, std::shared_ptr<StreamNotifier> notifier);
     // ... then all of them queued, or none (std::bad_alloc); each gets its id.
     void enqueue(std::span<std::unique_ptr<LiveRequest>> lives, uint64_t group);
     void admit_pending();

@@ -44,7 +44,8 @@ Tensor ModelRunner::execute(Exec& ex, const ScheduleOutput& plan, std::span<cons
         const int64_t base = int64_t(ids_.size()) - r.n_computed;   // batch row of the request's token i: base + i
         for (int64_t i = r.n_computed; i < r.n_computed + s.n_tokens; ++i) ids_.push_back(int32_t(r.token_at(i)));
         for (const MediaSpan& m : r.media) {   // this chunk's image tokens take the projector's rows
-            const int64_t i0 = std::max(r.n_computed, m.offset), i1 = std::min(r.n_computed + s.n_tokens, m.offset + m.n);
+            const int64_t i0 = std::max(r.n_computed, m.offset),
+                          i1 = std::min(r.n_computed + s.n_tokens, m.offset + m.n);
             for (int64_t i = i0; i < i1; ++i) {
                 embed_rows_.push_back(int32_t(base + i));
                 const float* v = m.embeds->data() + (i - m.offset) * d;
@@ -63,8 +64,8 @@ Tensor ModelRunner::execute(Exec& ex, const ScheduleOutput& plan, std::span<cons
         }
     }
     if (lead_) send(RankMessage::kStep, max_blocks, captures);
-    const ForwardBatch batch{ids_,  starts_, past_,    slots_,       tables_, max_blocks,
-                             rows_, captures, embed_rows_, embed_values_};
+    const ForwardBatch batch{ids_,       starts_, past_,    slots_,      tables_,
+                             max_blocks, rows_,   captures, embed_rows_, embed_values_};
     ex.arena->reset();
     return model_.forward(ex, batch, storage_);
 }
@@ -120,8 +121,8 @@ void ModelRunner::run_message(const int32_t* p, Exec& ex) {
     p = get(p, embed_rows_);
     get(p, embed_values_);
     for (const SlotOp& op : slot_ops_) storage_.apply(op);
-    const ForwardBatch batch{ids_,  starts_,      past_,       slots_,       tables_, max_blocks,
-                             rows_, captures_in_, embed_rows_, embed_values_};
+    const ForwardBatch batch{ids_,       starts_, past_,        slots_,      tables_,
+                             max_blocks, rows_,   captures_in_, embed_rows_, embed_values_};
     ex.arena->reset();
     model_.forward(ex, batch, storage_);
 }

@@ -30,7 +30,8 @@ public:
     using Rows = std::shared_ptr<const std::vector<float>>;   // [N, D] f32
     // The image's rows (hash: image::content_hash of it). One image is encoded at a time;
     // callers on other threads wait. progress(blocks done, blocks) while encoding.
-    Rows encode(const image::PreparedImage& img, uint64_t hash, const std::function<void(int64_t, int64_t)>& progress = {});
+    Rows encode(const image::PreparedImage& img, uint64_t hash,
+                const std::function<void(int64_t, int64_t)>& progress = {});
 
     // A rendered prompt's images as the engine takes them: the k-th run of <|media_pad|> in
     // `ids` is images[k] (its token count must match). Throws kimi::Error when they disagree.

@@ -23,8 +23,10 @@ image::MediaConfig capped(image::MediaConfig m, int64_t max_tokens) {
 std::string part_url(const J& part, const std::string& where) {
     if (part.is_string()) return part.get<std::string>();
     const J* u = nullptr;
-    if (auto it = part.find("image_url"); it != part.end()) u = &*it;
-    else if (auto it2 = part.find("image"); it2 != part.end()) u = &*it2;
+    if (auto it = part.find("image_url"); it != part.end())
+        u = &*it;
+    else if (auto it2 = part.find("image"); it2 != part.end())
+        u = &*it2;
     if (u && u->is_object()) {
         auto url = u->find("url");
         if (url != u->end() && url->is_string()) return url->get<std::string>();
@@ -36,7 +38,8 @@ std::string part_url(const J& part, const std::string& where) {
 }   // namespace
 
 MediaLoader::MediaLoader(image::MediaConfig media, MediaLimits limits, std::string unavailable)
-    : media_(capped(std::move(media), limits.max_image_tokens)), limits_(std::move(limits)),
+    : media_(capped(std::move(media), limits.max_image_tokens)),
+      limits_(std::move(limits)),
       unavailable_(std::move(unavailable)) {}
 
 PromptImage MediaLoader::load_bytes(const std::vector<uint8_t>& bytes, const std::string& where) const {
@@ -46,8 +49,8 @@ PromptImage MediaLoader::load_bytes(const std::vector<uint8_t>& bytes, const std
         const image::DecodedImage decoded = image::decode_image(bytes);
         p.img = image::prepare_image(decoded, media_);
         // the padding to whole cells can put a small image one row/column of cells over the cap
-        for (image::MediaConfig m = media_; limits_.max_image_tokens > 0 && p.img.geom.n_tokens > limits_.max_image_tokens &&
-                                            m.in_patch_limit > 4;) {
+        for (image::MediaConfig m = media_;
+             limits_.max_image_tokens > 0 && p.img.geom.n_tokens > limits_.max_image_tokens && m.in_patch_limit > 4;) {
             m.in_patch_limit = m.in_patch_limit * 3 / 4;
             p.img = image::prepare_image(decoded, m);
         }

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Independent float64 reference of Kimi-K3's vision path: pixels -> MoonViT tower -> projector.
 
-Written from the K3 vision math (the task brief that specifies it; no engine code, no other
-project's code) in numpy, on the checkpoint's weights widened to float64 (kimi_ref.py's reader):
+Written from the K3 vision math (docs/vision.md; no engine code, no other project's code) in
+numpy, on the checkpoint's weights widened to float64 (kimi_ref.py's reader):
 
   pixels     PIL: open (JPEG: EXIF transpose), scale s = min(1, sqrt(in_patch_limit /
              (max(1, W//p) * max(1, H//p))), side*p/W, side*p/H), new = min(max(1, int(W*s)),

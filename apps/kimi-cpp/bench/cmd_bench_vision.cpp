@@ -51,11 +51,11 @@ struct Flops {
 Flops encode_flops(const VisionConfig& v, int64_t n_patches) {
     const double n = double(n_patches), d = double(v.hidden), q = double(v.qkv_dim), i = double(v.intermediate);
     Flops f;
-    f.gemm = 2 * n * double(v.patch_dim()) * d;                                // patch embedding
+    f.gemm = 2 * n * double(v.patch_dim()) * d;                               // patch embedding
     f.gemm += double(v.n_layers) * 2 * n * (d * 3 * q + q * d + 2 * d * i);   // wqkv, wo, fc0, fc1
     const double cells = n / double(v.merge * v.merge), md = double(v.merged_dim());
-    f.gemm += 2 * cells * md * (md + double(v.text_hidden));                   // projector
-    f.attention = double(v.n_layers) * 4 * n * n * q;                          // scores and values
+    f.gemm += 2 * cells * md * (md + double(v.text_hidden));   // projector
+    f.attention = double(v.n_layers) * 4 * n * n * q;          // scores and values
     return f;
 }
 
@@ -95,7 +95,8 @@ int cmd_bench_vision(int argc, char** argv) {
         encoder.encode(img, uint64_t(r), [&](int64_t done, int64_t total) {
             bar.update(double(r * total + done), double((reps + 1) * total), "blocks");
         });
-        if (r > 0) ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        if (r > 0)
+            ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
     bar.finish();
     std::sort(ms.begin(), ms.end());
@@ -124,10 +125,10 @@ int cmd_bench_vision(int argc, char** argv) {
                 img.geom.new_width, img.geom.new_height, (long long)n_patches, (long long)img.geom.n_tokens);
     std::printf("  encode     %.1f ms median (min %.1f, max %.1f, %lld reps)\n", median, ms.front(), ms.back(),
                 (long long)reps);
-    std::printf("  work       %.1f GFLOP matmul + %.1f GFLOP attention -> %.1f GFLOP/s = %.0f%% of the %s peak "
-                "(%.1f GFLOP/s, %s)\n",
-                f.gemm / 1e9, f.attention / 1e9, gflops, 100.0 * gflops / peak, bf16 ? "bf16" : "f32", peak,
-                isa.c_str());
+    std::printf(
+        "  work       %.1f GFLOP matmul + %.1f GFLOP attention -> %.1f GFLOP/s = %.0f%% of the %s peak "
+        "(%.1f GFLOP/s, %s)\n",
+        f.gemm / 1e9, f.attention / 1e9, gflops, 100.0 * gflops / peak, bf16 ? "bf16" : "f32", peak, isa.c_str());
     if (!json_path.empty()) {
         std::ofstream j(json_path);
         j << out.dump(2) << "\n";

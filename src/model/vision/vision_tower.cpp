@@ -102,11 +102,11 @@ Tensor encode_image(Exec& ex, const VisionConfig& c, const VisionWeights& w, con
     interpolate_pos_emb(w.pos_emb, grid_h, grid_w, pos);
     ops::add_inplace(ex, x, pos);
 
-    Tensor xn = ex.arena->alloc_f32({n, d});          // [n, D]
-    Tensor qkv = ex.arena->alloc_f32({n, 3 * q});     // [n, 3Q]
-    Tensor att = ex.arena->alloc_f32({n, q});         // [n, Q]
+    Tensor xn = ex.arena->alloc_f32({n, d});                 // [n, D]
+    Tensor qkv = ex.arena->alloc_f32({n, 3 * q});            // [n, 3Q]
+    Tensor att = ex.arena->alloc_f32({n, q});                // [n, Q]
     Tensor hid = ex.arena->alloc_f32({n, c.intermediate});   // [n, I]
-    Tensor y = pos;                                   // [n, D] each sublayer's output (pos is spent)
+    Tensor y = pos;                                          // [n, D] each sublayer's output (pos is spent)
     int64_t done = 0;
     for (const VisionBlockWeights& b : w.blocks) {
         ops::rms_norm(ex, x, b.norm0, c.norm_eps, xn);

@@ -18,8 +18,8 @@ struct VisionBlockWeights {
 };
 
 struct VisionWeights {
-    Tensor patch;        // [D, 3·p·p]: the patch-embedding conv weight [D, 3, p, p] as a linear map
-    Tensor pos_emb;      // [Gh, Gw, D] f32 (prepared)
+    Tensor patch;     // [D, 3·p·p]: the patch-embedding conv weight [D, 3, p, p] as a linear map
+    Tensor pos_emb;   // [Gh, Gw, D] f32 (prepared)
     std::vector<VisionBlockWeights> blocks;
     Tensor final_norm;   // [D] f32 (prepared)
     Tensor proj0;        // [4D, 4D]

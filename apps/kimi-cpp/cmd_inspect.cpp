@@ -253,7 +253,7 @@ int cmd_inspect(int argc, char** argv) {
                         counts(model->store().dense_but_targeted()).c_str());
     }
     if (model->store().n_skipped() > 0)
-        std::printf("skipped:      %zu tensors, %.1f MiB (vision tower / projector: not part of the text model)\n",
+        std::printf("skipped:      %zu tensors, %.1f MiB (outside the text model; no vision_config to use them)\n",
                     model->store().n_skipped(), mib(double(model->store().skipped_bytes())));
     std::printf("decode read:  %.2f MiB of weights per step at batch 1 (selected experts only%s)\n", mib(decode_bytes),
                 model->store().mxfp4_bytes() > 0 ? ", MXFP4 linears at their packed size" : "");

@@ -154,10 +154,10 @@ std::unique_ptr<KimiModel> load_model_with_progress(const std::string& dir, bool
 
 void note_skipped_tensors(const KimiModel& m, bool quiet) {
     if (quiet || m.store().n_skipped() == 0) return;
-    std::fprintf(
-        stderr,
-        "load: skipped %zu non-text tensors (%.1f MiB: vision tower / projector; only the text model is served)\n",
-        m.store().n_skipped(), double(m.store().skipped_bytes()) / 1048576.0);
+    std::fprintf(stderr,
+                 "load: skipped %zu tensors outside the text model (%.1f MiB; a vision tower needs the config's "
+                 "vision_config)\n",
+                 m.store().n_skipped(), double(m.store().skipped_bytes()) / 1048576.0);
 }
 
 std::optional<tok::Tokenizer> load_tokenizer_for(const std::string& dir, const ModelConfig& model, bool required) {

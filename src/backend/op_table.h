@@ -68,6 +68,17 @@
        (2j, 2j+1) rotate as complex numbers, pair 2k by column·f_k and pair 2k+1 by row·f_k,                         \
        f_k = 10000^(−4k/hd), k < hd/4.   hd a multiple of 4 */                                                       \
     X(rope_2d, (Exec& ex, Tensor& qkv, int64_t n_heads, int64_t head_dim, int64_t grid_w))                           \
+    /* Attention scores over a short reduction (a head's width): s[i, j] = x[i, :] · k[j, :], at                     \
+       precision p as matmul (bf16: x rounded to bf16), each score its terms summed in one fixed                     \
+       order.   x: n_rows rows of D, every ldx floats · k: [N, D] F32 or BF16, D even ·                              \
+       s: n_rows rows of N, every lds floats */                                                                      \
+    X(attention_scores, (Exec& ex, const float* x, int64_t n_rows, int64_t ldx, const Tensor& k, Precision p,        \
+                         float* s, int64_t lds))                                                                     \
+    /* Attention-weighted values: o[i, :] = Σ_j p[i, j] · v[j, :], at precision prec as matmul (bf16:                \
+       p rounded to bf16), each output its terms summed in one fixed order.   p: n_rows rows of N,                   \
+       every ldp floats · v: [N, Dv] F32 or BF16 · o: n_rows rows of Dv, every ldo floats */                         \
+    X(attention_values, (Exec& ex, const float* p, int64_t n_rows, int64_t ldp, const Tensor& v, Precision prec,     \
+                         float* o, int64_t ldo))                                                                     \
     /* x[i, :] = softmax(scale · x[i, :]), in place, row by row.   x: [R, C], F32 · scale > 0 */                            \
     X(softmax_rows, (Exec& ex, Tensor& x, float scale))                                                              \
                                                                                                                      \

@@ -1,8 +1,9 @@
 // Random Kimi Linear and Kimi-K3 checkpoints in exactly the published Hugging Face layouts
 // (config.json + safetensors, sharded with an index when asked; each model's published
-// dtypes; for K3 the nested text_config, the language_model. prefix and a few vision
-// tensors a text loader must skip), for tests, the embedded default model and benchmarks. Deterministic for a seed: every tensor
-// is drawn from its own stream keyed by (seed, name, chunk), independent of threads.
+// dtypes; for K3 the nested text_config, the language_model. prefix, and the vision tower and
+// projector with preprocessor_config.json), for tests, the embedded default model and
+// benchmarks. Deterministic for a seed: every tensor is drawn from its own stream keyed by
+// (seed, name, chunk), independent of threads.
 #pragma once
 #include <cstdint>
 #include <functional>

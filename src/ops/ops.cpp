@@ -155,6 +155,20 @@ void rope_2d(Exec& ex, Tensor& qkv, int64_t n_heads, int64_t head_dim, int64_t g
     cpu::rope_2d(ex, qkv, n_heads, head_dim, grid_w);
 }
 
+void attention_scores(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, const Tensor& k, Precision p, float* s,
+                      int64_t lds) {
+    CONTRACT(k.rank == 2 && (k.dtype == DType::kF32 || k.dtype == DType::kBF16) && k.dim(1) % 2 == 0);
+    CONTRACT(n_rows >= 0 && ldx >= k.dim(1) && lds >= k.dim(0));
+    cpu::attention_scores(ex, x, n_rows, ldx, k, p, s, lds);
+}
+
+void attention_values(Exec& ex, const float* p, int64_t n_rows, int64_t ldp, const Tensor& v, Precision prec, float* o,
+                      int64_t ldo) {
+    CONTRACT(v.rank == 2 && (v.dtype == DType::kF32 || v.dtype == DType::kBF16));
+    CONTRACT(n_rows >= 0 && ldp >= v.dim(0) && ldo >= v.dim(1));
+    cpu::attention_values(ex, p, n_rows, ldp, v, prec, o, ldo);
+}
+
 void softmax_rows(Exec& ex, Tensor& x, float scale) {
     CONTRACT(x.rank == 2 && x.dtype == DType::kF32 && x.dim(1) >= 1 && scale > 0.0f);
     cpu::softmax_rows(ex, x, scale);

@@ -24,6 +24,7 @@ VisionEncoder::Rows VisionEncoder::encode(const image::PreparedImage& img, uint6
     Exec ex;
     ex.pool = &pool_;
     ex.arena = &arena_;
+    ex.layer_arena = &scratch_;   // each product's scratch, reused
     ex.precision = precision_;
     const int64_t n_patches = int64_t(img.geom.grid_h) * img.geom.grid_w;
     const Tensor patches(const_cast<float*>(img.patches.data()), DType::kF32,

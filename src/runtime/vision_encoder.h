@@ -51,7 +51,7 @@ private:
     int64_t cache_bytes_;
     mutable std::mutex mu_;
     ThreadPool pool_;
-    Arena arena_;
+    Arena arena_, scratch_;                      // the image's activations; one product's scratch at a time
     std::list<std::pair<uint64_t, Rows>> lru_;   // most recent first
     std::unordered_map<uint64_t, std::list<std::pair<uint64_t, Rows>>::iterator> index_;
     Stats stats_;

@@ -66,6 +66,57 @@ TEST_P(VisionOps, SoftmaxRows) {
     }
 }
 
+// Scores over a head's width: against the reference's product (bf16: the same rounded inputs, so
+// only the order of the sums differs); strided rows; 1 and 2 threads bit for bit.
+TEST_P(VisionOps, AttentionScores) {
+    Rng rng(24);
+    for (auto [rows, keys, width] : {std::tuple{1, 1, 2}, {9, 17, 16}, {13, 40, 128}, {256, 75, 64}})
+        for (Precision p : {Precision::kBF16, Precision::kF32})
+            for (DType kt : {DType::kBF16, DType::kF32}) {
+                const int64_t ldx = width + 5, lds = keys + 3;
+                Buf x(DType::kF32, {rows, ldx}, &rng), k(kt, {keys, width}, &rng);
+                std::vector<float> s(size_t(rows * lds), 0.0f), sr(s), s1(s);
+                ops::attention_scores(r.ex, x.f(), rows, ldx, k.t, p, s.data(), lds);
+                ref::attention_scores(r.ex, x.f(), rows, ldx, k.t, p, sr.data(), lds);
+                double worst = 0, scale = 1e-6;
+                for (int64_t i = 0; i < rows; ++i)
+                    for (int64_t j = 0; j < keys; ++j) {
+                        worst = std::max(worst, double(std::fabs(s[size_t(i * lds + j)] - sr[size_t(i * lds + j)])));
+                        scale = std::max(scale, double(std::fabs(sr[size_t(i * lds + j)])));
+                    }
+                EXPECT_LT(worst / scale, 1e-5) << rows << "x" << keys << "x" << width;
+                test::Runner one(1);
+                ops::attention_scores(one.ex, x.f(), rows, ldx, k.t, p, s1.data(), lds);
+                EXPECT_EQ(std::memcmp(s.data(), s1.data(), s.size() * sizeof(float)), 0) << "threads change the bits";
+            }
+}
+
+// Weighted values over the keys: against the reference (the same rounded weights in bf16);
+// odd key counts and widths that are not multiples of 16; 1 and 2 threads bit for bit.
+TEST_P(VisionOps, AttentionValues) {
+    Rng rng(25);
+    for (auto [rows, keys, width] :
+         {std::tuple{1, 1, 1}, {4, 17, 16}, {7, 40, 12}, {256, 75, 128}, {5, 301, 40}, {4, 1201, 136}})
+        for (Precision p : {Precision::kBF16, Precision::kF32})
+            for (DType vt : {DType::kBF16, DType::kF32}) {
+                const int64_t ldp = keys + 2, ldo = width + 3;
+                Buf w(DType::kF32, {rows, ldp}, &rng), v(vt, {keys, width}, &rng);
+                std::vector<float> o(size_t(rows * ldo), 0.0f), orf(o), o1(o);
+                ops::attention_values(r.ex, w.f(), rows, ldp, v.t, p, o.data(), ldo);
+                ref::attention_values(r.ex, w.f(), rows, ldp, v.t, p, orf.data(), ldo);
+                double worst = 0, scale = 1e-6;
+                for (int64_t i = 0; i < rows; ++i)
+                    for (int64_t c = 0; c < width; ++c) {
+                        worst = std::max(worst, double(std::fabs(o[size_t(i * ldo + c)] - orf[size_t(i * ldo + c)])));
+                        scale = std::max(scale, double(std::fabs(orf[size_t(i * ldo + c)])));
+                    }
+                EXPECT_LT(worst / scale, 1e-5) << rows << "x" << keys << "x" << width;
+                test::Runner one(1);
+                ops::attention_values(one.ex, w.f(), rows, ldp, v.t, p, o1.data(), ldo);
+                EXPECT_EQ(std::memcmp(o.data(), o1.data(), o.size() * sizeof(float)), 0) << "threads change the bits";
+            }
+}
+
 INSTANTIATE_TEST_SUITE_P(Threads, VisionOps, ::testing::Values(1, 2));
 
 }   // namespace

@@ -1,5 +1,6 @@
-// The vision tower's element-wise ops: GELU (tanh and erf forms), the 2-D RoPE of the fused
-// qkv, and the row softmax of its attention scores. ref: docs/vision.md#tower.
+// The vision tower's ops: GELU (tanh and erf forms), the 2-D RoPE of the fused qkv, its
+// attention scores and weighted values (AVX-512 BF16: kernels/attn_avx512.cpp) and the row
+// softmax between them. ref: docs/vision.md#tower.
 // The tower evaluates GELU on every MLP unit of every patch and softmax on n² scores per head,
 // so both use an exp the compiler vectorizes (no libm call per element; this file is built
 // with -fno-trapping-math so that its clamps if-convert) and fixed-lane sums (the same order on
@@ -9,7 +10,9 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/cpu_features.h"
 #include "backend/cpu/cpu_ops.h"
+#include "core/arena.h"
 
 namespace kimi::cpu {
 
@@ -109,6 +112,29 @@ void rope_2d(Exec& ex, Tensor& qkv, int64_t n_heads, int64_t head_dim, int64_t g
             }
         }
     });
+}
+
+void attention_scores(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, const Tensor& k, Precision p, float* s,
+                      int64_t lds) {
+    if (p == Precision::kBF16 && k.dtype == DType::kBF16 && use_avx512_bf16())
+        return attention_scores_avx512_bf16(ex, x, n_rows, ldx, k, s, lds);
+    matmul_strided(ex, x, n_rows, ldx, k, p, s, lds);   // elsewhere: the matrix-product kernels
+}
+
+void attention_values(Exec& ex, const float* p, int64_t n_rows, int64_t ldp, const Tensor& v, Precision prec, float* o,
+                      int64_t ldo) {
+    if (prec == Precision::kBF16 && v.dtype == DType::kBF16 && use_avx512_bf16())
+        return attention_values_avx512_bf16(ex, p, n_rows, ldp, v, o, ldo);
+    // elsewhere: the matrix-product kernels on the values transposed ([Dv, N], scratch)
+    const int64_t n = v.dim(0), width = v.dim(1);
+    Tensor vt = ex.arena->alloc(v.dtype, {width, n});
+    const size_t es = dtype_size(v.dtype);
+    ex.pool->parallel_for(width, [&](int64_t c) {
+        for (int64_t j = 0; j < n; ++j)
+            std::memcpy(static_cast<char*>(vt.data) + size_t(c * n + j) * es,
+                        static_cast<const char*>(v.data) + size_t(j * width + c) * es, es);
+    });
+    matmul_strided(ex, p, n_rows, ldp, vt, prec, o, ldo);
 }
 
 void softmax_rows(Exec& ex, Tensor& x, float scale) {

@@ -151,6 +151,26 @@ void rope_2d(Exec&, Tensor& qkv, int64_t n_heads, int64_t head_dim, int64_t grid
             }
 }
 
+void attention_scores(Exec&, const float* x, int64_t n_rows, int64_t ldx, const Tensor& k, Precision p, float* s,
+                      int64_t lds) {
+    product_rows(x, n_rows, ldx, k, p, s, lds);
+}
+
+void attention_values(Exec&, const float* p, int64_t n_rows, int64_t ldp, const Tensor& v, Precision prec, float* o,
+                      int64_t ldo) {
+    const int64_t n = v.dim(0), width = v.dim(1);
+    for (int64_t i = 0; i < n_rows; ++i)
+        for (int64_t c = 0; c < width; ++c) {
+            double sum = 0.0;
+            for (int64_t j = 0; j < n; ++j) {
+                const float w = p[i * ldp + j];
+                const double pw = prec == Precision::kBF16 ? double(bf16_to_f32(f32_to_bf16(w))) : double(w);
+                sum += pw * double(element_f32(v, j * width + c));
+            }
+            o[i * ldo + c] = float(sum);
+        }
+}
+
 void softmax_rows(Exec&, Tensor& x, float scale) {
     const int64_t cols = x.dim(1);
     for (int64_t r = 0; r < x.dim(0); ++r) {

@@ -1,7 +1,7 @@
 // The vision tower's forward pass (see vision_tower.h). Attention runs head by head as two
-// matrix products (scores, then the weighted values) over blocks of query rows, so the tower's
-// time goes to the same GEMM kernels as the text model's; the scores of one block of queries
-// are all that is held at once.
+// products over blocks of query rows — the scores (attention_scores: a kernel for the short
+// reduction over a head's width), then the weighted values (a matrix product over the keys) —
+// so the scores of one block of queries are all that is held at once.
 #include "model/vision/vision_tower.h"
 
 #include <algorithm>
@@ -32,14 +32,32 @@ Tap tap(int64_t i, int64_t n_in, int64_t n_out) {
     return {i0, i1, 1.0f - w1, w1};
 }
 
+// A product whose own scratch (the activations rounded to bf16) goes to ex.layer_arena, reset
+// after it, when there is one: an image's thousands of products would otherwise pile their
+// scratch up in the step arena.
+template <class Fn>
+void with_scratch(Exec& ex, Fn&& fn) {
+    if (!ex.layer_arena) return fn();
+    Arena* const step = ex.arena;
+    ex.arena = ex.layer_arena;
+    fn();
+    ex.arena = step;
+    ex.layer_arena->reset();
+}
+
+void linear(Exec& ex, const Tensor& x, const Tensor& w, Tensor& y) {
+    with_scratch(ex, [&] { ops::matmul(ex, x, w, ex.precision, y); });
+}
+
 // Bidirectional multi-head attention over the n tokens of one image.
-// qkv: [n, 3Q] (rotated q, k, then v) → out: [n, Q]. The keys and values are the products'
-// weight operands: bf16 at bf16 precision (as the activations are rounded), f32 otherwise.
+// qkv: [n, 3Q] (rotated q, k, then v) → out: [n, Q]. A head's keys and values are copied out
+// as the products' operands: bf16 at bf16 precision (as the activations are rounded), f32
+// otherwise.
 void attention(Exec& ex, const Tensor& qkv, int64_t heads, int64_t hd, Tensor& out) {
     const int64_t n = qkv.dim(0), q_dim = heads * hd, ld = 3 * q_dim;
     const DType wt = ex.precision == Precision::kBF16 ? DType::kBF16 : DType::kF32;
     Tensor k = ex.arena->alloc(wt, {n, hd});                         // [n, hd] one head's keys
-    Tensor vt = ex.arena->alloc(wt, {hd, n});                        // [hd, n] its values, transposed
+    Tensor v = ex.arena->alloc(wt, {n, hd});                         // [n, hd] its values
     Tensor s = ex.arena->alloc_f32({std::min(n, kQueryBlock), n});   // [block, n] scores
     const float scale = 1.0f / std::sqrt(float(hd));
     const auto put = [wt](Tensor& t, int64_t i, float v) {
@@ -51,17 +69,19 @@ void attention(Exec& ex, const Tensor& qkv, int64_t heads, int64_t hd, Tensor& o
     for (int64_t h = 0; h < heads; ++h) {
         const float* src = qkv.f32();
         ex.pool->parallel_for(n, [&](int64_t t) {
-            for (int64_t j = 0; j < hd; ++j) put(k, t * hd + j, src[t * ld + q_dim + h * hd + j]);
-        });
-        ex.pool->parallel_for(hd, [&](int64_t j) {
-            for (int64_t t = 0; t < n; ++t) put(vt, j * n + t, src[t * ld + 2 * q_dim + h * hd + j]);
+            for (int64_t j = 0; j < hd; ++j) {
+                put(k, t * hd + j, src[t * ld + q_dim + h * hd + j]);
+                put(v, t * hd + j, src[t * ld + 2 * q_dim + h * hd + j]);
+            }
         });
         for (int64_t q0 = 0; q0 < n; q0 += kQueryBlock) {
             const int64_t rows = std::min(kQueryBlock, n - q0);
             Tensor sb = s.rows(0, rows);   // [rows, n]
-            ops::matmul_strided(ex, src + q0 * ld + h * hd, rows, ld, k, ex.precision, sb.f32(), n);
+            ops::attention_scores(ex, src + q0 * ld + h * hd, rows, ld, k, ex.precision, sb.f32(), n);
             ops::softmax_rows(ex, sb, scale);
-            ops::matmul_strided(ex, sb.f32(), rows, n, vt, ex.precision, out.f32() + q0 * q_dim + h * hd, q_dim);
+            with_scratch(ex, [&] {
+                ops::attention_values(ex, sb.f32(), rows, n, v, ex.precision, out.f32() + q0 * q_dim + h * hd, q_dim);
+            });
         }
     }
 }
@@ -97,7 +117,7 @@ Tensor encode_image(Exec& ex, const VisionConfig& c, const VisionWeights& w, con
     KIMI_CHECK(grid_h % m == 0 && grid_w % m == 0, "encode_image: grid sides must be multiples of the merge");
 
     Tensor x = ex.arena->alloc_f32({n, d});   // [n, D] the tower's residual stream
-    ops::matmul(ex, patches, w.patch, ex.precision, x);
+    linear(ex, patches, w.patch, x);
     Tensor pos = ex.arena->alloc_f32({n, d});   // [n, D]
     interpolate_pos_emb(w.pos_emb, grid_h, grid_w, pos);
     ops::add_inplace(ex, x, pos);
@@ -110,15 +130,15 @@ Tensor encode_image(Exec& ex, const VisionConfig& c, const VisionWeights& w, con
     int64_t done = 0;
     for (const VisionBlockWeights& b : w.blocks) {
         ops::rms_norm(ex, x, b.norm0, c.norm_eps, xn);
-        ops::matmul(ex, xn, b.wqkv, ex.precision, qkv);
+        linear(ex, xn, b.wqkv, qkv);
         ops::rope_2d(ex, qkv, c.n_heads, c.head_dim(), grid_w);
         attention(ex, qkv, c.n_heads, c.head_dim(), att);
-        ops::matmul(ex, att, b.wo, ex.precision, y);
+        linear(ex, att, b.wo, y);
         ops::add_inplace(ex, x, y);
         ops::rms_norm(ex, x, b.norm1, c.norm_eps, xn);
-        ops::matmul(ex, xn, b.fc0, ex.precision, hid);
+        linear(ex, xn, b.fc0, hid);
         ops::gelu_inplace(ex, hid, /*tanh_approx=*/true);
-        ops::matmul(ex, hid, b.fc1, ex.precision, y);
+        linear(ex, hid, b.fc1, y);
         ops::add_inplace(ex, x, y);
         if (progress) progress(++done, int64_t(w.blocks.size()));
     }
@@ -135,10 +155,10 @@ Tensor encode_image(Exec& ex, const VisionConfig& c, const VisionWeights& w, con
                                 x.f32() + ((r * m + i) * grid_w + cc * m + j) * d, size_t(d) * sizeof(float));
 
     Tensor up = ex.arena->alloc_f32({n_out, md});   // [N, 4D]
-    ops::matmul(ex, merged, w.proj0, ex.precision, up);
+    linear(ex, merged, w.proj0, up);
     ops::gelu_inplace(ex, up, /*tanh_approx=*/false);
     Tensor out = ex.arena->alloc_f32({n_out, c.text_hidden});   // [N, text hidden]
-    ops::matmul(ex, up, w.proj2, ex.precision, out);
+    linear(ex, up, w.proj2, out);
     ops::rms_norm(ex, out, w.post_norm, c.projector_eps, out);
     return out;
 }

@@ -14,7 +14,8 @@ namespace kimi {
 
 // patches: [grid_h · grid_w, 3·p·p] f32 (rows in row-major grid order, each channel, row,
 // column; docs/vision.md#pixels) → [(grid_h/2) · (grid_w/2), text hidden], arena-owned. The
-// grid sides must be even. Each matrix product runs at ex.precision. progress(blocks done,
+// grid sides must be even. Each matrix product runs at ex.precision; with ex.layer_arena its
+// scratch goes there (reset after each product), else to ex.arena. progress(blocks done,
 // blocks) after each tower block (big images take a while).
 using VisionProgress = std::function<void(int64_t, int64_t)>;
 Tensor encode_image(Exec& ex, const VisionConfig& c, const VisionWeights& w, const Tensor& patches, int64_t grid_h,

@@ -126,6 +126,8 @@ bench: build $(BENCH_MODEL)/config.json $(BENCH_K3_MODEL)/config.json
 	  --pair k3-bench=$(BENCH_K3_MODEL),$(BENCH_K3_MODEL)-mxfp4 --json bench/results/mxfp4-table.json | tee bench/results/mxfp4-table.md
 	$(KIMI) bench model --model $(BENCH_K3_MODEL) --prompt-lens 512 --batches 1,16 --contexts 0 --activation-dtype bf16 \
 	  --compare-torch --json bench/results/k3-model.json --plot bench/results/k3-model.png
+	$(KIMI) bench vision --model $(BENCH_K3_MODEL) --width 1024 --height 1024 --activation-dtype bf16 --reps 1 \
+	  --json bench/results/vision.json
 	ctest --test-dir $(BUILD) -L slow --output-on-failure
 
 clean:

@@ -223,8 +223,16 @@ TEST(K3Render, HandCheckedPrompt) {
     req.thinking_effort = "medium";
     EXPECT_THROW(f->render(req), Error);
     req.thinking_effort = "high";
+    // an image part: the placeholder without a resolver, the image's prompt with one
     req.messages = J::parse(R"([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}])");
+    EXPECT_NE(f->render(req).text.find("<|sep|><|kimi_image_placeholder|><|close|>"), std::string::npos);
+    req.images = [](const J&, const std::string&) { return ImagePrompt{30, 20, 3}; };
+    EXPECT_NE(f->render(req).text.find("<|media_begin|>image 30x20<|media_content|><|media_pad|><|media_pad|>"
+                                       "<|media_pad|><|media_end|>"),
+              std::string::npos);
+    req.images = [](const J&, const std::string& where) -> ImagePrompt { throw Error(where + ": refused"); };
     EXPECT_THROW(f->render(req), Error);
+    req.images = nullptr;
     req.messages = J::parse(R"([{"role": "tool", "content": "r"}])");
     EXPECT_THROW(f->render(req), Error);   // no resolvable tool name
 }

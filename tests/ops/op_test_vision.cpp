@@ -13,7 +13,7 @@ protected:
     test::Runner r{GetParam()};
 };
 
-TEST_P(VisionOps, Gelu) {
+TEST_P(VisionOps, GeluInplace) {
     Rng rng(21);
     for (int64_t n : {1, 17, 9001})
         for (bool tanh_approx : {true, false}) {

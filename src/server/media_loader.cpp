@@ -47,15 +47,12 @@ PromptImage MediaLoader::load_bytes(const std::vector<uint8_t>& bytes, const std
     PromptImage p;
     try {
         const image::DecodedImage decoded = image::decode_image(bytes);
-        p.img = image::prepare_image(decoded, media_);
-        // the padding to whole cells can put a small image one row/column of cells over the cap
-        for (image::MediaConfig m = media_;
-             limits_.max_image_tokens > 0 && p.img.geom.n_tokens > limits_.max_image_tokens && m.in_patch_limit > 4;) {
+        // the padding to whole cells can put an image a row or column of cells over the cap
+        image::MediaConfig m = media_;
+        while (limits_.max_image_tokens > 0 && m.in_patch_limit > 4 &&
+               image::image_geometry(decoded.width, decoded.height, m).n_tokens > limits_.max_image_tokens)
             m.in_patch_limit = m.in_patch_limit * 3 / 4;
-            p.img = image::prepare_image(decoded, m);
-        }
-    } catch (const ImageError&) {
-        throw;
+        p.img = image::prepare_image(decoded, m);
     } catch (const Error& e) {
         throw ImageError(where + ": " + e.what());
     }

@@ -113,6 +113,14 @@ class Vision(unittest.TestCase):
             cfg = json.load(f)
         self.assertEqual(ids.count(cfg["media_placeholder_token_id"]), 9)   # 70x70 pads to 84x84: 3 x 3
         self.assertEqual(os.path.getsize(out), 4 * len(ids) * cfg["text_config"]["vocab_size"])
+        # --max-image-tokens lowers the resize budget: 9 tokens become at most 4
+        rc, _, err = run("score", "--model", MODEL, "--request", rpath, "--out", out, "--tokens-out", toks,
+                         "--max-image-tokens", "4")
+        self.assertEqual(rc, 0, err)
+        with open(toks) as f:
+            capped = json.load(f).count(cfg["media_placeholder_token_id"])
+        self.assertGreaterEqual(capped, 1)
+        self.assertLessEqual(capped, 4)
         rc, o, err = run("chat-template", "--tokenizer", MODEL, "--request", rpath, "--json")
         self.assertEqual(rc, 0, err)
         j = json.loads(o)

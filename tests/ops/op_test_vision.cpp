@@ -8,6 +8,18 @@ namespace {
 using test::Buf;
 using test::rel_err;
 
+// max |a − b| / max |b| over rows × cols of two outputs ld floats apart.
+double strided_rel_err(const std::vector<float>& a, const std::vector<float>& b, int64_t rows, int64_t cols,
+                       int64_t ld) {
+    double worst = 0, scale = 1e-6;
+    for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) {
+            worst = std::max(worst, double(std::fabs(a[size_t(i * ld + j)] - b[size_t(i * ld + j)])));
+            scale = std::max(scale, double(std::fabs(b[size_t(i * ld + j)])));
+        }
+    return worst / scale;
+}
+
 class VisionOps : public ::testing::TestWithParam<int> {
 protected:
     test::Runner r{GetParam()};
@@ -78,13 +90,7 @@ TEST_P(VisionOps, AttentionScores) {
                 std::vector<float> s(size_t(rows * lds), 0.0f), sr(s), s1(s);
                 ops::attention_scores(r.ex, x.f(), rows, ldx, k.t, p, s.data(), lds);
                 ref::attention_scores(r.ex, x.f(), rows, ldx, k.t, p, sr.data(), lds);
-                double worst = 0, scale = 1e-6;
-                for (int64_t i = 0; i < rows; ++i)
-                    for (int64_t j = 0; j < keys; ++j) {
-                        worst = std::max(worst, double(std::fabs(s[size_t(i * lds + j)] - sr[size_t(i * lds + j)])));
-                        scale = std::max(scale, double(std::fabs(sr[size_t(i * lds + j)])));
-                    }
-                EXPECT_LT(worst / scale, 1e-5) << rows << "x" << keys << "x" << width;
+                EXPECT_LT(strided_rel_err(s, sr, rows, keys, lds), 1e-5) << rows << "x" << keys << "x" << width;
                 test::Runner one(1);
                 ops::attention_scores(one.ex, x.f(), rows, ldx, k.t, p, s1.data(), lds);
                 EXPECT_EQ(std::memcmp(s.data(), s1.data(), s.size() * sizeof(float)), 0) << "threads change the bits";
@@ -104,13 +110,7 @@ TEST_P(VisionOps, AttentionValues) {
                 std::vector<float> o(size_t(rows * ldo), 0.0f), orf(o), o1(o);
                 ops::attention_values(r.ex, w.f(), rows, ldp, v.t, p, o.data(), ldo);
                 ref::attention_values(r.ex, w.f(), rows, ldp, v.t, p, orf.data(), ldo);
-                double worst = 0, scale = 1e-6;
-                for (int64_t i = 0; i < rows; ++i)
-                    for (int64_t c = 0; c < width; ++c) {
-                        worst = std::max(worst, double(std::fabs(o[size_t(i * ldo + c)] - orf[size_t(i * ldo + c)])));
-                        scale = std::max(scale, double(std::fabs(orf[size_t(i * ldo + c)])));
-                    }
-                EXPECT_LT(worst / scale, 1e-5) << rows << "x" << keys << "x" << width;
+                EXPECT_LT(strided_rel_err(o, orf, rows, width, ldo), 1e-5) << rows << "x" << keys << "x" << width;
                 test::Runner one(1);
                 ops::attention_values(one.ex, w.f(), rows, ldp, v.t, p, o1.data(), ldo);
                 EXPECT_EQ(std::memcmp(o.data(), o1.data(), o.size() * sizeof(float)), 0) << "threads change the bits";

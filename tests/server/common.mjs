@@ -5,6 +5,7 @@ import { spawn, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import readline from 'node:readline';
 
 export const MODEL_NAME = 'kimi-tiny';
@@ -101,6 +102,13 @@ export function makeTinyModel(kimi, tmpPrefix, preset = 'tiny') {
     const modelDir = path.join(tmp, 'model');
     execFileSync(kimi, ['make-model', '--preset', preset, '--seed', '1', '--out', modelDir], { stdio: 'pipe' });
     return { tmp, modelDir };
+}
+
+// The stock `openai` client module installed under node_modules (its default export is the client class).
+export async function importOpenAI(nodeModules) {
+    const entry = ['openai/index.mjs', 'openai/index.js'].map((p) => path.join(nodeModules, p)).find((p) => fs.existsSync(p));
+    if (!entry) throw new Error(`no openai client under ${nodeModules}`);
+    return import(pathToFileURL(entry).href);
 }
 
 // ---------------------------------------------------------------- server process

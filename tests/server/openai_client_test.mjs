@@ -8,9 +8,9 @@
 // Exit code 0 when every check passed, 1 otherwise.
 import fs from 'node:fs';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import {
     MODEL_NAME, cliArgs, fmt, assert, eq, usageEq, near, check, report, runMain, makeTinyModel, startServer, checkShutdown,
+    importOpenAI,
 } from './common.mjs';
 
 const args = cliArgs('usage: openai_client_test.mjs --kimi PATH --node-modules DIR', ['kimi', 'node-modules']);
@@ -122,13 +122,11 @@ function middleSubstring(text) {
 
 // ---------------------------------------------------------------- main
 async function main() {
-    const entry = ['openai/index.mjs', 'openai/index.js'].map((p) => path.join(NODE_MODULES, p)).find((p) => fs.existsSync(p));
-    if (!entry) throw new Error(`no openai client under ${NODE_MODULES}`);
-    const mod = await import(pathToFileURL(entry).href);
+    const mod = await importOpenAI(NODE_MODULES);
     const OpenAI = mod.default;
     const { APIError, NotFoundError, BadRequestError, AuthenticationError } = mod;
     const version = JSON.parse(fs.readFileSync(path.join(NODE_MODULES, 'openai/package.json'), 'utf8')).version;
-    console.log(`openai client ${version} (${entry})`);
+    console.log(`openai client ${version} (${path.join(NODE_MODULES, "openai")})`);
 
     const { tmp, modelDir } = makeTinyModel(KIMI, 'kimi-openai-test-');
 

@@ -6,9 +6,7 @@
 //
 //   node tests/server/openai_k3_test.mjs --kimi /abs/kimi-cpp --node-modules /abs/node_modules
 import fs from 'node:fs';
-import path from 'node:path';
-import { pathToFileURL } from 'node:url';
-import { MODEL_NAME, cliArgs, fmt, assert, eq, check, report, runMain, makeTinyModel, startServer, checkShutdown } from './common.mjs';
+import { MODEL_NAME, cliArgs, fmt, assert, eq, check, report, runMain, makeTinyModel, startServer, checkShutdown, importOpenAI } from './common.mjs';
 
 const args = cliArgs('usage: openai_k3_test.mjs --kimi PATH --node-modules DIR', ['kimi', 'node-modules']);
 const KIMI = args.kimi;
@@ -28,9 +26,7 @@ const HISTORY = [
 ];
 
 async function main() {
-    const entry = ['openai/index.mjs', 'openai/index.js'].map((p) => path.join(NODE_MODULES, p)).find((p) => fs.existsSync(p));
-    if (!entry) throw new Error(`no openai client under ${NODE_MODULES}`);
-    const mod = await import(pathToFileURL(entry).href);
+    const mod = await importOpenAI(NODE_MODULES);
     const OpenAI = mod.default;
     const { BadRequestError } = mod;
     const { tmp, modelDir } = makeTinyModel(KIMI, 'kimi-openai-k3-', 'k3-tiny');

@@ -10,8 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { execFileSync } from 'node:child_process';
-import { pathToFileURL } from 'node:url';
-import { MODEL_NAME, cliArgs, fmt, assert, eq, check, report, runMain, makeTinyModel, startServer, checkShutdown } from './common.mjs';
+import { MODEL_NAME, cliArgs, fmt, assert, eq, check, report, runMain, makeTinyModel, startServer, checkShutdown, importOpenAI } from './common.mjs';
 
 const args = cliArgs('usage: openai_vision_test.mjs --kimi PATH --node-modules DIR', ['kimi', 'node-modules']);
 const KIMI = args.kimi;
@@ -52,9 +51,7 @@ const dataUrl = (bytes) => 'data:image/png;base64,' + bytes.toString('base64');
 const imagePart = (url) => ({ type: 'image_url', image_url: { url } });
 
 async function main() {
-    const entry = ['openai/index.mjs', 'openai/index.js'].map((p) => path.join(NODE_MODULES, p)).find((p) => fs.existsSync(p));
-    if (!entry) throw new Error(`no openai client under ${NODE_MODULES}`);
-    const mod = await import(pathToFileURL(entry).href);
+    const mod = await importOpenAI(NODE_MODULES);
     const OpenAI = mod.default;
     const { BadRequestError } = mod;
     const { tmp, modelDir } = makeTinyModel(KIMI, 'kimi-openai-vision-', 'k3-tiny');

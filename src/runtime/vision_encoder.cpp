@@ -15,10 +15,10 @@ VisionEncoder::Rows VisionEncoder::encode(const image::PreparedImage& img, uint6
     std::lock_guard<std::mutex> lk(mu_);
     if (auto it = index_.find(hash); it != index_.end()) {
         lru_.splice(lru_.begin(), lru_, it->second);
+        std::lock_guard<std::mutex> sl(stats_mu_);
         ++stats_.hits;
         return it->second->second;
     }
-    ++stats_.misses;
     const auto t0 = std::chrono::steady_clock::now();
     arena_.reset();
     Exec ex;
@@ -31,19 +31,23 @@ VisionEncoder::Rows VisionEncoder::encode(const image::PreparedImage& img, uint6
                          {n_patches, int64_t(img.patches.size()) / std::max<int64_t>(1, n_patches)});
     const Tensor out = model_.encode_image(ex, patches, img.geom.grid_h, img.geom.grid_w, progress);
     auto rows = std::make_shared<const std::vector<float>>(out.f32(), out.f32() + out.numel());
-    stats_.encode_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    stats_.encoded_patches += n_patches;
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     const int64_t bytes = int64_t(rows->size() * sizeof(float));
     if (bytes <= cache_bytes_) {
         lru_.emplace_front(hash, rows);
         index_[hash] = lru_.begin();
-        stats_.cached_bytes += bytes;
-        while (stats_.cached_bytes > cache_bytes_) {   // evict the least recently used
-            stats_.cached_bytes -= int64_t(lru_.back().second->size() * sizeof(float));
+        cached_bytes_ += bytes;
+        while (cached_bytes_ > cache_bytes_) {   // evict the least recently used
+            cached_bytes_ -= int64_t(lru_.back().second->size() * sizeof(float));
             index_.erase(lru_.back().first);
             lru_.pop_back();
         }
     }
+    std::lock_guard<std::mutex> sl(stats_mu_);
+    ++stats_.misses;
+    stats_.encode_ms += ms;
+    stats_.encoded_patches += n_patches;
+    stats_.cached_bytes = cached_bytes_;
     stats_.cached_images = int64_t(lru_.size());
     return rows;
 }
@@ -74,7 +78,7 @@ std::vector<MediaSpan> VisionEncoder::encode_prompt(const std::vector<int32_t>& 
 }
 
 VisionEncoder::Stats VisionEncoder::stats() const {
-    std::lock_guard<std::mutex> lk(mu_);
+    std::lock_guard<std::mutex> lk(stats_mu_);
     return stats_;
 }
 

@@ -49,12 +49,14 @@ private:
     const KimiModel& model_;
     Precision precision_;
     int64_t cache_bytes_;
-    mutable std::mutex mu_;
+    std::mutex mu_;                 // one encode at a time; the cache
+    mutable std::mutex stats_mu_;   // the counters alone (read by /metrics while an image encodes)
     ThreadPool pool_;
     Arena arena_, scratch_;                      // the image's activations; one product's scratch at a time
     std::list<std::pair<uint64_t, Rows>> lru_;   // most recent first
     std::unordered_map<uint64_t, std::list<std::pair<uint64_t, Rows>>::iterator> index_;
-    Stats stats_;
+    int64_t cached_bytes_ = 0;   // under mu_
+    Stats stats_;                // under stats_mu_
 };
 
 }   // namespace kimi

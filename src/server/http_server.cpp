@@ -212,8 +212,10 @@ void HttpServer::routes() {
         EngineSnapshot snap;
         const bool ready = ready_.load();
         if (ready) snap = engine_->snapshot();
-        res.set_content(metrics_.render(ready ? &snap : nullptr, ready, listener_.stats()),
-                        "text/plain; version=0.0.4; charset=utf-8");
+        const VisionEncoder::Stats vision = encoder_ ? encoder_->stats() : VisionEncoder::Stats{};
+        res.set_content(
+            metrics_.render(ready ? &snap : nullptr, ready, listener_.stats(), encoder_ ? &vision : nullptr),
+            "text/plain; version=0.0.4; charset=utf-8");
     });
     on("GET", "/v1/models", [this](const HttpRequest&, HttpResponse& res) {
         J card = {{"id", cfg_.served_model_name},

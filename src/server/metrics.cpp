@@ -88,7 +88,8 @@ void ServerMetrics::on_http_request(int status) {
     if (cls >= 1 && cls <= 5) ++http_[size_t(cls)];
 }
 
-std::string ServerMetrics::render(const EngineSnapshot* e, bool ready, const ListenerStats& conn) const {
+std::string ServerMetrics::render(const EngineSnapshot* e, bool ready, const ListenerStats& conn,
+                                  const VisionEncoder::Stats* vision) const {
     std::string out;
     out.reserve(8192);
     std::lock_guard<std::mutex> lk(mu_);
@@ -167,6 +168,15 @@ std::string ServerMetrics::render(const EngineSnapshot* e, bool ready, const Lis
         gauge(out, "kimi:last_step_batch_size", "Sequences in the last step", e->last.n_seqs);
         gauge(out, "kimi:last_step_tokens", "Tokens in the last step", e->last.n_tokens);
         gauge(out, "kimi:last_step_seconds", "Duration of the last step", e->last.step_ms / 1e3);
+    }
+    if (vision) {
+        counter(out, "kimi:mm_images_encoded_total", "Images run through the vision tower", double(vision->misses));
+        counter(out, "kimi:mm_encoder_cache_hits_total", "Images taken from the encoder cache", double(vision->hits));
+        counter(out, "kimi:mm_encoded_patches_total", "14x14 patches run through the vision tower",
+                double(vision->encoded_patches));
+        counter(out, "kimi:mm_encode_seconds_total", "Time spent encoding images", vision->encode_ms / 1e3);
+        gauge(out, "kimi:mm_encoder_cache_images", "Images in the encoder cache", double(vision->cached_images));
+        gauge(out, "kimi:mm_encoder_cache_bytes", "Bytes of the encoder cache", double(vision->cached_bytes));
     }
     return out;
 }

@@ -1,7 +1,7 @@
 // ServerMetrics: the counters and latency histograms behind GET /metrics, rendered in the
 // Prometheus text format (version 0.0.4) with vLLM's metric names under the `kimi:` prefix,
 // plus the engine's gauges and counters (running/waiting, cache usage, attention-output
-// copies, heap allocations per step). Thread-safe.
+// copies, heap allocations per step) and, with images, the vision encoder's. Thread-safe.
 #pragma once
 #include <array>
 #include <atomic>
@@ -9,6 +9,8 @@
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "runtime/vision_encoder.h"
 
 #include "runtime/engine.h"
 #include "server/http_listener.h"
@@ -39,7 +41,9 @@ public:
     void on_http_request(int status);           // every HTTP response, by status class
     void on_grammar_compiled(double seconds);   // one structured-output request's grammar
 
-    std::string render(const EngineSnapshot* engine, bool ready, const ListenerStats& connections) const;
+    // vision: the image encoder's counters (K3 with its tower; null otherwise).
+    std::string render(const EngineSnapshot* engine, bool ready, const ListenerStats& connections,
+                       const VisionEncoder::Stats* vision = nullptr) const;
     void set_weight_bytes(int64_t bytes) { weight_bytes_ = bytes; }   // the model's, once loaded
 
 private:

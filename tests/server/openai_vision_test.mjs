@@ -118,6 +118,11 @@ async function main() {
             assert(again.usage.prompt_tokens_details.cached_tokens > firstPad,
                    `the same image again: cached ${again.usage.prompt_tokens_details.cached_tokens}, first pad ${firstPad}`);
             eq(again.choices[0].message.content, first.choices[0].message.content, 'the same reply from the cache');
+            const metrics = await (await fetch(srv.url + '/metrics')).text();
+            const value = (name) => Number((metrics.match(new RegExp(`^${name} (\\S+)$`, 'm')) || [])[1]);
+            assert(value('kimi:mm_images_encoded_total') >= 3, `images encoded: ${value('kimi:mm_images_encoded_total')}`);
+            assert(value('kimi:mm_encoder_cache_hits_total') >= 1, `encoder cache hits: ${value('kimi:mm_encoder_cache_hits_total')}`);
+            assert(value('kimi:mm_encoder_cache_images') >= 3, `cached images: ${value('kimi:mm_encoder_cache_images')}`);
         });
         await check('file:// URLs under --allowed-local-media-path', async () => {
             fs.writeFileSync(path.join(media, 'red.png'), red);

@@ -3,7 +3,7 @@
 // tiles — no horizontal sums, which the matmul kernels pay per output element:
 // - scores s = x · kᵀ over a short reduction (a head's width, e.g. 128): 16 keys per vector,
 //   each key's (2j, 2j+1) pair of bf16 values as one 32-bit lane, so one vdpbf16ps adds the
-//   pair of products of a query row's broadcast pair into 16 scores (8 rows a tile);
+//   pair of products of a query row's broadcast pair into 16 scores (4 rows × 64 keys a tile);
 // - values o = p · v over the keys: 16 output columns per vector, each column's values of two
 //   keys as one lane, the two weights broadcast (3 rows × 8 column vectors a tile).
 // Every output is its pairs summed in order: a row's result depends on nothing else.
@@ -20,43 +20,59 @@ namespace kimi::cpu {
 
 namespace {
 
-constexpr int kRows = 8;   // query rows per tile
+constexpr int kRows = 4;      // query rows per scores tile
+constexpr int kKeyVecs = 4;   // 16-key vectors per scores tile: 4 × 4 accumulators, 4 key + 4 query registers
+constexpr int64_t kKeyBlock = 16 * kKeyVecs;
 
-// Keys [k0, k0 + 16) as pair-interleaved words: out[j · 16 + t] = pair j of key k0 + t (zero past n_keys).
+// Keys [k0, k0 + 64) as pair-interleaved words: out[j · 64 + t] = pair j of key k0 + t (zero past n_keys).
 void pack_keys(const uint16_t* k, int64_t n_keys, int64_t pairs, int64_t k0, uint32_t* out) {
-    for (int t = 0; t < 16; ++t) {
+    for (int t = 0; t < kKeyBlock; ++t) {
         const int64_t key = k0 + t;
         if (key < n_keys) {
             const auto* row = reinterpret_cast<const uint8_t*>(k + key * pairs * 2);
-            for (int64_t j = 0; j < pairs; ++j) std::memcpy(&out[j * 16 + t], row + 4 * j, 4);
+            for (int64_t j = 0; j < pairs; ++j) std::memcpy(&out[j * kKeyBlock + t], row + 4 * j, 4);
         } else {
-            for (int64_t j = 0; j < pairs; ++j) out[j * 16 + t] = 0;
+            for (int64_t j = 0; j < pairs; ++j) out[j * kKeyBlock + t] = 0;
         }
     }
 }
 
-template <int R>
-void tile(const uint32_t* q, int64_t pairs, const uint32_t* kp, float* s, int64_t lds, __mmask16 mask) {
-    __m512 acc[R];
-    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+// R query rows × V vectors of 16 keys; mask[v]: the keys of vector v that exist.
+template <int R, int V>
+void tile(const uint32_t* q, int64_t pairs, const uint32_t* kp, float* s, int64_t lds, const __mmask16* mask) {
+    __m512 acc[R][V];
+    for (int r = 0; r < R; ++r)
+        for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
     for (int64_t j = 0; j < pairs; ++j) {
-        const __m512bh kv = (__m512bh)_mm512_loadu_si512(kp + j * 16);
-        for (int r = 0; r < R; ++r)
-            acc[r] = _mm512_dpbf16_ps(acc[r], (__m512bh)_mm512_set1_epi32(int32_t(q[r * pairs + j])), kv);
+        __m512bh kv[V];
+        for (int v = 0; v < V; ++v) kv[v] = (__m512bh)_mm512_loadu_si512(kp + j * kKeyBlock + 16 * v);
+        for (int r = 0; r < R; ++r) {
+            const __m512bh b = (__m512bh)_mm512_set1_epi32(int32_t(q[r * pairs + j]));
+            for (int v = 0; v < V; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], b, kv[v]);
+        }
     }
-    for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(s + r * lds, mask, acc[r]);
+    for (int r = 0; r < R; ++r)
+        for (int v = 0; v < V; ++v) _mm512_mask_storeu_ps(s + r * lds + 16 * v, mask[v], acc[r][v]);
 }
 
-void tile_rows(int rows, const uint32_t* q, int64_t pairs, const uint32_t* kp, float* s, int64_t lds, __mmask16 mask) {
+template <int R>
+void tile_keys(int vecs, const uint32_t* q, int64_t pairs, const uint32_t* kp, float* s, int64_t lds,
+               const __mmask16* mask) {
+    switch (vecs) {
+        case 4: return tile<R, 4>(q, pairs, kp, s, lds, mask);
+        case 3: return tile<R, 3>(q, pairs, kp, s, lds, mask);
+        case 2: return tile<R, 2>(q, pairs, kp, s, lds, mask);
+        default: return tile<R, 1>(q, pairs, kp, s, lds, mask);
+    }
+}
+
+void tile_rows(int rows, int vecs, const uint32_t* q, int64_t pairs, const uint32_t* kp, float* s, int64_t lds,
+               const __mmask16* mask) {
     switch (rows) {
-        case 8: return tile<8>(q, pairs, kp, s, lds, mask);
-        case 7: return tile<7>(q, pairs, kp, s, lds, mask);
-        case 6: return tile<6>(q, pairs, kp, s, lds, mask);
-        case 5: return tile<5>(q, pairs, kp, s, lds, mask);
-        case 4: return tile<4>(q, pairs, kp, s, lds, mask);
-        case 3: return tile<3>(q, pairs, kp, s, lds, mask);
-        case 2: return tile<2>(q, pairs, kp, s, lds, mask);
-        default: return tile<1>(q, pairs, kp, s, lds, mask);
+        case 4: return tile_keys<4>(vecs, q, pairs, kp, s, lds, mask);
+        case 3: return tile_keys<3>(vecs, q, pairs, kp, s, lds, mask);
+        case 2: return tile_keys<2>(vecs, q, pairs, kp, s, lds, mask);
+        default: return tile_keys<1>(vecs, q, pairs, kp, s, lds, mask);
     }
 }
 
@@ -69,16 +85,21 @@ void attention_scores_avx512_bf16(Exec& ex, const float* x, int64_t n_rows, int6
     std::vector<uint32_t> q(size_t(n_rows * pairs));
     bf16_round_rows_avx512(x, n_rows, ldx, width, nullptr, reinterpret_cast<uint16_t*>(q.data()));
     const auto* keys = static_cast<const uint16_t*>(k.data);
-    const int64_t blocks = (n_keys + 15) / 16;
+    const int64_t blocks = (n_keys + kKeyBlock - 1) / kKeyBlock;
     ex.pool->parallel_ranges(blocks, [&](int64_t b0, int64_t b1, int) {
-        std::vector<uint32_t> kp(size_t(pairs * 16));
+        std::vector<uint32_t> kp(size_t(pairs * kKeyBlock));
         for (int64_t b = b0; b < b1; ++b) {
-            pack_keys(keys, n_keys, pairs, b * 16, kp.data());
-            const int64_t left = n_keys - b * 16;
-            const __mmask16 mask = left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
+            pack_keys(keys, n_keys, pairs, b * kKeyBlock, kp.data());
+            const int64_t left = n_keys - b * kKeyBlock;
+            const int vecs = int(std::min<int64_t>(kKeyVecs, (left + 15) / 16));
+            __mmask16 mask[kKeyVecs];
+            for (int v = 0; v < kKeyVecs; ++v) {
+                const int64_t in_vec = std::max<int64_t>(0, std::min<int64_t>(16, left - 16 * v));
+                mask[v] = in_vec >= 16 ? __mmask16(0xffff) : __mmask16((1u << in_vec) - 1);
+            }
             for (int64_t r = 0; r < n_rows; r += kRows)
-                tile_rows(int(std::min<int64_t>(kRows, n_rows - r)), q.data() + r * pairs, pairs, kp.data(),
-                          s + r * lds + b * 16, lds, mask);
+                tile_rows(int(std::min<int64_t>(kRows, n_rows - r)), vecs, q.data() + r * pairs, pairs, kp.data(),
+                          s + r * lds + b * kKeyBlock, lds, mask);
         }
     });
 }

@@ -77,9 +77,8 @@ void attention(Exec& ex, const Tensor& qkv, int64_t heads, int64_t hd, Tensor& o
         for (int64_t q0 = 0; q0 < n; q0 += kQueryBlock) {
             const int64_t rows = std::min(kQueryBlock, n - q0);
             Tensor sb = s.rows(0, rows);   // [rows, n]
-            with_scratch(ex, [&] {
-                ops::attention_scores(ex, src + q0 * ld + h * hd, rows, ld, k, ex.precision, sb.f32(), n);
-            });
+            with_scratch(
+                ex, [&] { ops::attention_scores(ex, src + q0 * ld + h * hd, rows, ld, k, ex.precision, sb.f32(), n); });
             ops::softmax_rows(ex, sb, scale);
             with_scratch(ex, [&] {
                 ops::attention_values(ex, sb.f32(), rows, n, v, ex.precision, out.f32() + q0 * q_dim + h * hd, q_dim);

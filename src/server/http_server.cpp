@@ -9,6 +9,7 @@
 #include "server/api_error.h"
 #include "server/openai_generate.h"
 #include "server/openai_request.h"
+#include "server/web_assets.h"
 
 namespace kimi::server {
 namespace {
@@ -93,7 +94,8 @@ bool HttpServer::pre_route(const HttpRequest& req, HttpResponse& res) {
             return true;
         }
     }
-    const bool always = req.path == "/health" || req.path == "/version" || req.path == "/" || req.path == "/metrics";
+    const bool always = req.path == "/health" || req.path == "/version" || req.path == "/" || req.path == "/metrics" ||
+        req.path.rfind("/web/", 0) == 0;   // the page and its files, also while loading
     if (!always && !ready_.load()) {
         send_error(res, ApiError(503, "the model is still loading"));
         return true;
@@ -108,6 +110,15 @@ bool HttpServer::pre_route(const HttpRequest& req, HttpResponse& res) {
 void HttpServer::handle(const HttpRequest& req, HttpResponse& res) {
     try {
         if (pre_route(req, res)) return;
+        if (req.path.rfind("/web/", 0) == 0 && (req.method == "GET" || req.method == "HEAD")) {
+            const WebAsset* a = find_web_asset(req.path);
+            if (!a) throw ApiError(404, "no route " + req.method + " " + req.path);
+            res.set_header("Content-Security-Policy", kContentSecurityPolicy);
+            res.set_header("X-Content-Type-Options", "nosniff");
+            res.set_header("Cache-Control", "no-cache");
+            res.set_content(std::string(reinterpret_cast<const char*>(a->data), a->size), a->content_type);
+            return;
+        }
         std::string allow;
         for (const Route& r : routes_) {
             if (r.path != req.path) continue;

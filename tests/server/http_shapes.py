@@ -56,6 +56,22 @@ class T1Shapes(unittest.TestCase):
         self.assertIn("kimi.cpp", page)
         self.assertIn("/v1/chat/completions", page)
 
+    def test_web_assets(self):
+        # the page's libraries, embedded from Debian's packages at build time, with a strict CSP
+        for path, src in (("/web/vendor/marked.min.js", "/usr/share/javascript/marked/marked.min.js"),
+                          ("/web/vendor/purify.min.js", "/usr/share/nodejs/dompurify/dist/purify.min.js")):
+            r = get(hc.MAIN.port, path)
+            self.assertEqual(r.status, 200, r)
+            self.assertTrue(r.headers["content-type"].startswith("text/javascript"), r.headers)
+            with open(src, "rb") as f:
+                self.assertEqual(r.body, f.read(), path)
+            csp = r.headers["content-security-policy"]
+            self.assertIn("script-src 'self'", csp)
+            self.assertIn("default-src 'none'", csp)
+            self.assertEqual(r.headers["x-content-type-options"], "nosniff")
+        self.assertEqual(get(hc.MAIN.port, "/web/nothing.js").status, 404)
+        self.assertEqual(get(hc.MAIN.port, "/web/../v1/models").status, 404)
+
     def test_tokenize_detokenize_round_trip(self):
         for text in ["Hello, world!", "héllo wörld 你好 🙂", "a  b\n\tc", "x" * 300]:
             with self.subTest(text=text[:20]):

@@ -4,6 +4,7 @@
 text, whose counters move by exactly what the requests report. Run through http_test.py.
 """
 import math
+import os
 import re
 import unittest
 
@@ -69,6 +70,14 @@ class T1Shapes(unittest.TestCase):
             self.assertIn("script-src 'self'", csp)
             self.assertIn("default-src 'none'", csp)
             self.assertEqual(r.headers["x-content-type-options"], "nosniff")
+        # the page's own files, as written in web/
+        web = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "web")
+        for name, kind in (("index.html", "text/html"), ("app.js", "text/javascript"), ("app.css", "text/css")):
+            r = get(hc.MAIN.port, "/web/" + name)
+            self.assertEqual(r.status, 200, r)
+            self.assertTrue(r.headers["content-type"].startswith(kind), r.headers)
+            with open(os.path.join(web, name), "rb") as f:
+                self.assertEqual(r.body, f.read(), name)
         self.assertEqual(get(hc.MAIN.port, "/web/nothing.js").status, 404)
         self.assertEqual(get(hc.MAIN.port, "/web/../v1/models").status, 404)
 

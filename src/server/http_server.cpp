@@ -27,12 +27,13 @@ bool needs_auth(const std::string& path) {
     return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize";
 }
 
-const char* kIndexPage =
-    "<!doctype html><html><head><meta charset=\"utf-8\"><title>kimi.cpp</title></head><body>"
-    "<h1>kimi.cpp</h1><p>An OpenAI-compatible server for Kimi Linear models.</p><ul>"
-    "<li>POST <code>/v1/chat/completions</code>, <code>/v1/completions</code></li>"
-    "<li>GET <code>/v1/models</code>, <code>/health</code>, <code>/version</code>, <code>/metrics</code></li>"
-    "<li>POST <code>/tokenize</code>, <code>/detokenize</code></li></ul></body></html>\n";
+// An embedded file of the page, with the headers every one gets.
+void send_asset(HttpResponse& res, const WebAsset& a) {
+    res.set_header("Content-Security-Policy", kContentSecurityPolicy);
+    res.set_header("X-Content-Type-Options", "nosniff");
+    res.set_header("Cache-Control", "no-cache");
+    res.set_content(std::string(reinterpret_cast<const char*>(a.data), a.size), a.content_type);
+}
 
 ListenerConfig listener_config(const ServerConfig& c) {
     ListenerConfig l;
@@ -113,11 +114,7 @@ void HttpServer::handle(const HttpRequest& req, HttpResponse& res) {
         if (req.path.rfind("/web/", 0) == 0 && (req.method == "GET" || req.method == "HEAD")) {
             const WebAsset* a = find_web_asset(req.path);
             if (!a) throw ApiError(404, "no route " + req.method + " " + req.path);
-            res.set_header("Content-Security-Policy", kContentSecurityPolicy);
-            res.set_header("X-Content-Type-Options", "nosniff");
-            res.set_header("Cache-Control", "no-cache");
-            res.set_content(std::string(reinterpret_cast<const char*>(a->data), a->size), a->content_type);
-            return;
+            return send_asset(res, *a);
         }
         std::string allow;
         for (const Route& r : routes_) {
@@ -208,8 +205,11 @@ void HttpServer::routes() {
     auto on = [this](const char* method, const char* path, Handler h) {
         routes_.push_back({method, path, std::move(h)});
     };
-    on("GET", "/",
-       [](const HttpRequest&, HttpResponse& res) { res.set_content(kIndexPage, "text/html; charset=utf-8"); });
+    on("GET", "/", [](const HttpRequest&, HttpResponse& res) {   // the chat page
+        const WebAsset* page = find_web_asset("/web/index.html");
+        KIMI_CHECK(page != nullptr, "the page is not embedded");
+        send_asset(res, *page);
+    });
     on("GET", "/health", [this](const HttpRequest&, HttpResponse& res) {
         if (!ready_.load()) return send_json(res, 503, {{"status", "loading"}});
         const std::string failure = engine_->failure();

@@ -11,6 +11,7 @@ const SETTINGS = ['system', 'temperature', 'top_p', 'top_k', 'min_p', 'max_token
 let list = loadAll();
 let current = list[0] || create(list);
 let controller = null;   // the reply being streamed
+let attached = [];       // data: URLs of the images for the next message
 
 function el(tag, cls, text) {
   const e = document.createElement(tag);
@@ -105,17 +106,29 @@ function figuresText(f) {
 function messageView(m, index) {
   const box = el('article', `message ${m.role}`);
   if (m.role === 'user') {
-    box.append(el('div', 'text', typeof m.content === 'string' ? m.content : ''));
+    const parts = Array.isArray(m.content) ? m.content : [{ type: 'text', text: m.content }];
+    for (const p of parts) {
+      if (p.type === 'image_url') {
+        const img = el('img', 'thumb');
+        img.src = p.image_url.url;   // a data: URL the user attached
+        img.alt = 'attached image';
+        box.append(img);
+      } else {
+        box.append(el('div', 'text', p.text));
+      }
+    }
     const edit = el('button', 'small', 'Edit');
     edit.type = 'button';
     edit.addEventListener('click', () => {
-      $('input').value = m.content;
+      $('input').value = parts.filter((p) => p.type === 'text').map((p) => p.text).join('');
+      attached = parts.filter((p) => p.type === 'image_url').map((p) => p.image_url.url);
+      renderAttachments();
       current.messages.splice(index);
       saveAll(list);
       renderMessages();
       $('input').focus();
     });
-    box.append(edit, copyButton(() => m.content));
+    box.append(edit, copyButton(() => parts.filter((p) => p.type === 'text').map((p) => p.text).join('')));
     return box;
   }
   if (m.role === 'tool') {
@@ -206,7 +219,8 @@ async function send() {
   current.messages.push(reply);
   if (current.title === 'New chat') {
     const first = current.messages.find((m) => m.role === 'user');
-    if (first) current.title = first.content.slice(0, 40);
+    const text = first && (Array.isArray(first.content) ? first.content.find((p) => p.type === 'text') : { text: first.content });
+    if (text && text.text) current.title = text.text.slice(0, 40);
   }
   renderList();
   renderMessages();
@@ -285,14 +299,48 @@ async function refreshState() {
   }
 }
 
+// ---------------------------------------------------------------- images
+function renderAttachments() {
+  const box = $('attachments');
+  box.replaceChildren(...attached.map((url, i) => {
+    const img = el('img', 'thumb');
+    img.src = url;
+    img.alt = 'image to send';
+    img.title = 'Click to remove';
+    img.addEventListener('click', () => { attached.splice(i, 1); renderAttachments(); });
+    return img;
+  }));
+}
+
+function attachFiles(files) {
+  for (const f of files) {
+    if (!f.type.startsWith('image/')) continue;
+    const reader = new FileReader();
+    reader.addEventListener('load', () => { attached.push(reader.result); renderAttachments(); });
+    reader.readAsDataURL(f);
+  }
+}
+
 // ---------------------------------------------------------------- wiring
 $('composer').addEventListener('submit', (ev) => {
   ev.preventDefault();
   const text = $('input').value;
-  if (!text.trim() || controller) return;
-  current.messages.push({ role: 'user', content: text });
+  if ((!text.trim() && !attached.length) || controller) return;
+  const content = attached.length
+    ? [...attached.map((url) => ({ type: 'image_url', image_url: { url } })), { type: 'text', text }]
+    : text;
+  current.messages.push({ role: 'user', content });
   $('input').value = '';
+  attached = [];
+  renderAttachments();
   send();
+});
+$('attach').addEventListener('change', (ev) => { attachFiles(ev.target.files); ev.target.value = ''; });
+$('input').addEventListener('paste', (ev) => attachFiles([...ev.clipboardData.items].map((i) => i.getAsFile()).filter(Boolean)));
+document.addEventListener('dragover', (ev) => ev.preventDefault());
+document.addEventListener('drop', (ev) => {
+  ev.preventDefault();
+  attachFiles(ev.dataTransfer.files);
 });
 $('input').addEventListener('keydown', (ev) => {
   if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) {

@@ -10,7 +10,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { cliArgs, fmt, assert, eq, check, report, runMain, makeTinyModel, startServer, checkShutdown } from '../server/common.mjs';
+import { cliArgs, fmt, assert, eq, check, report, runMain, makeTinyModel, startServer, checkShutdown, png } from '../server/common.mjs';
 
 const args = cliArgs('usage: chat_page_test.mjs --kimi PATH --node-modules DIR [--shots DIR]', ['kimi', 'node-modules']);
 const KIMI = args.kimi;
@@ -169,7 +169,8 @@ async function main() {
             if (preset === 'k3-tiny') {
                 await check('k3-tiny: reasoning shows live, then collapses once the answer starts', async () => {
                     await page.click('#new-chat');
-                    await stubbed(page, [{ role: 'assistant', reasoning_content: 'Let me think.' }, { content: 'The answer is **42**.' }], async () => {
+                    await stubbed(page, [{ role: 'assistant', reasoning_content: 'Let me think.' },
+                        { content: 'The answer is **42**.\n\n- six times seven\n- the meaning of it all\n\n```python\nprint(6 * 7)\n```' }], async () => {
                         await sendMessage(page, 'Question');
                         await idle(page);
                     });
@@ -180,7 +181,40 @@ async function main() {
                     const fig = await page.$eval('.message.assistant .figures', (e) => e.textContent);
                     assert(fig.includes('2 cached'), `figures: ${fig}`);
                 });
+            if (SHOTS && preset === 'k3-tiny') {
+                fs.mkdirSync(SHOTS, { recursive: true });
+                if (await page.$eval('#settings', (e) => !e.hidden)) await page.click('#toggle-settings');
+                for (const [name, w, h, scheme] of [['desktop-light', 1280, 800, 'light'], ['desktop-dark', 1280, 800, 'dark'],
+                                                    ['phone-light', 390, 844, 'light'], ['phone-dark', 390, 844, 'dark']]) {
+                    await page.setViewport({ width: w, height: h });
+                    await page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: scheme }]);
+                    await page.screenshot({ path: path.join(SHOTS, `chat-${name}.png`) });
+                }
             }
+
+            }
+            await check(`${preset}: an attached image goes with the message (K3) or is refused in words (Kimi Linear)`, async () => {
+                await page.click('#new-chat');
+                const file = path.join(made.at(-1), 'red.png');
+                fs.writeFileSync(file, png(60, 40, (x, y) => [200, (x * 4) & 255, (y * 6) & 255]));
+                await (await page.$('#attach')).uploadFile(file);
+                await page.waitForSelector('#attachments img.thumb');
+                await page.evaluate(() => { document.getElementById('max_tokens').value = '8'; document.getElementById('max_tokens').dispatchEvent(new Event('change')); });
+                await sendMessage(page, 'What is this?');
+                await idle(page);
+                eq(await page.$$eval('#attachments img', (els) => els.length), 0, 'attachments cleared after sending');
+                assert(await page.$('.message.user img.thumb'), 'no thumbnail in the history');
+                const err = await page.$eval('#error', (e) => (e.hidden ? '' : e.textContent));
+                if (preset === 'k3-tiny') {
+                    eq(err, '', 'an error with an image on K3');
+                    const fig = await page.$eval('.message.assistant .figures', (e) => e.textContent);
+                    // 60x40 pads to 84x56: 3 x 2 image tokens besides the text
+                    assert(/^\d+ prompt tokens/.test(fig), `figures: ${fig}`);
+                } else {
+                    assert(/400/.test(err) && /image/.test(err), `the refusal in words: ${fmt(err)}`);
+                    errors.length = 0;   // the browser reports the 400 on the console
+                }
+            });
             await check(`${preset}: hostile replies render inert`, async () => {
                 await page.click('#new-chat');
                 await stubbed(page, [{ role: 'assistant', content: XSS.join('\n\n') }], async () => {
@@ -197,15 +231,6 @@ async function main() {
                 const other = errors.filter((e) => !/Content Security Policy/.test(e));
                 eq(other.length, 0, `console errors: ${fmt(other)}`);
             });
-            if (SHOTS && preset === 'k3-tiny') {
-                fs.mkdirSync(SHOTS, { recursive: true });
-                for (const [name, w, h, scheme] of [['desktop-light', 1280, 800, 'light'], ['desktop-dark', 1280, 800, 'dark'],
-                                                    ['phone-light', 390, 844, 'light'], ['phone-dark', 390, 844, 'dark']]) {
-                    await page.setViewport({ width: w, height: h });
-                    await page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: scheme }]);
-                    await page.screenshot({ path: path.join(SHOTS, `chat-${name}.png`) });
-                }
-            }
             await page.close();
             await checkShutdown(preset, srv);
         }

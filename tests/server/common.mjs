@@ -7,6 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import readline from 'node:readline';
+import zlib from 'node:zlib';
 
 export const MODEL_NAME = 'kimi-tiny';
 
@@ -111,6 +112,37 @@ export async function importOpenAI(nodeModules) {
     return import(pathToFileURL(entry).href);
 }
 
+// ---------------------------------------------------------------- a minimal PNG writer (RGB, 8-bit)
+const CRC = new Int32Array(256).map((_, n) => {
+    let c = n;
+    for (let k = 0; k < 8; ++k) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    return c;
+});
+function crc32(buf) {
+    let c = -1;
+    for (const b of buf) c = CRC[(c ^ b) & 0xff] ^ (c >>> 8);
+    return (c ^ -1) >>> 0;
+}
+function chunk(type, data) {
+    const head = Buffer.alloc(8);
+    head.writeUInt32BE(data.length, 0);
+    head.write(type, 4, 'ascii');
+    const crc = Buffer.alloc(4);
+    crc.writeUInt32BE(crc32(Buffer.concat([head.subarray(4), data])), 0);
+    return Buffer.concat([head, data, crc]);
+}
+// w×h RGB image whose pixel (x, y) is f(x, y) → [r, g, b].
+export function png(w, h, f) {
+    const raw = Buffer.alloc((3 * w + 1) * h);
+    for (let y = 0; y < h; ++y)
+        for (let x = 0; x < w; ++x) raw.set(f(x, y), y * (3 * w + 1) + 1 + 3 * x);
+    const ihdr = Buffer.alloc(13);
+    ihdr.writeUInt32BE(w, 0);
+    ihdr.writeUInt32BE(h, 4);
+    ihdr.set([8, 2, 0, 0, 0], 8);
+    return Buffer.concat([Buffer.from([137, 80, 78, 71, 13, 10, 26, 10]), chunk('IHDR', ihdr),
+                          chunk('IDAT', zlib.deflateSync(raw)), chunk('IEND', Buffer.alloc(0))]);
+}
 // ---------------------------------------------------------------- server process
 const servers = [];
 // `kimi serve` on a free port, served as MODEL_NAME; resolves to {proc, url, stderr, exited} once

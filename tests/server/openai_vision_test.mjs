@@ -8,45 +8,13 @@
 //   node tests/server/openai_vision_test.mjs --kimi /abs/kimi-cpp --node-modules /abs/node_modules
 import fs from 'node:fs';
 import path from 'node:path';
-import zlib from 'node:zlib';
 import { execFileSync } from 'node:child_process';
-import { MODEL_NAME, cliArgs, fmt, assert, eq, check, report, runMain, makeTinyModel, startServer, checkShutdown, importOpenAI } from './common.mjs';
+import { MODEL_NAME, cliArgs, fmt, assert, eq, check, report, runMain, makeTinyModel, startServer, checkShutdown, importOpenAI, png } from './common.mjs';
 
 const args = cliArgs('usage: openai_vision_test.mjs --kimi PATH --node-modules DIR', ['kimi', 'node-modules']);
 const KIMI = args.kimi;
 const NODE_MODULES = args['node-modules'];
 
-// ---------------------------------------------------------------- a minimal PNG writer (RGB, 8-bit)
-const CRC = new Int32Array(256).map((_, n) => {
-    let c = n;
-    for (let k = 0; k < 8; ++k) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-    return c;
-});
-function crc32(buf) {
-    let c = -1;
-    for (const b of buf) c = CRC[(c ^ b) & 0xff] ^ (c >>> 8);
-    return (c ^ -1) >>> 0;
-}
-function chunk(type, data) {
-    const head = Buffer.alloc(8);
-    head.writeUInt32BE(data.length, 0);
-    head.write(type, 4, 'ascii');
-    const crc = Buffer.alloc(4);
-    crc.writeUInt32BE(crc32(Buffer.concat([head.subarray(4), data])), 0);
-    return Buffer.concat([head, data, crc]);
-}
-// w×h RGB image whose pixel (x, y) is f(x, y) → [r, g, b].
-function png(w, h, f) {
-    const raw = Buffer.alloc((3 * w + 1) * h);
-    for (let y = 0; y < h; ++y)
-        for (let x = 0; x < w; ++x) raw.set(f(x, y), y * (3 * w + 1) + 1 + 3 * x);
-    const ihdr = Buffer.alloc(13);
-    ihdr.writeUInt32BE(w, 0);
-    ihdr.writeUInt32BE(h, 4);
-    ihdr.set([8, 2, 0, 0, 0], 8);
-    return Buffer.concat([Buffer.from([137, 80, 78, 71, 13, 10, 26, 10]), chunk('IHDR', ihdr),
-                          chunk('IDAT', zlib.deflateSync(raw)), chunk('IEND', Buffer.alloc(0))]);
-}
 const dataUrl = (bytes) => 'data:image/png;base64,' + bytes.toString('base64');
 const imagePart = (url) => ({ type: 'image_url', image_url: { url } });
 

@@ -132,6 +132,20 @@ async function main() {
                 eq(running, 0, 'requests running after Stop');
                 eq((await fetch(srv.url + '/health')).status, 200, '/health');
             });
+            await check(`${preset}: Esc stops a reply too`, async () => {
+                let stopped = false;
+                for (let attempt = 0; attempt < 5 && !stopped; ++attempt) {
+                    const before = await page.$$eval('.message.assistant', (els) => els.length);
+                    await sendMessage(page, 'Keep going');
+                    await page.waitForFunction(() => !document.getElementById('stop').hidden, { timeout: 10000 }).catch(() => {});
+                    stopped = await page.$eval('#stop', (b) => !b.hidden);
+                    if (stopped) await page.keyboard.press('Escape');
+                    await idle(page);
+                    eq(await page.$$eval('.message.assistant', (els) => els.length), before + 1, 'one reply per message');
+                }
+                assert(stopped, 'every reply ended before Esc could be pressed');
+                eq(await page.$eval('#stop', (b) => b.hidden), true, 'Stop hidden after Esc');
+            });
             await check(`${preset}: Regenerate gives a new reply; conversations survive a reload`, async () => {
                 await page.evaluate(() => { document.getElementById('max_tokens').value = '40'; document.getElementById('max_tokens').dispatchEvent(new Event('change')); });
                 await sendMessage(page, 'Once more');

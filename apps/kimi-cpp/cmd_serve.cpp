@@ -26,6 +26,7 @@
 namespace kimi::app {
 
 int cmd_serve(int argc, char** argv) {
+    const auto t_start = std::chrono::steady_clock::now();   // time to ready counts from here
     ArgParser args("serve", argc, argv);
     const std::string model_dir = args.required("--model");
     const std::string tok_dir = args.str("--tokenizer", model_dir);
@@ -116,7 +117,9 @@ int cmd_serve(int argc, char** argv) {
     // the file KIMI_LOAD_GATE names exists.
     if (const char* gate = std::getenv("KIMI_LOAD_GATE"))
         while (std::filesystem::exists(gate)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const auto t_load = std::chrono::steady_clock::now();
     auto model = load_model_with_progress(model_dir, quiet, eo.weight_memory, eo.shard, eo.check_weights);
+    const auto t_loaded = std::chrono::steady_clock::now();
     const tok::Tokenizer tok = *load_tokenizer_for(tok_dir, model->config(), true);
     const EngineConfig ec = eo.with_model_precision(*model);
     Engine engine(*model, ec, &tok);
@@ -138,6 +141,10 @@ int cmd_serve(int argc, char** argv) {
         std::lock_guard<std::mutex> lk(mu);
         ready = true;
     }
+    const auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
+    const auto t_ready = std::chrono::steady_clock::now();
+    std::fprintf(stderr, "serve: ready in %.2f s (weights %.2f s, engine start with its profile run %.2f s)\n",
+                 secs(t_start, t_ready), secs(t_load, t_loaded), secs(t_loaded, t_ready));
     std::printf(
         "kimi.cpp %s serving '%s' at %s  (Ctrl-C to stop)\n\n"
         "  curl %s/v1/chat/completions -H 'Content-Type: application/json'%s \\\n"

@@ -3,9 +3,9 @@
 
 #include <sys/stat.h>
 
-#include <cstdio>
-
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 
 #include "core/error.h"
 #include "progress.h"
@@ -144,10 +144,17 @@ std::unique_ptr<KimiModel> load_model_with_progress(const std::string& dir, bool
                                                     const Shard& shard, bool check_weights) {
     quiet = quiet || shard.rank != 0;
     Progress bar("load", quiet);
+    const auto t0 = std::chrono::steady_clock::now();
     auto m = KimiModel::load(
         dir, [&](uint64_t done, uint64_t total) { bar.update(double(done), double(total), "bytes"); }, memory, shard,
         check_weights);
     bar.finish();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double bytes = double(m->store().tensor_bytes());
+    if (!quiet)
+        std::fprintf(stderr, "load: %.2f %s of weights in %.2f s (%.2f GB/s, %s)\n",
+                     bytes >= 1073741824.0 ? bytes / 1073741824.0 : bytes / 1048576.0,
+                     bytes >= 1073741824.0 ? "GiB" : "MiB", s, bytes / 1e9 / s, m->store().file_memory() == FileMemory::kHugeCopy ? "huge-page copy" : "mmap");
     note_skipped_tensors(*m, quiet);
     return m;
 }

@@ -65,6 +65,18 @@ StepTraffic decode_step_traffic(const KimiModel& model, int64_t batch, int64_t c
     return t;
 }
 
+double attention_macs(const KimiModel& model, int64_t n_tokens, int64_t context) {
+    const ModelConfig& c = model.config();
+    const double n = double(n_tokens);
+    // sum over the prompt's tokens of the positions each attends: context + 1 … context + n
+    const double positions = n * double(context) + n * (n + 1) / 2;
+    const double mla = double(c.n_mla_layers()) * double(c.mla_heads) *
+        double(c.mla_latent_width() + c.kv_lora_rank) * positions;
+    const double kda = double(c.n_kda_layers()) * double(c.kda_heads) * 3.0 * double(c.kda_head_dim) *
+        double(c.kda_head_dim) * n;
+    return mla + kda;
+}
+
 double held_weight_bytes(const KimiModel& model) {
     const ModelWeights& w = model.weights();
     double b = 0;

@@ -22,6 +22,11 @@ struct StepTraffic {
 // A decode step of `batch` sequences, each with `context` tokens already cached.
 // latent_bf16: the MLA cache holds bf16 latents (half the cache bytes).
 StepTraffic decode_step_traffic(const KimiModel& m, int64_t batch, int64_t context, bool latent_bf16 = false);
+// Multiply-adds of the attention itself (not its projections) for `n_tokens` prompt tokens
+// that follow `context` cached ones: the absorbed MLA attention scores every cached and
+// causal position over the latent and rope widths and sums the latents back, per head; the
+// KDA recurrence reads, updates and applies each head's K × V state (3 K·V per token).
+double attention_macs(const KimiModel& m, int64_t n_tokens, int64_t context);
 // Bytes of every weight this process holds (its slices when the model is split).
 double held_weight_bytes(const KimiModel& m);
 

@@ -6,8 +6,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
 #include <fstream>
 #include <sstream>
 
@@ -20,6 +25,44 @@ constexpr size_t kHugePage = size_t(2) << 20;
 constexpr size_t kReadChunk = size_t(64) << 20;   // bytes per pread (and per progress report)
 
 std::string errno_text() { return std::strerror(errno); }
+
+// Reads [0, size) of fd into dst in 64 MiB chunks taken in turn by several threads: a
+// single reader tops out near 1 GB/s here, as each first touch of a huge page makes the
+// kernel clear 2 MiB before the copy into it; clearing and copying scale with the threads
+// (the memory bus is far from busy). Returns "" or why the read failed.
+std::string read_parallel(int fd, unsigned char* dst, size_t size, const std::function<void(uint64_t)>& on_read) {
+    const size_t n_chunks = (size + kReadChunk - 1) / kReadChunk;
+    const size_t n_threads = std::min<size_t>({n_chunks, std::max(1u, std::thread::hardware_concurrency()), 16});
+    std::atomic<size_t> next{0};
+    std::atomic<bool> failed{false};
+    std::mutex mu;   // guards failure and on_read
+    std::string failure;
+    auto work = [&] {
+        for (size_t c = next++; c < n_chunks && !failed; c = next++) {
+            const size_t begin = c * kReadChunk, end = std::min(size, begin + kReadChunk);
+            for (size_t got = begin; got < end;) {
+                const ssize_t r = ::pread(fd, dst + got, end - got, off_t(got));
+                if (r < 0 && errno == EINTR) continue;
+                if (r <= 0) {
+                    const std::lock_guard<std::mutex> lock(mu);
+                    if (failure.empty()) failure = r < 0 ? "read failed: " + errno_text() : "file shrank while being read";
+                    failed = true;
+                    return;
+                }
+                got += size_t(r);
+            }
+            if (on_read) {
+                const std::lock_guard<std::mutex> lock(mu);
+                on_read(uint64_t(end - begin));
+            }
+        }
+    };
+    std::vector<std::thread> helpers;
+    for (size_t t = 1; t < n_threads; ++t) helpers.emplace_back(work);
+    work();
+    for (std::thread& t : helpers) t.join();
+    return failure;
+}
 }   // namespace
 
 MappedFile::MappedFile(const std::string& path, FileMemory mode, const std::function<void(uint64_t)>& on_read)
@@ -56,16 +99,7 @@ MappedFile::MappedFile(const std::string& path, FileMemory mode, const std::func
                                                           ~(kHugePage - 1));
             ::madvise(base, size_, MADV_HUGEPAGE);   // advisory: without THP this is plain memory
             addr_ = base;
-            for (size_t got = 0; got < size_ && failure.empty();) {
-                const ssize_t r = ::pread(fd, base + got, std::min(kReadChunk, size_ - got), off_t(got));
-                if (r < 0 && errno == EINTR) continue;
-                if (r <= 0)
-                    failure = r < 0 ? "read failed: " + errno_text() : "file shrank while being read";
-                else {
-                    got += size_t(r);
-                    if (on_read) on_read(uint64_t(r));
-                }
-            }
+            failure = read_parallel(fd, base, size_, on_read);
             if (failure.empty()) ::mprotect(base, size_, PROT_READ);   // weights are never written
         }
     }

@@ -103,11 +103,30 @@ class BenchModel(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         j = json.load(open(js))
         self.assertEqual([p["test"] for p in j["prefill"]], ["pp16", "pp32"])
+        # Prefill after a cached context: the 20-token prefix comes from the prefix cache up to
+        # its last full 16-token block, so each rep computes the other 4 + the new tokens.
+        ctx = j["prefill_after_context"]
+        self.assertEqual([p["test"] for p in ctx], ["pp16 @ d20", "pp32 @ d20"])
+        for row, p in zip(ctx, (16, 32)):
+            self.assertEqual(row["cached_tokens"], 16)
+            self.assertEqual(row["computed_tokens"], p + 4)
+            self.assertGreater(row["attention_gflops"], 0)
+        # a cached context adds attention work per computed token
+        share = [r["attention_gflops"] / r["gflops"] for r in (j["prefill"][0], ctx[0])]
+        self.assertGreater(share[1], share[0])
+        self.assertIn("| pp32 @ d20 |", out)
         self.assertEqual(len(j["decode"]), 4)
         self.assertGreater(j["read_bandwidth_gbs"], 0)
+        # The bandwidth is the median of passes interleaved with the rows (3 first, 2 per decode
+        # row, 2 at the end), reported with its spread.
+        self.assertEqual(len(j["read_bandwidth_samples_gbs"]), 3 + 2 * 4 + 2)
+        sp = j["read_bandwidth_spread_gbs"]
+        self.assertTrue(0 < sp["min"] <= sp["median"] == j["read_bandwidth_gbs"] <= sp["max"])
+        self.assertIn("median of 13 passes", out)
         self.assertGreater(j["peak_gflops"], 0)
         for row in j["decode"]:
-            for k in ("tokens_per_s", "step_ms", "bytes_per_step", "roofline_step_ms", "pct_of_roofline"):
+            for k in ("tokens_per_s", "step_ms", "bytes_per_step", "roofline_step_ms", "pct_of_roofline", "probe_gbs",
+                      "pct_of_roofline_row_probe"):
                 self.assertIn(k, row)
             t = row["tokens_per_s"]
             self.assertTrue(0 < t["min"] <= t["median"] <= t["max"])

@@ -1,9 +1,12 @@
 // `kimi-cpp bench model`: the llama-bench matrix for one checkpoint, through the real
 // engine step. Prefill tokens/s for each --prompt-lens (one step each); decode tokens/s for
-// each --batches × --contexts (B sequences with D cached tokens each, all decoding). For
-// every decode row: the bytes one step reads (weights the batch touches + KDA state + MLA
-// latents, bench/step_traffic.h), the roofline step time at the bandwidth measured in the
-// same run, and the % of it achieved; for prefill, the % of the measured multiply-add peak.
+// each --batches × --contexts (B sequences with D cached tokens each, all decoding), and for
+// every context D > 0 the prefill of each prompt length after D tokens held by the prefix
+// cache. For every decode row: the bytes one step reads (weights the batch touches + KDA
+// state + MLA latents, bench/step_traffic.h), the roofline step time at the run's median read
+// bandwidth (probed in passes interleaved with the rows; spread reported), and the % of it
+// achieved; for prefill, the % of the measured multiply-add peak (attention FLOPs included
+// after a context).
 // --reps repetitions with min/median/max; a table, --json and --plot. --compare-torch then
 // runs the PyTorch eager bf16 baseline over the same matrix and reports the speedup per row.
 #include <sys/resource.h>
@@ -115,7 +118,7 @@ int cmd_bench_model(int argc, char** argv) {
     };
     cfg.max_model_len =
         std::max<int32_t>(cfg.max_model_len, int32_t(max_ctx + 1 + steps * reps + skew(max_b, max_ctx) + 2));
-    cfg.max_model_len = std::max(cfg.max_model_len, max_p + 2);
+    cfg.max_model_len = std::max(cfg.max_model_len, max_ctx + max_p + 2);
     Engine engine(*model, cfg);
     if (!engine.leads()) {   // another rank of a split model (mpirun): rank 0's steps
         engine.follow();
@@ -124,67 +127,98 @@ int cmd_bench_model(int argc, char** argv) {
     if (!quiet) std::fprintf(stderr, "bench model: %s\n", engine.sizing().describe().c_str());
     dist::Comm& comm = dist::Comm::world();
 
-    // The limits, measured now on the same threads.
+    // The limits, measured on the same threads: the peak once (a register loop, steady), the
+    // read bandwidth in passes interleaved with the rows (a shared VM drifts within a run);
+    // every roofline uses the median pass, and the spread is reported with it.
     ThreadPool pool{cfg.threads};
-    double bw = 0, peak = 0;
+    const ProbeBuffer probe(pool, int64_t(512) << 17);   // 512 MiB
+    BandwidthSamples bws;
+    sample_bandwidth(probe, pool, 3, bws);
+    double peak = 0;
     std::string isa;
-    {
-        const ProbeBuffer buf(pool, int64_t(512) << 17);   // 512 MiB
-        for (int r = 0; r < 3; ++r) bw = std::max(bw, read_gbs(buf, &pool));
-        for (int r = 0; r < 2; ++r) peak = std::max(peak, peak_gflops(cfg.precision == Precision::kBF16, &pool, isa));
-    }
+    for (int r = 0; r < 2; ++r) peak = std::max(peak, peak_gflops(cfg.precision == Precision::kBF16, &pool, isa));
 
     Rng rng(12345);
     Progress bar("bench model", quiet);
-    const double total = double(prompt_lens.size() + batches.size() * contexts.size()) * double(reps);
+    std::vector<int32_t> long_contexts;   // prefill rows after a cached context
+    for (int32_t d : contexts)
+        if (d > 0) long_contexts.push_back(d);
+    const double total =
+        double(prompt_lens.size() * (1 + long_contexts.size()) + batches.size() * contexts.size()) * double(reps);
     double done = 0;
-    J prefill = J::array(), decode = J::array();
-    std::printf(
-        "| test | tokens/s (median [min, max]) | step ms | bytes/step | roofline ms | %% of limit | faults/step | sys "
-        "%% |\n");
-    std::printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
-    for (int32_t p : prompt_lens) {
+    // prefill: from an empty context; prefill_ctx: after a cached one (its own key, so the
+    // context-0 rows keep their meaning for readers of the JSON)
+    J prefill = J::array(), prefill_ctx = J::array(), decode = J::array();
+    const StepTraffic tr1 = decode_step_traffic(*model, 1, 0);
+    // One prefill row: `p` new tokens after `d` cached ones (the prefix cache holds them: a
+    // shared d-token prefix is prefilled once, untimed; every rep then sends it with p fresh
+    // tokens, and only those are computed — checked against the engine's hit count).
+    auto prefill_row = [&](int32_t p, int32_t d) {
+        const std::vector<int32_t> prefix = random_ids(rng, d, vocab);
+        SamplingParams sp;
+        sp.temperature = 0;
+        sp.max_tokens = 1;
+        auto prompt_of = [&](int64_t n_new) {
+            std::vector<int32_t> ids = prefix;
+            for (int32_t t : random_ids(rng, n_new, vocab)) ids.push_back(t);
+            return ids;
+        };
+        if (d > 0) {   // fill the prefix cache
+            std::vector<std::shared_ptr<RequestStream>> ss = {engine.submit(prompt_of(1), sp)};
+            std::vector<int64_t> got = {0};
+            run_until_tokens(engine, ss, got, 1);
+            engine.run_until_idle();
+        }
         std::vector<double> tps;
-        double faults = 0, sys_s = 0, wall_s = 0;
+        double faults = 0, sys_s = 0, wall_s = 0, computed = 0;
         for (int64_t r = 0; r < reps; ++r) {
-            SamplingParams sp;
-            sp.temperature = 0;
-            sp.max_tokens = 1;
-            std::vector<std::shared_ptr<RequestStream>> ss = {engine.submit(random_ids(rng, p, vocab), sp)};
+            const int64_t hits0 = engine.prefix_hit_tokens();
+            std::vector<std::shared_ptr<RequestStream>> ss = {engine.submit(prompt_of(p), sp)};
             std::vector<int64_t> got = {0};
             const Usage u0 = usage_now();
             const double t0 = now_s();
             run_until_tokens(engine, ss, got, 1);
             const double dt = now_s() - t0;
             const Usage u1 = usage_now();
-            tps.push_back(double(p) / dt);
+            const int64_t hit = engine.prefix_hit_tokens() - hits0;
+            const double n_new = double(int64_t(d) + p - hit);   // tokens this rep computed
+            computed += n_new;
+            tps.push_back(n_new / dt);
             faults += u1.faults - u0.faults;
             sys_s += u1.sys_s - u0.sys_s;
             wall_s += dt;
             engine.run_until_idle();
             bar.update(++done, total, "runs");
         }
-        const double faults_per_prefill = faults / double(reps),
-                     sys_pct = 100.0 * sys_s / (wall_s * double(cfg.threads));
+        const double n_new = computed / double(reps), ctx = double(d + p) - n_new;
         const J s = mmm(tps);
-        // The matrix products a prefill does: every layer for every token, lm_head for the last.
-        const StepTraffic tr = decode_step_traffic(*model, 1, 0);
-        const double macs = (tr.macs_per_token - tr.head_macs) * double(p) + tr.head_macs;
-        const double gflops = 2.0 * macs / 1e9 * s["median"].get<double>() / double(p);
-        const double pct = 100.0 * gflops / peak;
-        prefill.push_back({{"test", "pp" + std::to_string(p)},
+        // The matrix products of the computed tokens (lm_head for the last one only) and,
+        // where a context precedes them, the attention over it.
+        const double macs = (tr1.macs_per_token - tr1.head_macs) * n_new + tr1.head_macs;
+        const double attn = attention_macs(*model, int64_t(n_new), int64_t(ctx));
+        const double sec = n_new / s["median"].get<double>();
+        const double gflops = 2.0 * macs / 1e9 / sec, attn_gflops = 2.0 * attn / 1e9 / sec;
+        const std::string name = "pp" + std::to_string(p) + (d > 0 ? " @ d" + std::to_string(d) : "");
+        (d > 0 ? prefill_ctx : prefill).push_back({{"test", name},
                            {"prompt_tokens", p},
+                           {"context", d},
+                           {"computed_tokens", n_new},
+                           {"cached_tokens", ctx},
                            {"tokens_per_s", s},
+                           {"step_ms", 1e3 * sec},
                            {"gflops", gflops},
-                           {"pct_of_peak", pct},
-                           {"page_faults_per_prefill", faults_per_prefill},
-                           {"sys_pct", sys_pct}});
-        std::printf("| pp%d | %.1f [%.1f, %.1f] | %.1f | | | %.1f%% of peak | %.0f / prefill | %.1f |\n", p,
-                    s["median"].get<double>(), s["min"].get<double>(), s["max"].get<double>(),
-                    1e3 * double(p) / s["median"].get<double>(), pct, faults_per_prefill, sys_pct);
-    }
+                           {"attention_gflops", attn_gflops},
+                           {"pct_of_peak", 100.0 * (gflops + attn_gflops) / peak},
+                           {"page_faults_per_prefill", faults / double(reps)},
+                           {"sys_pct", 100.0 * sys_s / (wall_s * double(cfg.threads))}});
+    };
+    for (int32_t p : prompt_lens) prefill_row(p, 0);
+    for (int32_t d : long_contexts)
+        for (int32_t p : prompt_lens) prefill_row(p, d);
     for (int32_t d : contexts) {
         for (int32_t b : batches) {
+            sample_bandwidth(probe, pool, 2, bws);
+            const double row_gbs = 0.5 * (bws.gbs.end()[-1] + bws.gbs.end()[-2]);
             SamplingParams sp;
             sp.temperature = 0;
             sp.ignore_eos = true;
@@ -218,9 +252,7 @@ int cmd_bench_model(int argc, char** argv) {
             for (auto& st : ss) engine.cancel(st->id());
             engine.run_until_idle();
             const StepTraffic tr = decode_step_traffic(*model, b, d + 1 + steps * reps / 2, cfg.kv_cache_bf16);
-            const double roof_ms = 1e3 * tr.total_bytes() / (bw * 1e9);
             const J s = mmm(tps), st = mmm(step_ms);
-            const double pct = 100.0 * roof_ms / st["median"].get<double>();
             const std::string name =
                 "tg" + std::to_string(steps) + " b" + std::to_string(b) + " @ d" + std::to_string(d);
             decode.push_back({{"test", name},
@@ -231,31 +263,59 @@ int cmd_bench_model(int argc, char** argv) {
                               {"bytes_per_step", tr.total_bytes()},
                               {"weight_bytes", tr.weight_bytes},
                               {"cache_bytes", tr.cache_bytes},
-                              {"roofline_step_ms", roof_ms},
-                              {"pct_of_roofline", pct},
+                              {"probe_gbs", row_gbs},
                               {"page_faults_per_step", faults_per_step},
                               {"sys_pct", sys_pct},
                               {"compute_ms_per_step", st["median"].get<double>() - comm_ms},
                               {"comm_ms_per_step", comm_ms},
                               {"comm_bytes_per_step", comm_bytes},
                               {"comm_share", comm_ms / st["median"].get<double>()}});
-
-            std::printf("| %s | %.1f [%.1f, %.1f] | %.2f | %.1f MiB | %.2f | %.1f%% of roofline | %.1f | %.1f |\n",
-                        name.c_str(), s["median"].get<double>(), s["min"].get<double>(), s["max"].get<double>(),
-                        st["median"].get<double>(), tr.total_bytes() / 1048576.0, roof_ms, pct, faults_per_step,
-                        sys_pct);
-            if (comm.distributed())   // bytes/step and the roofline above are this rank's (its slices)
-                std::printf(
-                    "|   %s on %d ranks: compute %.2f ms/step, communication %.2f ms/step (%.0f%%), %.1f KiB sent/step "
-                    "by rank 0 |\n",
-                    name.c_str(), comm.size(), st["median"].get<double>() - comm_ms, comm_ms,
-                    100.0 * comm_ms / st["median"].get<double>(), comm_bytes / 1024.0);
         }
     }
+    sample_bandwidth(probe, pool, 2, bws);
     bar.finish();
+    const double bw = bws.median();
+    // The table, once every row and probe is in: the rooflines use the run's median bandwidth
+    // (and, in brackets, the row's own probe, read just before it).
     std::printf(
-        "\nlimits measured in this run: read bandwidth %.1f GB/s, %s peak %.1f GFLOP/s (%d threads); weights: %s\n", bw,
-        isa.c_str(), peak, cfg.threads,
+        "| test | tokens/s (median [min, max]) | step ms | bytes/step | roofline ms | %% of limit | faults/step | sys "
+        "%% |\n");
+    std::printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    J all_prefill = prefill;
+    for (const J& row : prefill_ctx) all_prefill.push_back(row);
+    for (const J& row : all_prefill) {
+        const J& s = row["tokens_per_s"];
+        const bool attn = row["context"].get<int>() > 0;
+        std::printf("| %s | %.1f [%.1f, %.1f] | %.1f | | | %.1f%% of peak%s | %.0f / prefill | %.1f |\n",
+                    row["test"].get<std::string>().c_str(), s["median"].get<double>(), s["min"].get<double>(),
+                    s["max"].get<double>(), row["step_ms"].get<double>(), row["pct_of_peak"].get<double>(),
+                    attn ? " (attention included)" : "", row["page_faults_per_prefill"].get<double>(),
+                    row["sys_pct"].get<double>());
+    }
+    for (J& row : decode) {
+        const double bytes = row["bytes_per_step"].get<double>(), ms = row["step_ms"]["median"].get<double>();
+        const double roof_ms = 1e3 * bytes / (bw * 1e9), row_roof_ms = 1e3 * bytes / (row["probe_gbs"].get<double>() * 1e9);
+        row["roofline_step_ms"] = roof_ms;
+        row["pct_of_roofline"] = 100.0 * roof_ms / ms;
+        row["pct_of_roofline_row_probe"] = 100.0 * row_roof_ms / ms;
+        const J& s = row["tokens_per_s"];
+        std::printf("| %s | %.1f [%.1f, %.1f] | %.2f | %.1f MiB | %.2f | %.1f%% of roofline [%.1f%%] | %.1f | %.1f |\n",
+                    row["test"].get<std::string>().c_str(), s["median"].get<double>(), s["min"].get<double>(),
+                    s["max"].get<double>(), ms, bytes / 1048576.0, roof_ms, row["pct_of_roofline"].get<double>(),
+                    row["pct_of_roofline_row_probe"].get<double>(), row["page_faults_per_step"].get<double>(),
+                    row["sys_pct"].get<double>());
+        if (comm.distributed())   // bytes/step and the roofline above are this rank's (its slices)
+            std::printf(
+                "|   %s on %d ranks: compute %.2f ms/step, communication %.2f ms/step (%.0f%%), %.1f KiB sent/step "
+                "by rank 0 |\n",
+                row["test"].get<std::string>().c_str(), comm.size(), row["compute_ms_per_step"].get<double>(),
+                row["comm_ms_per_step"].get<double>(), 100.0 * row["comm_share"].get<double>(),
+                row["comm_bytes_per_step"].get<double>() / 1024.0);
+    }
+    std::printf(
+        "\nlimits measured in this run: read bandwidth %.1f GB/s (median of %zu passes interleaved with the rows; "
+        "min %.1f, max %.1f), %s peak %.1f GFLOP/s (%d threads); weights: %s\n",
+        bw, bws.gbs.size(), bws.min(), bws.max(), isa.c_str(), peak, cfg.threads,
         model->store().file_memory() == FileMemory::kHugeCopy ? "huge-page copy" : "mmap");
     J torch_info = nullptr;
     if (compare_torch) {
@@ -288,11 +348,14 @@ int cmd_bench_model(int argc, char** argv) {
              {"weight_memory", model->store().file_memory() == FileMemory::kHugeCopy ? "huge-page copy" : "mmap"},
              {"cpu_flags", cpu::cpu_features_string()},
              {"read_bandwidth_gbs", bw},
+             {"read_bandwidth_samples_gbs", bws.gbs},
+             {"read_bandwidth_spread_gbs", {{"min", bws.min()}, {"median", bw}, {"max", bws.max()}}},
              {"peak_gflops", peak},
              {"peak_isa", isa},
              {"reps", reps},
              {"decode_steps", steps},
              {"prefill", prefill},
+             {"prefill_after_context", prefill_ctx},
              {"decode", decode}};
     if (compare_torch) out["torch"] = torch_info;
     if (!json_path.empty()) {

@@ -4,17 +4,38 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/thread_pool.h"
 
 namespace kimi::app {
 
-// A buffer of n_words 64-bit words, 64-byte aligned, filled (so its pages exist).
+// A buffer of n_words 64-bit words on 2 MiB-aligned memory advised for huge pages (the
+// memory the weights are copied into), filled so its pages exist.
 struct ProbeBuffer {
     ProbeBuffer(ThreadPool& pool, int64_t n_words);
-    std::unique_ptr<uint64_t, void (*)(void*)> data;
+    ~ProbeBuffer();
+    ProbeBuffer(const ProbeBuffer&) = delete;
+    ProbeBuffer& operator=(const ProbeBuffer&) = delete;
+    uint64_t* data = nullptr;
     int64_t n_words;
+
+private:
+    void* map_ = nullptr;
+    size_t map_len_ = 0;
 };
+
+// Read-bandwidth readings taken over a run (interleaved with the rows they serve): the
+// median is the figure rooflines use; min and max show how much the machine drifted.
+struct BandwidthSamples {
+    std::vector<double> gbs;
+    double median() const;
+    double min() const;
+    double max() const;
+};
+
+// `passes` streaming reads of the whole buffer on all of `pool`, appended to `out`.
+void sample_bandwidth(const ProbeBuffer& b, ThreadPool& pool, int passes, BandwidthSamples& out);
 
 // GB/s of one streaming read of the whole buffer: on the calling thread, or on all of `pool`.
 double read_gbs(const ProbeBuffer& b, ThreadPool* pool);

@@ -108,6 +108,10 @@ $(BENCH_MODEL)/config.json: | build
 # Kimi-K3's real per-layer widths (7.5 GB): decode at context 0 only, as a 4k-token prefill per
 # sequence at these widths takes minutes.
 BENCH_K3_MODEL ?= models/k3-bench
+# A llama.cpp checkout built with llama-bench, for the side-by-side table (docs/performance.md
+# says how to get it from the sources bundled in the npm package node-llama-cpp); the GGUFs
+# are converted from the bench checkpoints by llama.cpp's own converter once.
+LLAMA_CPP_DIR ?=
 $(BENCH_K3_MODEL)/config.json: | build
 	$(KIMI) make-model --out $(BENCH_K3_MODEL) --preset k3-bench --seed 0
 
@@ -126,6 +130,17 @@ bench: build $(BENCH_MODEL)/config.json $(BENCH_K3_MODEL)/config.json
 	  --pair k3-bench=$(BENCH_K3_MODEL),$(BENCH_K3_MODEL)-mxfp4 --json bench/results/mxfp4-table.json | tee bench/results/mxfp4-table.md
 	$(KIMI) bench model --model $(BENCH_K3_MODEL) --prompt-lens 512 --batches 1,16 --contexts 0 --activation-dtype bf16 \
 	  --compare-torch --json bench/results/k3-model.json --plot bench/results/k3-model.png
+	$(KIMI) bench model --model $(BENCH_MODEL) --prompt-lens 512 --batches 1 --contexts 0,4096,16384,65536 --reps 2 \
+	  --json bench/results/long-context.json | tee bench/results/long-context.md
+	$(KIMI) bench model --model $(BENCH_MODEL) --prompt-lens 512 --batches 1,16,64 --contexts 0 --reps 2 \
+	  --json bench/results/batches.json | tee bench/results/batches.md
+	for c in 16 24; do $(KIMI) bench decode --model $(BENCH_MODEL) --ab --concurrency $$c --prefix-len 8192 \
+	  --suffix-len 512 --output-len 1024 --runs 2 --json bench/results/cohort-$$c.json || exit 1; done
+	if [ -n "$(LLAMA_CPP_DIR)" ]; then for m in $(BENCH_MODEL) $(BENCH_K3_MODEL); do test -f $$m.gguf || \
+	  LLAMA_CPP_DIR=$(LLAMA_CPP_DIR) tools/llama_convert/convert.sh $$m $$m.gguf || exit 1; done; \
+	  python3 bench/llama_compare.py --kimi $(KIMI) --llama-bench $(LLAMA_CPP_DIR)/build/bin/llama-bench \
+	  --pair bench=$(BENCH_MODEL),$(BENCH_MODEL).gguf --pair k3-bench=$(BENCH_K3_MODEL),$(BENCH_K3_MODEL).gguf \
+	  --batches 1,16 --json bench/results/llama-compare.json | tee bench/results/llama-compare.md; fi
 	$(KIMI) bench vision --model $(BENCH_K3_MODEL) --width 1024 --height 1024 --activation-dtype bf16 --reps 1 \
 	  --json bench/results/vision.json
 	ctest --test-dir $(BUILD) -L slow --output-on-failure

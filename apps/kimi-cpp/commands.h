@@ -27,4 +27,5 @@ int cmd_bench_serve(int argc, char** argv);       // bench/cmd_bench_serve.cpp: 
 int cmd_bench_machine(int argc, char** argv);     // bench/cmd_bench_machine.cpp: `bench machine`
 int cmd_bench_model(int argc, char** argv);       // bench/cmd_bench_model.cpp: `bench model`
 int cmd_bench_vision(int argc, char** argv);      // bench/cmd_bench_vision.cpp: `bench vision`
+int cmd_bench_matmul(int argc, char** argv);      // bench/cmd_bench_matmul.cpp: `bench matmul`
 }   // namespace kimi::app

@@ -154,7 +154,8 @@ std::unique_ptr<KimiModel> load_model_with_progress(const std::string& dir, bool
     if (!quiet)
         std::fprintf(stderr, "load: %.2f %s of weights in %.2f s (%.2f GB/s, %s)\n",
                      bytes >= 1073741824.0 ? bytes / 1073741824.0 : bytes / 1048576.0,
-                     bytes >= 1073741824.0 ? "GiB" : "MiB", s, bytes / 1e9 / s, m->store().file_memory() == FileMemory::kHugeCopy ? "huge-page copy" : "mmap");
+                     bytes >= 1073741824.0 ? "GiB" : "MiB", s, bytes / 1e9 / s,
+                     file_memory_name(m->store().file_memory()));
     note_skipped_tensors(*m, quiet);
     return m;
 }

@@ -29,7 +29,7 @@ const Command kCommands[] = {
     {"chat-template", kimi::app::cmd_chat_template, "render a conversation (or a request) with the model's chat format"},
     {"chat-parse",    kimi::app::cmd_chat_parse,    "parse generated text into reasoning, content and tool calls"},
     {"eval",          kimi::app::cmd_eval,          "evaluations: eval gsm8k, eval compare A.jsonl B.jsonl (exact McNemar)"},
-    {"bench",         kimi::app::cmd_bench,         "benchmarks: bench decode (A/B), serve (load), machine (limits), model (roofline), tokenizer"},
+    {"bench",         kimi::app::cmd_bench,         "benchmarks: bench decode (A/B), serve (load), machine (limits), model (roofline), matmul (one product), vision, tokenizer"},
 };
 // clang-format on
 

@@ -70,10 +70,10 @@ double attention_macs(const KimiModel& model, int64_t n_tokens, int64_t context)
     const double n = double(n_tokens);
     // sum over the prompt's tokens of the positions each attends: context + 1 … context + n
     const double positions = n * double(context) + n * (n + 1) / 2;
-    const double mla = double(c.n_mla_layers()) * double(c.mla_heads) *
-        double(c.mla_latent_width() + c.kv_lora_rank) * positions;
-    const double kda = double(c.n_kda_layers()) * double(c.kda_heads) * 3.0 * double(c.kda_head_dim) *
-        double(c.kda_head_dim) * n;
+    const double mla =
+        double(c.n_mla_layers()) * double(c.mla_heads) * double(c.mla_latent_width() + c.kv_lora_rank) * positions;
+    const double kda =
+        double(c.n_kda_layers()) * double(c.kda_heads) * 3.0 * double(c.kda_head_dim) * double(c.kda_head_dim) * n;
     return mla + kda;
 }
 

@@ -30,14 +30,19 @@ uint64_t file_size(const std::string& p) {
     return ::stat(p.c_str(), &st) == 0 ? uint64_t(st.st_size) : 0;
 }
 
-FileMemory resolve_memory(WeightMemory m, uint64_t total_bytes) {
-    if (m == WeightMemory::kMmap) return FileMemory::kMap;
+// A checkpoint that does not fit in memory is mapped without MAP_POPULATE: populating it would
+// read the whole file through the page cache at load (evicting its own first pages), and the
+// pages a step uses are faulted in from the file anyway; the page cache then keeps the ones
+// decode keeps touching (docs/performance.md, "Larger than memory").
+}   // namespace
+
+FileMemory resolve_file_memory(WeightMemory m, uint64_t total_bytes, uint64_t available, bool huge_pages) {
     if (m == WeightMemory::kMmapLazy) return FileMemory::kMapLazy;
     if (m == WeightMemory::kCopy) return FileMemory::kHugeCopy;
-    const bool fits = total_bytes <= memory_available_bytes() / 4 * 3;
-    return huge_pages_available() && fits ? FileMemory::kHugeCopy : FileMemory::kMap;
+    const bool fits = total_bytes <= available / 4 * 3;
+    if (m == WeightMemory::kMmap || !fits) return fits ? FileMemory::kMap : FileMemory::kMapLazy;
+    return huge_pages ? FileMemory::kHugeCopy : FileMemory::kMap;
 }
-}   // namespace
 
 WeightStore::WeightStore(const std::string& model_dir, WeightMemory memory,
                          const std::function<void(uint64_t, uint64_t)>& on_read) {
@@ -73,7 +78,7 @@ WeightStore::WeightStore(const std::string& model_dir, WeightMemory memory,
     }
     uint64_t total = 0, done = 0;
     for (const auto& p : paths) total += file_size(p);
-    file_memory_ = resolve_memory(memory, total);
+    file_memory_ = resolve_file_memory(memory, total, memory_available_bytes(), huge_pages_available());
     const auto on_bytes = [&](uint64_t n) {
         done += n;
         if (on_read) on_read(done, total);

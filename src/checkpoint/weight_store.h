@@ -23,11 +23,17 @@ namespace kimi {
 
 // How the checkpoint's bytes are held (--mmap / --no-mmap; see MappedFile).
 enum class WeightMemory : uint8_t {
-    kAuto,   // huge-page copy when huge_pages_available() and the files fit in 3/4 of MemAvailable, else mmap
-    kMmap,
+    kAuto,   // huge-page copy when huge_pages_available() and the files fit in 3/4 of the memory
+             // available (MemAvailable, or the memory cgroup's room), else mmap
+    kMmap,   // mapped and populated at load; lazily when the files do not fit (as kMmapLazy)
     kCopy,
     kMmapLazy,   // mapped, pages read when first touched: one streaming pass over a checkpoint larger than RAM
 };
+
+// What a WeightMemory request resolves to for `total_bytes` of checkpoint files, with
+// `available` bytes of memory (memory_available_bytes()) and transparent huge pages or not:
+// a checkpoint over 3/4 of the memory is always mapped lazily (never populated at load).
+FileMemory resolve_file_memory(WeightMemory m, uint64_t total_bytes, uint64_t available, bool huge_pages);
 
 // The kind of a linear module, by its name, for reports: "routed experts", "shared experts",
 // "routers", "latent projections", "AttnRes vectors", "attention projections",

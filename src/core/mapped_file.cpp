@@ -45,7 +45,8 @@ std::string read_parallel(int fd, unsigned char* dst, size_t size, const std::fu
                 if (r < 0 && errno == EINTR) continue;
                 if (r <= 0) {
                     const std::lock_guard<std::mutex> lock(mu);
-                    if (failure.empty()) failure = r < 0 ? "read failed: " + errno_text() : "file shrank while being read";
+                    if (failure.empty())
+                        failure = r < 0 ? "read failed: " + errno_text() : "file shrank while being read";
                     failed = true;
                     return;
                 }
@@ -64,6 +65,10 @@ std::string read_parallel(int fd, unsigned char* dst, size_t size, const std::fu
     return failure;
 }
 }   // namespace
+
+const char* file_memory_name(FileMemory m) {
+    return m == FileMemory::kHugeCopy ? "huge-page copy" : m == FileMemory::kMap ? "mmap" : "mmap (lazy)";
+}
 
 MappedFile::MappedFile(const std::string& path, FileMemory mode, const std::function<void(uint64_t)>& on_read)
     : path_(path), mode_(mode) {
@@ -131,6 +136,49 @@ bool huge_pages_available() {
     return s.find("[always]") != std::string::npos || s.find("[madvise]") != std::string::npos;
 }
 
+namespace {
+// The first number in a file (0 if none, or "max").
+uint64_t read_number(const std::string& path) {
+    std::ifstream f(path);
+    uint64_t v = 0;
+    return f >> v ? v : 0;
+}
+// The value of `key` in a "key value" file such as memory.stat (0 if absent).
+uint64_t stat_value(const std::string& path, const std::string& key) {
+    std::ifstream f(path);
+    std::string k;
+    uint64_t v = 0;
+    while (f >> k >> v)
+        if (k == key) return v;
+    return 0;
+}
+}   // namespace
+
+uint64_t cgroup_memory_room_bytes() {
+    // why: in a container the host's MemAvailable is not this process's to take; a checkpoint
+    // copied into memory over the cgroup's limit gets the process killed, not swapped.
+    std::ifstream f("/proc/self/cgroup");
+    std::string line;
+    while (std::getline(f, line)) {
+        const size_t a = line.find(':'), b = line.find(':', a + 1);
+        if (a == std::string::npos || b == std::string::npos) continue;
+        const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+        uint64_t limit = 0, anon = 0;
+        if (controllers == "memory") {   // cgroup v1
+            const std::string dir = "/sys/fs/cgroup/memory" + path;
+            limit = read_number(dir + "/memory.limit_in_bytes");
+            anon = stat_value(dir + "/memory.stat", "total_rss");
+        } else if (controllers.empty() && line.rfind("0::", 0) == 0) {   // cgroup v2
+            const std::string dir = "/sys/fs/cgroup" + path;
+            limit = read_number(dir + "/memory.max");   // "max": 0, no limit
+            anon = stat_value(dir + "/memory.stat", "anon");
+        }
+        // page cache in the group is reclaimable; its anonymous memory is not
+        if (limit > 0 && limit < (uint64_t(1) << 60)) return limit > anon ? limit - anon : 0;
+    }
+    return UINT64_MAX;
+}
+
 uint64_t memory_available_bytes() {
     std::ifstream f("/proc/meminfo");
     std::string line;
@@ -139,7 +187,7 @@ uint64_t memory_available_bytes() {
         std::istringstream in(line.substr(13));
         uint64_t kib = 0;
         in >> kib;
-        return kib * 1024;
+        return std::min(kib * 1024, cgroup_memory_room_bytes());
     }
     return 0;
 }

@@ -18,6 +18,9 @@ enum class FileMemory : uint8_t {
     kHugeCopy,   // read into 2 MiB-aligned anonymous memory advised for huge pages, then made read-only
 };
 
+// How a run's report names the memory: "huge-page copy", "mmap", "mmap (lazy)".
+const char* file_memory_name(FileMemory m);
+
 class MappedFile {
 public:
     // on_read(bytes) is called as a kHugeCopy read progresses (bytes read since the last call).
@@ -48,8 +51,11 @@ void check_regular_file(const std::string& path, bool missing_ok = false);
 // Whether the kernel gives transparent huge pages to memory advised for them
 // (/sys/kernel/mm/transparent_hugepage/enabled is [always] or [madvise]).
 bool huge_pages_available();
-// MemAvailable of /proc/meminfo in bytes (0 if unreadable).
+// MemAvailable of /proc/meminfo in bytes (0 if unreadable), or less where this process's
+// memory cgroup (v1 or v2) has a lower limit: that limit minus the group's anonymous memory.
 uint64_t memory_available_bytes();
+// That cgroup room alone (UINT64_MAX without a memory limit).
+uint64_t cgroup_memory_room_bytes();
 
 // This process's resident memory from /proc/self/status, in bytes (zeros if unreadable):
 // anonymous (heap, caches, stacks) and file-backed (mapped weights) pages.

@@ -153,6 +153,23 @@ TEST_F(Checkpoint, MappedAndHugePageCopyAgree) {
     EXPECT_EQ(score_sequence(*mapped, r.ex, ids, {5, 7}), score_sequence(*copied, r.ex, ids, {5, 7}));
 }
 
+// Which memory the weights go to: a copy into huge pages when they fit, the file mapped
+// otherwise, and never populated at load when they do not fit (decode then faults in the
+// pages it uses, and the page cache keeps the ones it keeps using).
+TEST(WeightMemoryChoice, LargerThanMemoryIsMappedLazily) {
+    const uint64_t gib = uint64_t(1) << 30;
+    EXPECT_EQ(resolve_file_memory(WeightMemory::kAuto, 2 * gib, 16 * gib, true), FileMemory::kHugeCopy);
+    EXPECT_EQ(resolve_file_memory(WeightMemory::kAuto, 2 * gib, 16 * gib, false), FileMemory::kMap);
+    EXPECT_EQ(resolve_file_memory(WeightMemory::kAuto, 13 * gib, 16 * gib, true), FileMemory::kMapLazy);
+    EXPECT_EQ(resolve_file_memory(WeightMemory::kMmap, 2 * gib, 16 * gib, true), FileMemory::kMap);
+    EXPECT_EQ(resolve_file_memory(WeightMemory::kMmap, 1500 * gib, 16 * gib, true), FileMemory::kMapLazy);
+    EXPECT_EQ(resolve_file_memory(WeightMemory::kCopy, 13 * gib, 16 * gib, true), FileMemory::kHugeCopy);
+    EXPECT_EQ(resolve_file_memory(WeightMemory::kMmapLazy, 1 * gib, 16 * gib, true), FileMemory::kMapLazy);
+    // the figure itself: never above MemAvailable, and positive on a working machine
+    EXPECT_GT(memory_available_bytes(), 0u);
+    EXPECT_LE(memory_available_bytes(), cgroup_memory_room_bytes());
+}
+
 TEST_F(Checkpoint, OutOfRangeTokenIsAnError) {
     auto m = KimiModel::load(dir);
     test::Runner r(1);

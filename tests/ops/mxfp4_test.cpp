@@ -199,6 +199,26 @@ TEST_P(Mxfp4Ops, PathsAgreeBitForBit) {
         }
 }
 
+// K3's 7168-wide rows over 130 token rows (the blocked path, several row blocks): each row
+// still equals its one-row product.
+TEST_P(Mxfp4Ops, WideRowsAgreeBitForBit) {
+    Rng rng(34);
+    const int64_t in = 7168, out = 21, n = 130;
+    Mxfp4 w = random_mxfp4(rng, out, in);
+    std::vector<float> x(size_t(n * in)), y(size_t(n * out)), one(static_cast<size_t>(out));
+    for (auto& v : x) v = float(rng.normal());
+    for (Precision p : {Precision::kF32, Precision::kBF16}) {
+        Tensor xt(x.data(), DType::kF32, {n, in}), yt(y.data(), DType::kF32, {n, out});
+        ops::matmul(r.ex, xt, w.t, p, yt);
+        for (int64_t t = 0; t < n; t += 9) {
+            Tensor x1(x.data() + t * in, DType::kF32, {1, in}), onet(one.data(), DType::kF32, {1, out});
+            ops::matmul(r.ex, x1, w.t, p, onet);
+            ASSERT_EQ(0, std::memcmp(one.data(), y.data() + t * out, size_t(out) * 4))
+                << "row " << t << (p == Precision::kBF16 ? " bf16" : " f32");
+        }
+    }
+}
+
 TEST_P(Mxfp4Ops, GroupedExpertsMatchSeparateProducts) {
     Rng rng(33);
     const int64_t in = 128, out = 40;

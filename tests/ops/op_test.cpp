@@ -240,6 +240,27 @@ TEST_P(MatmulOps, MatmulPathsAgreeBitForBit) {
             }
 }
 
+// Rows as wide as K3's (7168; here 7200 + a tail), too wide for a micro-tile's token rows to
+// stay in L1, over many token rows and row blocks: every row of a 150-row product must equal
+// its one-row product.
+TEST_P(MatmulOps, WideRowsManyTokensAgreeBitForBit) {
+    Rng rng(13);
+    for (Precision p : kPrecisions)
+        for (DType wt : {DType::kBF16, DType::kF32}) {
+            const int64_t in = 7213, out = 29, n = 150;
+            Buf x(DType::kF32, {n, in}, &rng), w(wt, {out, in}, &rng, 0.05), y(DType::kF32, {n, out}),
+                yr(DType::kF32, {n, out});
+            ops::matmul(r.ex, x.t, w.t, p, y.t);
+            ref::matmul(r.ex, x.t, w.t, p, yr.t);
+            EXPECT_LT(rel_err(y.t, yr.t), 2e-6) << what(wt, p, n, in, out);
+            for (int64_t t = 0; t < n; t += 7) {
+                Buf y1(DType::kF32, {1, out});
+                ops::matmul(r.ex, x.t.rows(t, t + 1), w.t, p, y1.t);
+                ASSERT_TRUE(test::same_bits(y1.t, y.t.rows(t, t + 1))) << "row " << t << " " << what(wt, p, n, in, out);
+            }
+        }
+}
+
 INSTANTIATE_TEST_SUITE_P(Threads, MatmulOps, ::testing::Values(1, 2));
 
 // Rounding activations to bf16: the vectorized AVX-512 build gives the bits of the scalar one,

@@ -7,15 +7,16 @@
 namespace kimi::app {
 
 int cmd_bench(int argc, char** argv) {
-    if (argc < 1) throw Error("usage: kimi-cpp bench decode|serve|machine|model|vision|tokenizer [flags]");
+    if (argc < 1) throw Error("usage: kimi-cpp bench decode|serve|machine|model|matmul|vision|tokenizer [flags]");
     if (!std::strcmp(argv[0], "tokenizer")) return cmd_bench_tokenizer(argc - 1, argv + 1);
     if (!std::strcmp(argv[0], "decode")) return cmd_bench_decode(argc - 1, argv + 1);
     if (!std::strcmp(argv[0], "serve")) return cmd_bench_serve(argc - 1, argv + 1);
     if (!std::strcmp(argv[0], "machine")) return cmd_bench_machine(argc - 1, argv + 1);
     if (!std::strcmp(argv[0], "model")) return cmd_bench_model(argc - 1, argv + 1);
     if (!std::strcmp(argv[0], "vision")) return cmd_bench_vision(argc - 1, argv + 1);
+    if (!std::strcmp(argv[0], "matmul")) return cmd_bench_matmul(argc - 1, argv + 1);
     throw Error(std::string("unknown benchmark '") + argv[0] +
-                "' (available: decode, serve, machine, model, vision, tokenizer)");
+                "' (available: decode, serve, machine, model, matmul, vision, tokenizer)");
 }
 
 }   // namespace kimi::app

@@ -112,7 +112,13 @@ class T7Shutdown(unittest.TestCase):
             dt = time.monotonic() - t0
             self.assertEqual(rc, 0, "exit code after SIGTERM\n" + srv.log())
             self.assertLess(dt, 3.0, "idle shutdown took %.1f s" % dt)
-            self.assertIn("serve: stopped", "".join(ln for ln in srv.err if ln))
+            err = "".join(ln for ln in srv.err if ln)
+            self.assertIn("serve: stopped", err)
+            # cold start: the load rate, and the time to ready with its two parts
+            self.assertRegex(err, r"load: [\d.]+ (MiB|GiB) of weights in [\d.]+ s \([\d.]+ GB/s, (huge-page copy|mmap)")
+            m = re.search(r"serve: ready in ([\d.]+) s \(weights ([\d.]+) s, engine start with its profile run ([\d.]+) s\)", err)
+            self.assertIsNotNone(m, err)
+            self.assertGreaterEqual(float(m.group(1)) + 0.01, float(m.group(2)) + float(m.group(3)))
             with self.assertRaises(OSError):
                 socket.create_connection(("127.0.0.1", srv.port), timeout=2).close()
         finally:

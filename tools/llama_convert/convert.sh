@@ -5,7 +5,7 @@
 #   tools/llama_convert/convert.sh MODEL_DIR OUT.gguf [outtype] [extra converter args...]
 #
 # outtype: f32 | f16 | bf16 (default) | q8_0 | auto ...
-# env: LLAMA_CPP_DIR (default /work/llama/llama.cpp)
+# env: LLAMA_CPP_DIR (required: a llama.cpp checkout; docs/performance.md says how to get one)
 #      PYTHON        (default /usr/bin/python3 - needs torch + numpy + yaml)
 set -euo pipefail
 
@@ -20,7 +20,7 @@ OUTTYPE=${3:-bf16}
 shift $(( $# >= 3 ? 3 : 2 ))
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-LLAMA_CPP_DIR=${LLAMA_CPP_DIR:-/work/llama/llama.cpp}
+LLAMA_CPP_DIR=${LLAMA_CPP_DIR:?set LLAMA_CPP_DIR to a llama.cpp checkout (docs/performance.md, round three)}
 PYTHON=${PYTHON:-/usr/bin/python3}
 
 if [[ ! -f "$LLAMA_CPP_DIR/convert_hf_to_gguf.py" ]]; then

@@ -172,9 +172,15 @@ int cmd_bench_decode(int argc, char** argv) {
     if (out_len < 2 || out_len > 1 << 20) throw Error("--output-len must be at least 2");
     if (warmup < 0 || runs < 1 || runs > 1000) throw Error("--runs must be in [1, 1000] and --warmup >= 0");
     if (!explicit_seqs) cfg.max_num_seqs = int32_t(conc);
-    // The whole cohort prefills in one step unless told otherwise, so every measured gap is a decode step.
+    // The whole cohort prefills in one step unless told otherwise, so every measured gap is a
+    // decode step — up to kMaxCohortStep tokens: a step's activations (and the engine's profile
+    // run, which sizes them at start) grow with its tokens: 16 prompts of an 8k prefix in one
+    // step took 24 GB, 8,192-token steps 6 GB per engine on the bench preset. Past that the cohort prefills in chunks (the prefix cache then serves the
+    // shared prefix from the second run on, so the measured runs prefill only the suffixes).
+    constexpr int64_t kMaxCohortStep = 2048;
     if (!explicit_budget)
-        cfg.max_num_batched_tokens = int32_t(std::max<int64_t>(cfg.max_num_batched_tokens, conc * (prefix + suffix)));
+        cfg.max_num_batched_tokens =
+            int32_t(std::max<int64_t>(cfg.max_num_batched_tokens, std::min(kMaxCohortStep, conc * (prefix + suffix))));
     const int64_t need = prefix + suffix + out_len;
     if (cfg.max_model_len == 0) cfg.max_model_len = int32_t(std::max<int64_t>(need, 256));
     if (explicit_seqs && cfg.max_num_seqs < conc)

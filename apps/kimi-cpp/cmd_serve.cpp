@@ -118,7 +118,7 @@ int cmd_serve(int argc, char** argv) {
     if (const char* gate = std::getenv("KIMI_LOAD_GATE"))
         while (std::filesystem::exists(gate)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     const auto t_load = std::chrono::steady_clock::now();
-    auto model = load_model_with_progress(model_dir, quiet, eo.weight_memory, eo.shard, eo.check_weights);
+    auto model = load_model_with_progress(model_dir, quiet, eo.weight_memory, eo.shard, eo.check_weights, true);
     const auto t_loaded = std::chrono::steady_clock::now();
     const tok::Tokenizer tok = *load_tokenizer_for(tok_dir, model->config(), true);
     const EngineConfig ec = eo.with_model_precision(*model);

@@ -2,6 +2,7 @@
 #include "engine_options.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -141,7 +142,7 @@ void require_one_process(const EngineOptions& o, const char* command) {
 }
 
 std::unique_ptr<KimiModel> load_model_with_progress(const std::string& dir, bool quiet, WeightMemory memory,
-                                                    const Shard& shard, bool check_weights) {
+                                                    const Shard& shard, bool check_weights, bool report_load) {
     quiet = quiet || shard.rank != 0;
     Progress bar("load", quiet);
     const auto t0 = std::chrono::steady_clock::now();
@@ -151,7 +152,7 @@ std::unique_ptr<KimiModel> load_model_with_progress(const std::string& dir, bool
     bar.finish();
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double bytes = double(m->store().tensor_bytes());
-    if (!quiet)
+    if (!quiet && (report_load || ::isatty(STDERR_FILENO)))
         std::fprintf(stderr, "load: %.2f %s of weights in %.2f s (%.2f GB/s, %s)\n",
                      bytes >= 1073741824.0 ? bytes / 1073741824.0 : bytes / 1048576.0,
                      bytes >= 1073741824.0 ? "GiB" : "MiB", s, bytes / 1e9 / s,

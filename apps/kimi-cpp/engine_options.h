@@ -49,9 +49,11 @@ void check_sampling_params(const SamplingParams& p);   // throws kimi::Error nam
 // Commands that do not run a split model yet (every rank would run the whole command): a clear
 // error under mpirun.
 void require_one_process(const EngineOptions& o, const char* command);
-// Only rank 0 of a split model draws the bar.
+// Only rank 0 of a split model draws the bar. Then one line with the load time and rate: on a
+// terminal, or always with report_load (serve and the benchmarks, whose logs are about time).
 std::unique_ptr<KimiModel> load_model_with_progress(const std::string& dir, bool quiet, WeightMemory memory,
-                                                    const Shard& shard = {}, bool check_weights = true);
+                                                    const Shard& shard = {}, bool check_weights = true,
+                                                    bool report_load = false);
 // One stderr line when the checkpoint held tensors the text model does not use (K3 vision).
 void note_skipped_tensors(const KimiModel& m, bool quiet);
 

@@ -186,7 +186,7 @@ int cmd_bench_decode(int argc, char** argv) {
     if (explicit_seqs && cfg.max_num_seqs < conc)
         throw Error("--max-num-seqs must be >= --concurrency (a fixed cohort)");
 
-    auto model = load_model_with_progress(model_dir, quiet, eo.weight_memory, eo.shard, eo.check_weights);
+    auto model = load_model_with_progress(model_dir, quiet, eo.weight_memory, eo.shard, eo.check_weights, true);
     eo.settle(cfg, *model);
     const int64_t vocab = model->config().vocab_size;
     Rng rng(uint64_t(seed) * 0x9e3779b97f4a7c15ull + 1);

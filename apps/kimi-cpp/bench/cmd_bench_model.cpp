@@ -104,7 +104,7 @@ int cmd_bench_model(int argc, char** argv) {
         if (v < 0) throw Error("--contexts must be >= 0");
     if (compare_torch) check_torch_baseline(torch_opt);
 
-    auto model = load_model_with_progress(model_dir, quiet, eo.weight_memory, eo.shard, eo.check_weights);
+    auto model = load_model_with_progress(model_dir, quiet, eo.weight_memory, eo.shard, eo.check_weights, true);
     eo.settle(cfg, *model);
     const int64_t vocab = model->config().vocab_size;
     const int32_t max_b = *std::max_element(batches.begin(), batches.end());

@@ -74,7 +74,7 @@ int cmd_bench_vision(int argc, char** argv) {
         throw Error("bench vision: --width and --height must be in [1, 16384]");
     if (reps < 1 || reps > 1000) throw Error("bench vision: --reps must be in [1, 1000]");
 
-    auto model = load_model_with_progress(model_dir, quiet, WeightMemory::kAuto, Shard{}, true);
+    auto model = load_model_with_progress(model_dir, quiet, WeightMemory::kAuto, Shard{}, true, true);
     if (!model->has_vision()) throw Error("bench vision: " + model->vision_unavailable_reason());
     run.precision = resolve_precision(run.precision_auto, run.precision, *model);
     const bool bf16 = run.precision == Precision::kBF16;

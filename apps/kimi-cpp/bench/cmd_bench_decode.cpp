@@ -174,9 +174,10 @@ int cmd_bench_decode(int argc, char** argv) {
     if (!explicit_seqs) cfg.max_num_seqs = int32_t(conc);
     // The whole cohort prefills in one step unless told otherwise, so every measured gap is a
     // decode step — up to kMaxCohortStep tokens: a step's activations (and the engine's profile
-    // run, which sizes them at start) grow with its tokens: 16 prompts of an 8k prefix in one
-    // step took 24 GB, 8,192-token steps 6 GB per engine on the bench preset. Past that the cohort prefills in chunks (the prefix cache then serves the
-    // shared prefix from the second run on, so the measured runs prefill only the suffixes).
+    // run, which sizes them at start) grow with its tokens. 16 prompts of an 8k prefix in one
+    // step took 24 GB; 8,192-token steps 6 GB per engine on the bench preset. Past the cap the
+    // cohort prefills in chunks (the prefix cache then serves the shared prefix from the second
+    // run on, so the measured runs prefill only the suffixes).
     constexpr int64_t kMaxCohortStep = 2048;
     if (!explicit_budget)
         cfg.max_num_batched_tokens =

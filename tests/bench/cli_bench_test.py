@@ -156,6 +156,25 @@ class BenchModel(unittest.TestCase):
         self.assertIn("no baseline script", err)
 
 
+class BenchMatmul(unittest.TestCase):
+    def test_rows_and_bad_shape(self):
+        js = os.path.join(WORK, "matmul.json")
+        rc, out, err = run("bench", "matmul", "--shapes", "256x512,64x96", "--tokens", "1,8", "--reps", "1",
+                           "--working-set-mb", "8", "--threads", "2", "--quiet", "--json", js)
+        self.assertEqual(rc, 0, err)
+        j = json.load(open(js))
+        self.assertEqual([(r["shape"], r["tokens"]) for r in j["rows"]],
+                         [("256x512", 1), ("256x512", 8), ("64x96", 1), ("64x96", 8)])
+        for r in j["rows"]:
+            self.assertTrue(0 < r["ms"]["min"] <= r["ms"]["median"] <= r["ms"]["max"])
+            self.assertAlmostEqual(r["gflops"] / r["weight_gbs"], r["tokens"], places=6)   # 2·O·I·T flops / 2·O·I bytes
+            self.assertGreater(r["probe_gbs"], 0)
+        self.assertIn("| 64x96 | 8 |", out)
+        rc, _, err = run("bench", "matmul", "--shapes", "12x", "--quiet")
+        self.assertEqual(rc, 1)
+        self.assertIn("is not OUTxIN", err)
+
+
 class BenchServe(unittest.TestCase):
     def test_against_our_server(self):
         js, png = os.path.join(WORK, "serve.json"), os.path.join(WORK, "serve.png")

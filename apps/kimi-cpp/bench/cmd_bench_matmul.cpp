@@ -5,8 +5,6 @@
 // decode step does. For each --tokens T: the median time per product, the weight read
 // rate (GB/s, against the read bandwidth probed just before the row) and the multiply-add
 // rate (GFLOP/s, against the measured peak). Prints a table; --json.
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -28,23 +26,6 @@ namespace kimi::app {
 
 namespace {
 using J = nlohmann::ordered_json;
-
-// Anonymous memory advised for huge pages, unmapped on destruction.
-struct HugeBuffer {
-    explicit HugeBuffer(size_t bytes) : len(bytes + (size_t(2) << 20)) {
-        map = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (map == MAP_FAILED) throw Error("bench matmul: cannot allocate " + std::to_string(bytes >> 20) + " MiB");
-        const uintptr_t huge = uintptr_t(2) << 20;
-        data = reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(map) + huge - 1) & ~(huge - 1));
-        ::madvise(data, bytes, MADV_HUGEPAGE);
-    }
-    ~HugeBuffer() { ::munmap(map, len); }
-    HugeBuffer(const HugeBuffer&) = delete;
-    HugeBuffer& operator=(const HugeBuffer&) = delete;
-    size_t len;
-    void* map;
-    std::byte* data;
-};
 
 std::pair<int64_t, int64_t> parse_shape(const std::string& s) {
     const size_t x = s.find('x');
@@ -105,7 +86,7 @@ int cmd_bench_matmul(int argc, char** argv) {
         const size_t w_bytes = size_t(out * in) * 2;
         const int64_t copies = std::max<int64_t>(1, int64_t((size_t(ws_mb) << 20) / w_bytes));
         HugeBuffer wbuf(w_bytes * size_t(copies));
-        auto* wb = reinterpret_cast<uint16_t*>(wbuf.data);
+        auto* wb = reinterpret_cast<uint16_t*>(wbuf.data());
         pool.parallel_ranges(out * in * copies, [&](int64_t b, int64_t e, int) {
             for (int64_t k = b; k < e; ++k) wb[k] = uint16_t(0x3c00 + (uint64_t(k) * 0x9e3779b97f4a7c15ull >> 57));
         });
@@ -117,7 +98,7 @@ int cmd_bench_matmul(int argc, char** argv) {
             const double row_gbs = 0.5 * (bws.gbs.end()[-1] + bws.gbs.end()[-2]);
             std::vector<double> ms;
             for (int64_t r = -1; r < reps * copies; ++r) {   // r = -1 warms up (scratch, arena)
-                Tensor w(wbuf.data + size_t((r + copies) % copies) * w_bytes, DType::kBF16, {out, in});
+                Tensor w(wbuf.data() + size_t((r + copies) % copies) * w_bytes, DType::kBF16, {out, in});
                 const double t0 = now_s();
                 ops::matmul(ex, x, w, prec, y);
                 if (r >= 0) ms.push_back(1e3 * (now_s() - t0));

@@ -151,13 +151,13 @@ int cmd_bench_model(int argc, char** argv) {
     // context-0 rows keep their meaning for readers of the JSON)
     J prefill = J::array(), prefill_ctx = J::array(), decode = J::array();
     const StepTraffic tr1 = decode_step_traffic(*model, 1, 0);
-    // One prefill row: `p` new tokens after `d` cached ones (the prefix cache holds them: a
-    // shared d-token prefix is prefilled once, untimed; every rep then sends it with p fresh
-    // tokens, and only those are computed — checked against the engine's hit count).
     // The cached context of each prefill row, reused by the first sequence of the decode rows at
     // the same context: at 64k tokens a prefill takes minutes here, and the prefix cache then
     // gives that sequence its context for the price of its last block.
     std::map<int32_t, std::vector<int32_t>> contexts_of;
+    // One prefill row: `p` new tokens after `d` cached ones (the prefix cache holds them: a
+    // shared d-token prefix is prefilled once, untimed; every rep then sends it with p fresh
+    // tokens, and only those are computed — checked against the engine's hit count).
     auto prefill_row = [&](int32_t p, int32_t d) {
         if (!contexts_of.count(d)) contexts_of[d] = random_ids(rng, d, vocab);
         const std::vector<int32_t>& prefix = contexts_of[d];

@@ -27,30 +27,33 @@ std::atomic<uint64_t> g_sink{0};   // keeps the probe results alive
 constexpr int64_t kIters = 20'000'000;
 }   // namespace
 
+HugeBuffer::HugeBuffer(size_t bytes) {
+    constexpr size_t kHuge = size_t(2) << 20;
+    map_len_ = (bytes + kHuge - 1) / kHuge * kHuge + kHuge;   // one huge page of slack for the alignment
+    map_ = ::mmap(nullptr, map_len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (map_ == MAP_FAILED) {
+        map_ = nullptr;
+        throw Error("cannot allocate " + std::to_string(bytes >> 20) + " MiB for a benchmark buffer");
+    }
+    data_ = reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(map_) + kHuge - 1) & ~(kHuge - 1));
+    ::madvise(data_, map_len_ - kHuge, MADV_HUGEPAGE);   // advisory, as for the weights
+}
+
+HugeBuffer::~HugeBuffer() {
+    if (map_) ::munmap(map_, map_len_);
+}
+
 // why: the weights live in 2 MiB-aligned anonymous memory advised for huge pages (the
 // default `--no-mmap` copy). A probe over malloc'd 4 KiB pages under-reads that memory by up
 // to 40 % on a machine whose THP mode is `madvise` (a page walk and a prefetcher stop every
 // 4 KiB), which put decode at "112 % of roofline". So the probe reads the same kind of memory.
-ProbeBuffer::ProbeBuffer(ThreadPool& pool, int64_t n) : n_words(n) {
-    constexpr size_t kHuge = size_t(2) << 20;
-    const size_t bytes = (size_t(n) * 8 + kHuge - 1) / kHuge * kHuge;
-    map_len_ = bytes + kHuge;
-    map_ = ::mmap(nullptr, map_len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (map_ == MAP_FAILED) {
-        map_ = nullptr;
-        throw Error("cannot allocate " + std::to_string((n * 8) >> 20) + " MiB for the bandwidth probe");
-    }
-    auto* p = reinterpret_cast<uint64_t*>((reinterpret_cast<uintptr_t>(map_) + kHuge - 1) & ~(kHuge - 1));
-    ::madvise(p, bytes, MADV_HUGEPAGE);   // advisory, as for the weights
-    data = p;
+ProbeBuffer::ProbeBuffer(ThreadPool& pool, int64_t n)
+    : mem(size_t(n) * 8), data(reinterpret_cast<uint64_t*>(mem.data())), n_words(n) {
+    uint64_t* p = data;
     pool.parallel_ranges(n, [p](int64_t b, int64_t e, int) {
         for (int64_t i = b; i < e; ++i) p[i] = uint64_t(i) * 0x9e3779b97f4a7c15ull;
     });
     read_gbs(*this, &pool);   // untimed: the first pass after the fill read 5-8 GB/s on a 60 GB/s VM
-}
-
-ProbeBuffer::~ProbeBuffer() {
-    if (map_) ::munmap(map_, map_len_);
 }
 
 double read_gbs(const ProbeBuffer& b, ThreadPool* pool) {

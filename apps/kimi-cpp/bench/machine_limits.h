@@ -1,6 +1,7 @@
 // One measurement each of the machine limits (bench machine repeats them; bench model uses
 // them for the roofline): read bandwidth over a buffer, and the multiply-add peak.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -10,19 +11,29 @@
 
 namespace kimi::app {
 
-// A buffer of n_words 64-bit words on 2 MiB-aligned memory advised for huge pages (the
-// memory the weights are copied into), filled so its pages exist.
-struct ProbeBuffer {
-    ProbeBuffer(ThreadPool& pool, int64_t n_words);
-    ~ProbeBuffer();
-    ProbeBuffer(const ProbeBuffer&) = delete;
-    ProbeBuffer& operator=(const ProbeBuffer&) = delete;
-    uint64_t* data = nullptr;
-    int64_t n_words;
+// Anonymous memory of `bytes`, 2 MiB-aligned and advised for huge pages: the memory the
+// weights are copied into, so what a benchmark reads from it is what a step reads.
+class HugeBuffer {
+public:
+    explicit HugeBuffer(size_t bytes);   // throws kimi::Error when the memory is not there
+    ~HugeBuffer();
+    HugeBuffer(const HugeBuffer&) = delete;
+    HugeBuffer& operator=(const HugeBuffer&) = delete;
+    std::byte* data() const { return data_; }
 
 private:
     void* map_ = nullptr;
     size_t map_len_ = 0;
+    std::byte* data_ = nullptr;
+};
+
+// The bandwidth probe's buffer: n_words 64-bit words of huge-page memory, filled (so its pages
+// exist) and read once untimed.
+struct ProbeBuffer {
+    ProbeBuffer(ThreadPool& pool, int64_t n_words);
+    HugeBuffer mem;
+    uint64_t* data;
+    int64_t n_words;
 };
 
 // Read-bandwidth readings taken over a run (interleaved with the rows they serve): the

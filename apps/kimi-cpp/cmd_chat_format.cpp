@@ -10,6 +10,7 @@
 #include "chat/chat_json.h"
 #include "commands.h"
 #include "core/error.h"
+#include "engine_options.h"
 #include "image/image_input.h"
 #include "server/media_loader.h"
 #include "text_io.h"
@@ -57,7 +58,7 @@ int cmd_chat_template(int argc, char** argv) {
     if (request_path && tools_path)
         throw Error("chat-template: --tools goes with --messages (a request carries its tools)");
 
-    const tok::Tokenizer t = tok::Tokenizer::load(dir);
+    const tok::Tokenizer t = load_tokenizer_at(dir);
     const auto format = chat::chat_format_for(t);
     chat::ChatRequest r;
     if (request_path) {
@@ -102,7 +103,7 @@ int cmd_chat_parse(int argc, char** argv) {
     const auto thinking = args.opt("--thinking");
     const bool stream = args.flag("--stream");
     args.done();
-    const tok::Tokenizer t = tok::Tokenizer::load(dir);
+    const tok::Tokenizer t = load_tokenizer_at(dir);
     const auto format = chat::chat_format_for(t);
     const std::string text = read_all(input);
     auto parser = format->new_parser(thinking ? on_off("--thinking", *thinking) : true);

@@ -10,6 +10,7 @@
 #include "args.h"
 #include "chat/chat_format.h"
 #include "commands.h"
+#include "checkpoint/gguf_file.h"
 #include "core/error.h"
 #include "dist/comm.h"
 #include "engine_options.h"
@@ -134,6 +135,30 @@ void print_vision(const KimiModel& model, const std::string& dir) {
         (long long)side, v.media_pad_id);
 }
 
+// A GGUF model: the file's own description, its tensor types, and the chat template it
+// carries (shown, never executed: the chat format is chosen by the architecture).
+void print_gguf(const GgufModel& g) {
+    const GgufFile& f = g.first();
+    std::map<std::string, int64_t> types;
+    for (const auto& [name, e] : g.tensors()) ++types[ggml_type_name(e.info->ggml_type)];
+    std::string by;
+    for (const auto& [t, n] : types) by += (by.empty() ? "" : ", ") + std::to_string(n) + " " + t;
+    std::printf("\ngguf:         v%u, %zu file(s), %zu tensors (%s), alignment %llu\n", f.contents().version,
+                g.parts().size(), g.tensors().size(), by.c_str(), (unsigned long long)f.contents().alignment);
+    for (const char* key :
+         {"general.name", "general.architecture", "general.file_type", "general.quantized_by", "tokenizer.ggml.pre"}) {
+        const GgufValue* v = f.find(key);
+        if (!v) continue;
+        const std::string text = v->type == GgufType::kString ? v->s : std::to_string(f.get_int(key));
+        std::printf("  %-22s %s\n", key, text.c_str());
+    }
+    if (f.has("tokenizer.chat_template")) {
+        const std::string& t = f.get_string("tokenizer.chat_template");
+        std::printf("chat template (tokenizer.chat_template, %zu bytes; shown, not executed):\n%s\n", t.size(),
+                    t.c_str());
+    }
+}
+
 }   // namespace
 
 int cmd_inspect(int argc, char** argv) {
@@ -228,7 +253,7 @@ int cmd_inspect(int argc, char** argv) {
     const CacheGeometry g = model->cache_geometry(1, 1);
     std::string chat_format = "none (no tokenizer in the model directory)";
     try {
-        chat_format = chat::chat_format_for(tok::Tokenizer::load(dir))->name();
+        chat_format = chat::chat_format_for(load_tokenizer_at(dir))->name();
     } catch (const Error& e) {   // no tokenizer files is "none"; broken ones are named
         if (std::filesystem::exists(dir + "/tiktoken.model") || std::filesystem::exists(dir + "/tokenizer_config.json"))
             chat_format = std::string("unreadable tokenizer: ") + e.what();
@@ -267,6 +292,7 @@ int cmd_inspect(int argc, char** argv) {
     std::printf("chat format:  %s\n", chat_format.c_str());
     std::printf("cache:        KDA state %.2f MiB per sequence; MLA latents %lld B per token of context\n",
                 mib(double(g.bytes_per_slot())), (long long)(g.bytes_per_block() / g.block_size));
+    if (const GgufModel* gg = model->store().gguf()) print_gguf(*gg);
     return 0;
 }
 

@@ -19,6 +19,8 @@
 #include <nlohmann/json.hpp>
 
 #include "args.h"
+#include "checkpoint/gguf_file.h"
+#include "engine_options.h"
 #include "commands.h"
 #include "core/error.h"
 #include "tokenizer/tokenizer.h"
@@ -138,7 +140,7 @@ int cmd_tokenize(int argc, char** argv) {
     const tok::Pattern pattern = parse_pattern(args);
     args.done();
     if (bool(jsonl) == bool(text)) throw Error("tokenize: give exactly one of --input-jsonl FILE or --text TEXT");
-    const tok::Tokenizer t = tok::Tokenizer::load(dir, {pattern});
+    const tok::Tokenizer t = is_gguf_path(dir) ? load_tokenizer_at(dir) : tok::Tokenizer::load(dir, {pattern});
     std::string out;
     if (text) {
         append_ids(out, t.encode(*text, special));
@@ -184,7 +186,7 @@ int cmd_detokenize(int argc, char** argv) {
     const std::string list = args.required("--tokens");
     const bool json = args.flag("--json");
     args.done();
-    const tok::Tokenizer t = tok::Tokenizer::load(dir);
+    const tok::Tokenizer t = load_tokenizer_at(dir);
     const std::vector<int32_t> ids =
         list.empty() ? std::vector<int32_t>{} : parse_int_list("detokenize --tokens", list);
     const std::string bytes = t.decode(ids);
@@ -207,7 +209,7 @@ int cmd_bench_tokenizer(int argc, char** argv) {
 
     using clock = std::chrono::steady_clock;
     const auto l0 = clock::now();
-    const tok::Tokenizer t = tok::Tokenizer::load(dir, {pattern});
+    const tok::Tokenizer t = is_gguf_path(dir) ? load_tokenizer_at(dir) : tok::Tokenizer::load(dir, {pattern});
     const double load_s = std::chrono::duration<double>(clock::now() - l0).count();
 
     std::vector<int32_t> ids = t.encode(text, special);   // warm-up, and the reference output

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "checkpoint/gguf_file.h"
 #include "core/error.h"
 #include "progress.h"
 #include "run_options.h"
@@ -169,13 +170,31 @@ void note_skipped_tensors(const KimiModel& m, bool quiet) {
                  m.store().n_skipped(), double(m.store().skipped_bytes()) / 1048576.0);
 }
 
+tok::Tokenizer load_tokenizer_at(const std::string& dir) {
+    if (!is_gguf_path(dir)) return tok::Tokenizer::load(dir);
+    const GgufFile f(gguf_split_paths(dir).front(), FileMemory::kMapLazy);   // the first part holds the vocabulary
+    tok::GgufVocab v;
+    v.source = f.path();
+    v.model = f.get_string("tokenizer.ggml.model");
+    v.pre = f.has("tokenizer.ggml.pre") ? f.get_string("tokenizer.ggml.pre") : "default";
+    v.tokens = f.get_string_array("tokenizer.ggml.tokens");
+    for (int64_t t : f.get_int_array("tokenizer.ggml.token_type")) v.types.push_back(int32_t(t));
+    const auto id = [&](const char* key) { return f.has(key) ? f.get_int(key) : -1; };
+    v.bos = id("tokenizer.ggml.bos_token_id");
+    v.eos = id("tokenizer.ggml.eos_token_id");
+    v.pad = id("tokenizer.ggml.padding_token_id");
+    v.unk = id("tokenizer.ggml.unknown_token_id");
+    if (f.has("tokenizer.chat_template")) v.chat_template = f.get_string("tokenizer.chat_template");
+    return tok::Tokenizer::from_gguf(v);
+}
+
 std::optional<tok::Tokenizer> load_tokenizer_for(const std::string& dir, const ModelConfig& model, bool required) {
     struct stat st {};
-    if (::stat((dir + "/tiktoken.model").c_str(), &st) != 0) {
+    if (!is_gguf_path(dir) && ::stat((dir + "/tiktoken.model").c_str(), &st) != 0) {
         if (!required) return std::nullopt;
         throw Error(dir + ": no tokenizer here (tiktoken.model); pass --tokenizer DIR");
     }
-    tok::Tokenizer t = tok::Tokenizer::load(dir);
+    tok::Tokenizer t = load_tokenizer_at(dir);
     if (int64_t(t.n_base()) + tok::kModelVocabExtra != model.vocab_size)
         throw Error(dir + ": tokenizer has " + std::to_string(t.n_base()) +
                     " base tokens, but the model's vocab_size " + std::to_string(model.vocab_size) + " needs " +

@@ -57,8 +57,11 @@ std::unique_ptr<KimiModel> load_model_with_progress(const std::string& dir, bool
 // One stderr line when the checkpoint held tensors the text model does not use (K3 vision).
 void note_skipped_tensors(const KimiModel& m, bool quiet);
 
-// The tokenizer in `dir`, checked against the model's vocabulary. Returns nullopt only if
-// `dir` has no tiktoken.model and !required; otherwise a missing/bad tokenizer throws.
+// The tokenizer in `dir` (tiktoken.model + tokenizer_config.json), or in a GGUF file's
+// metadata (tokenizer.ggml.*) when `dir` is one.
+tok::Tokenizer load_tokenizer_at(const std::string& dir);
+// The same, checked against the model's vocabulary. Returns nullopt only if `dir` has no
+// tokenizer and !required; otherwise a missing/bad tokenizer throws.
 std::optional<tok::Tokenizer> load_tokenizer_for(const std::string& dir, const ModelConfig& model, bool required);
 
 }   // namespace kimi::app

@@ -45,7 +45,7 @@ std::map<std::string, Tensor> parse_safetensors(const unsigned char* data, size_
             !(*off)[1].is_number_unsigned())
             throw Error(where + ": data_offsets must be two non-negative integers");
         DType dtype;
-        if (!dtype_from_name(dt->get<std::string>(), dtype))
+        if (!dtype_from_name(dt->get<std::string>(), dtype) || is_block_quant(dtype))
             throw Error(where + ": unsupported dtype '" + dt->get<std::string>() +
                         "' (accepted: F32, BF16, F16, I32, U8)");
         if (sh->size() > 4) throw Error(where + ": rank " + std::to_string(sh->size()) + " > 4");

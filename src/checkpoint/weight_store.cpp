@@ -46,6 +46,10 @@ FileMemory resolve_file_memory(WeightMemory m, uint64_t total_bytes, uint64_t av
 
 WeightStore::WeightStore(const std::string& model_dir, WeightMemory memory,
                          const std::function<void(uint64_t, uint64_t)>& on_read) {
+    if (is_gguf_path(model_dir)) {
+        load_gguf(model_dir, memory, on_read);
+        return;
+    }
     const std::string index_path = model_dir + "/model.safetensors.index.json";
     std::map<std::string, std::string> expected_file;   // tensor → shard (sharded checkpoints)
     std::vector<std::string> paths;
@@ -87,7 +91,7 @@ WeightStore::WeightStore(const std::string& model_dir, WeightMemory memory,
     for (const auto& f : files_) {
         for (const auto& [name, t] : f->tensors()) {
             if (tensors_.count(name))
-                throw Error(f->path() + ": tensor '" + name + "' also appears in " + tensors_[name].file->path());
+                throw Error(f->path() + ": tensor '" + name + "' also appears in " + *tensors_[name].path);
             if (!expected_file.empty()) {
                 auto it = expected_file.find(name);
                 if (it == expected_file.end())
@@ -95,7 +99,7 @@ WeightStore::WeightStore(const std::string& model_dir, WeightMemory memory,
                 if (model_dir + "/" + it->second != f->path())
                     throw Error(f->path() + ": tensor '" + name + "' is listed under " + it->second + " in the index");
             }
-            tensors_[name] = Entry{t, f.get()};
+            tensors_[name] = Entry{t, &f->path()};
         }
     }
     for (const auto& [name, shard] : expected_file)
@@ -125,11 +129,12 @@ const WeightStore::Entry& WeightStore::find(const std::string& name, const std::
     if (it == tensors_.end()) throw Error("missing tensor '" + full + "' (expected shape " + expected_shape + ")");
     const Tensor& t = it->second.tensor;
     if (bytes && t.dtype != DType::kU8)
-        throw Error(it->second.file->path() + ": tensor '" + full + "': dtype " + dtype_name(t.dtype) +
+        throw Error(*it->second.path + ": tensor '" + full + "': dtype " + dtype_name(t.dtype) +
                     ", expected U8 (MXFP4)");
-    if (!bytes && t.dtype != DType::kF32 && t.dtype != DType::kBF16 && t.dtype != DType::kF16)
+    if (!bytes && t.dtype != DType::kF32 && t.dtype != DType::kBF16 && t.dtype != DType::kF16 &&
+        !is_block_quant(t.dtype))
         throw Error(
-            it->second.file->path() + ": tensor '" + full + "': dtype " + dtype_name(t.dtype) +
+            *it->second.path + ": tensor '" + full + "': dtype " + dtype_name(t.dtype) +
             " is not a float type (F32, BF16, F16)" +
             (t.dtype == DType::kU8 ? " — a quantized tensor the config's quantization_config does not declare" : ""));
     if (used_.insert(full).second) {
@@ -146,12 +151,13 @@ void WeightStore::check_sample(const std::string& name, const Entry& e) const {
     const int64_t n = t.numel(), step = std::max<int64_t>(1, n / 64);
     const bool scales =
         t.dtype == DType::kU8 && name.size() > 13 && name.compare(name.size() - 13, 13, ".weight_scale") == 0;
-    const bool floats = t.dtype == DType::kF32 || t.dtype == DType::kBF16 || t.dtype == DType::kF16;
+    const bool floats =
+        t.dtype == DType::kF32 || t.dtype == DType::kBF16 || t.dtype == DType::kF16 || is_block_quant(t.dtype);
     if (!scales && !floats) return;
     for (int64_t i = 0; i < n; i = i < 64 ? i + 1 : i + step) {
         const bool bad = scales ? static_cast<const uint8_t*>(t.data)[i] == 255 : !std::isfinite(element_f32(t, i));
         if (bad)
-            throw Error(e.file->path() + ": tensor '" + name + "' holds " +
+            throw Error(*e.path + ": tensor '" + name + "' holds " +
                         (scales ? "the NaN scale byte 255" : "a NaN or Inf value") + " (element " + std::to_string(i) +
                         "); --skip-weight-check loads it anyway");
     }
@@ -163,7 +169,7 @@ Tensor WeightStore::get(const std::string& name, std::span<const int64_t> shape)
     for (int64_t v : shape) want.shape[size_t(want.rank++)] = v;
     const Entry& e = find(name, shape_str(want));
     if (want.rank != e.tensor.rank || want.shape != e.tensor.shape)
-        throw Error(e.file->path() + ": tensor '" + prefix_ + name + "': shape " + shape_str(e.tensor) + ", expected " +
+        throw Error(*e.path + ": tensor '" + prefix_ + name + "': shape " + shape_str(e.tensor) + ", expected " +
                     shape_str(want));
     return e.tensor;
 }
@@ -186,8 +192,7 @@ Tensor WeightStore::get_u8(const std::string& name, int64_t rows, int64_t cols) 
     const std::string want = "[" + std::to_string(rows) + ", " + std::to_string(cols) + "]";
     const Entry& e = find(name, want + " U8", true);
     if (e.tensor.rank != 2 || e.tensor.dim(0) != rows || e.tensor.dim(1) != cols)
-        throw Error(e.file->path() + ": tensor '" + prefix_ + name + "': shape " + shape_str(e.tensor) + ", expected " +
-                    want);
+        throw Error(*e.path + ": tensor '" + prefix_ + name + "': shape " + shape_str(e.tensor) + ", expected " + want);
     return e.tensor;
 }
 
@@ -246,7 +251,7 @@ std::string module_kind(const std::string& module) {
 void WeightStore::finish() const {
     for (const auto& [name, e] : tensors_)
         if (!used_.count(name))
-            throw Error(e.file->path() + ": unexpected tensor '" + name + "' (not part of this architecture/config)");
+            throw Error(*e.path + ": unexpected tensor '" + name + "' (not part of this architecture/config)");
 }
 
 Tensor WeightStore::new_like(DType dt, std::initializer_list<int64_t> shape) {
@@ -264,7 +269,7 @@ Tensor WeightStore::to_f32(const Tensor& src) {
     owned_.emplace_back(new unsigned char[t.nbytes() + 64]());
     t.data = owned_.back().get();
     t.scale = nullptr;
-    for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = element_f32(src, i);
+    decode_f32(src, t.f32());
     return t;
 }
 

@@ -1,5 +1,7 @@
 // WeightStore: every tensor of a Hugging Face model directory (one model.safetensors, or
-// the shards listed in model.safetensors.index.json), by name: memory-mapped, or read once
+// the shards listed in model.safetensors.index.json), or of a GGUF file (or split GGUF, by
+// its first part) seen under the Hugging Face names (weight_store_gguf.cpp undoes what
+// llama.cpp's converter changed), by name: memory-mapped, or read once
 // into huge pages (WeightMemory; the default picks huge pages when the kernel has them and
 // the files fit in available memory). It also owns
 // the few buffers made by load-time preparation (f32 copies of small vectors, -exp(A_log),
@@ -16,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/gguf_file.h"
 #include "checkpoint/quant_config.h"
 #include "checkpoint/safetensors.h"
 
@@ -47,7 +50,14 @@ public:
                          const std::function<void(uint64_t, uint64_t)>& on_read = {});
     FileMemory file_memory() const { return file_memory_; }   // what kAuto resolved to
 
-    // The tensor `name`, checked: present, float class (F32/BF16/F16), exactly `shape`.
+    // Whether the KDA `A_log` tensors hold -exp(A_log) already (a GGUF: llama.cpp's converter
+    // folds it; the loader then takes the values as they are).
+    bool a_log_folded() const { return a_log_folded_; }
+    bool is_gguf() const { return gguf_ != nullptr; }
+    const GgufModel* gguf() const { return gguf_.get(); }
+
+    // The tensor `name`, checked: present, float class (F32/BF16/F16, or a GGUF block type),
+    // exactly `shape`.
     // Marks it used; finish() then rejects any tensor of the checkpoint never asked for.
     Tensor get(const std::string& name, std::span<const int64_t> shape);
     // The same checks but any shape (the caller checks it, e.g. a padded vector).
@@ -88,18 +98,27 @@ public:
     // Load-time preparation buffers, owned by the store.
     Tensor new_f32(std::initializer_list<int64_t> shape);
     Tensor new_like(DType t, std::initializer_list<int64_t> shape);
-    Tensor to_f32(const Tensor& t);   // exact widening copy, same shape
+    Tensor to_f32(const Tensor& t);   // exact widening (or block decoding) copy, same shape
 
-    size_t n_files() const { return files_.size(); }
+    size_t n_files() const { return gguf_ ? gguf_->parts().size() : files_.size(); }
     uint64_t tensor_bytes() const;                        // bytes of all checkpoint tensors
     uint64_t bytes_used() const { return bytes_used_; }   // bytes of the tensors checked so far
 
 private:
     struct Entry {
         Tensor tensor;
-        const SafetensorsFile* file;
+        const std::string* path;   // the file that holds it (errors)
     };
     std::vector<std::unique_ptr<SafetensorsFile>> files_;
+    std::unique_ptr<GgufModel> gguf_;
+    bool a_log_folded_ = false;
+    void load_gguf(const std::string& path, WeightMemory memory,
+                   const std::function<void(uint64_t, uint64_t)>& on_read);   // weight_store_gguf.cpp
+    // GGUF: a fused AttnRes score vector as the HF pair (`pair`_norm = it, `pair`_proj = ones),
+    // and MLA's kv_b_proj rebuilt from its k_b / v_b halves (weight_store_gguf.cpp).
+    void add_fused_res(const std::string& pair, const Tensor& fused, const std::string& prefix,
+                       const std::string* file);
+    Tensor join_kv_b(const Tensor& k_b, const Tensor& v_b, const std::string& where);
     FileMemory file_memory_ = FileMemory::kMap;
     const Entry& find(const std::string& name, const std::string& expected_shape, bool bytes = false);
     Tensor get_u8(const std::string& name, int64_t rows, int64_t cols);

@@ -2,32 +2,42 @@
 #include "core/dtype.h"
 
 #include <cmath>
+#include <string>
+
+#include "core/error.h"
 
 namespace kimi {
 
+namespace {
+struct TypeInfo {
+    const char* name;
+    BlockShape block;
+};
+// In DType order. Block geometry as ggml defines it (QK_K = 256 for the k-quants and the codebooks).
+constexpr TypeInfo kTypes[] = {
+    {"F32", {1, 4}},       {"BF16", {1, 2}},       {"F16", {1, 2}},          {"I32", {1, 4}},
+    {"U8", {1, 1}},        {"MXFP4", {2, 1}},      {"Q4_0", {32, 18}},       {"Q4_1", {32, 20}},
+    {"Q5_0", {32, 22}},    {"Q5_1", {32, 24}},     {"Q8_0", {32, 34}},       {"Q2_K", {256, 84}},
+    {"Q3_K", {256, 110}},  {"Q4_K", {256, 144}},   {"Q5_K", {256, 176}},     {"Q6_K", {256, 210}},
+    {"IQ4_NL", {32, 18}},  {"IQ4_XS", {256, 136}}, {"MXFP4_GGML", {32, 17}}, {"IQ2_XXS", {256, 66}},
+    {"IQ2_XS", {256, 74}}, {"IQ2_S", {256, 82}},   {"IQ3_XXS", {256, 98}},   {"IQ3_S", {256, 110}},
+    {"IQ1_S", {256, 50}},  {"IQ1_M", {256, 56}},   {"TQ1_0", {256, 54}},     {"TQ2_0", {256, 66}},
+};
+constexpr size_t kNumTypes = sizeof(kTypes) / sizeof(kTypes[0]);
+static_assert(kNumTypes == size_t(DType::kTQ2_0) + 1, "kTypes must list every DType in order");
+}   // namespace
+
+BlockShape dtype_block(DType t) { return size_t(t) < kNumTypes ? kTypes[size_t(t)].block : BlockShape{1, 1}; }
+
+bool is_block_quant(DType t) { return t >= DType::kQ4_0 && t <= DType::kTQ2_0; }
+
 size_t dtype_size(DType t) {
-    switch (t) {
-        case DType::kF32: return 4;
-        case DType::kBF16: return 2;
-        case DType::kF16: return 2;
-        case DType::kI32: return 4;
-        case DType::kU8: return 1;
-        case DType::kMXFP4: return 1;
-    }
-    return 0;
+    if (is_block_quant(t))
+        throw Error(std::string("dtype_size: ") + dtype_name(t) + " is a block type (no size per element)");
+    return t == DType::kMXFP4 ? 1 : size_t(dtype_block(t).bytes);
 }
 
-const char* dtype_name(DType t) {
-    switch (t) {
-        case DType::kF32: return "F32";
-        case DType::kBF16: return "BF16";
-        case DType::kF16: return "F16";
-        case DType::kI32: return "I32";
-        case DType::kU8: return "U8";
-        case DType::kMXFP4: return "MXFP4";
-    }
-    return "?";
-}
+const char* dtype_name(DType t) { return size_t(t) < kNumTypes ? kTypes[size_t(t)].name : "?"; }
 
 bool dtype_from_name(std::string_view name, DType& out) {
     if (name == "F32")
@@ -40,8 +50,17 @@ bool dtype_from_name(std::string_view name, DType& out) {
         out = DType::kI32;
     else if (name == "U8")
         out = DType::kU8;
-    else
+    else {
+        // ggml's block type names, as dtype_name spells them ("Q4_K", "IQ2_XXS", "MXFP4_GGML", ...);
+        // not "MXFP4", which is no safetensors dtype.
+        for (size_t i = size_t(DType::kQ4_0); i < kNumTypes; ++i) {
+            if (name == kTypes[i].name) {
+                out = DType(i);
+                return true;
+            }
+        }
         return false;
+    }
     return true;
 }
 

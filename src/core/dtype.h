@@ -12,10 +12,56 @@ namespace kimi {
 // kMXFP4: a matrix of FP4 E2M1 values, two per byte (even column in the low nibble), with one
 // E8M0 scale byte per 32 consecutive values of a row (Tensor::scale); compressed-tensors
 // "mxfp4-pack-quantized". Its element size is half a byte: see Tensor::nbytes.
-enum class DType : uint8_t { kF32, kBF16, kF16, kI32, kU8, kMXFP4 };
+//
+// The block types after kMXFP4 are GGUF's (ggml's) quantized weight formats, stored as ggml lays
+// them out: each row is a sequence of blocks of `dtype_block(t).elems` values in
+// `dtype_block(t).bytes` bytes, f16 scales and integer or codebook parts in the block. They are
+// decoded exactly, as ggml's own dequantization does (core/quant_blocks.h). kMXFP4_GGML is
+// ggml's MXFP4 block (one E8M0 byte, then 16 bytes: value j in the low nibble of byte j, value
+// j + 16 in its high nibble), not the checkpoint's kMXFP4 layout.
+enum class DType : uint8_t {
+    kF32,
+    kBF16,
+    kF16,
+    kI32,
+    kU8,
+    kMXFP4,
+    kQ4_0,
+    kQ4_1,
+    kQ5_0,
+    kQ5_1,
+    kQ8_0,
+    kQ2_K,
+    kQ3_K,
+    kQ4_K,
+    kQ5_K,
+    kQ6_K,
+    kIQ4_NL,
+    kIQ4_XS,
+    kMXFP4_GGML,
+    kIQ2_XXS,
+    kIQ2_XS,
+    kIQ2_S,
+    kIQ3_XXS,
+    kIQ3_S,
+    kIQ1_S,
+    kIQ1_M,
+    kTQ1_0,
+    kTQ2_0,
+};
 
-size_t dtype_size(DType t);        // bytes per element (kMXFP4: 1, for its scale bytes; see Tensor::nbytes)
-const char* dtype_name(DType t);   // "F32", "BF16", "F16", "I32", "U8" (safetensors names), "MXFP4"
+// A block type's geometry: `elems` values stored in `bytes` bytes (1 and the element size for
+// the plain types; kMXFP4: 2 values in 1 byte, its scales held apart).
+struct BlockShape {
+    int64_t elems;
+    int64_t bytes;
+};
+BlockShape dtype_block(DType t);
+bool is_block_quant(DType t);      // a GGUF block type (kQ4_0 … kTQ2_0)
+size_t dtype_size(DType t);        // bytes per element (kMXFP4: 1, for its scale bytes; see Tensor::nbytes);
+                                   // a block type has none: throws kimi::Error
+const char* dtype_name(DType t);   // "F32", "BF16", "F16", "I32", "U8" (safetensors names), "MXFP4", and
+                                   // ggml's names for the block types ("Q4_K", "IQ2_XXS", "MXFP4_GGML", ...)
 bool dtype_from_name(std::string_view name, DType& out);
 
 // note: these helpers are `static` (one copy per translation unit): they are also compiled

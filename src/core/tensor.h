@@ -32,8 +32,12 @@ struct Tensor {
         for (int i = 0; i < rank; ++i) n *= shape[i];
         return n;
     }
-    // Bytes of `data` (kMXFP4: the packed values, half a byte each; the scales are extra).
-    size_t nbytes() const { return dtype == DType::kMXFP4 ? size_t(numel()) / 2 : size_t(numel()) * dtype_size(dtype); }
+    // Bytes of `data` (kMXFP4: the packed values, half a byte each; the scales are extra; a
+    // block type: whole blocks, the innermost dimension a multiple of the block).
+    size_t nbytes() const {
+        const BlockShape b = dtype_block(dtype);
+        return size_t(numel() / b.elems * b.bytes);
+    }
 
     float* f32() const {
         KIMI_CHECK(dtype == DType::kF32, "tensor is not F32");
@@ -74,7 +78,12 @@ struct Tensor {
 
 std::string shape_str(const Tensor& t);   // "[4096, 2304]"
 
-// Reads element i of a float-class tensor (F32/BF16/F16) as f32 — for load-time work and tests.
+// Reads element i of a float-class tensor (F32/BF16/F16, MXFP4, a block type) as f32 — for
+// load-time work and tests (a block type decodes the whole block each time).
 float element_f32(const Tensor& t, int64_t i);
+// Every element of t as f32, exactly, into out[numel] (block types decoded a block at a time).
+void decode_f32(const Tensor& t, float* out);
+// Row `row` of a matrix (rank ≥ 2: the innermost dimension is the row) as f32, into out[dim(-1)].
+void decode_row_f32(const Tensor& t, int64_t row, float* out);
 
 }   // namespace kimi

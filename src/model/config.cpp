@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "model/config_reader.h"
+#include "model/gguf_config.h"
 
 namespace kimi {
 
@@ -170,6 +171,10 @@ ModelConfig parse_model_config(const json& top, const std::string& source) {
 }
 
 ModelConfig load_model_config(const std::string& model_dir) {
+    if (is_gguf_path(model_dir)) {   // the metadata read through a lazy map: no weight is touched
+        const GgufModel g(model_dir, FileMemory::kMapLazy);
+        return parse_model_config(gguf_model_config_json(g), model_dir);
+    }
     const std::string path = model_dir + "/config.json";
     check_regular_file(path, /*missing_ok=*/true);   // a missing one is the error below
     std::ifstream f(path);

@@ -130,7 +130,7 @@ void KimiModel::embed(Exec& ex, std::span<const int32_t> ids, Tensor& y) const {
     for (size_t t = 0; t < ids.size(); ++t) {
         const int64_t row = ids[t] - weights_.vocab.begin;
         if (row < 0 || row >= weights_.vocab.size()) continue;
-        for (int64_t j = 0; j < d; ++j) y.f32()[int64_t(t) * d + j] = element_f32(weights_.embed, row * d + j);
+        decode_row_f32(weights_.embed, row, y.f32() + int64_t(t) * d);
     }
     comm_->allreduce_sum({y.f32(), size_t(y.numel())});
 }

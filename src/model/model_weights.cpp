@@ -98,7 +98,12 @@ KdaWeights bind_kda(const ModelConfig& c, Binder& b, const std::string& p, const
                     std::to_string(h) + ", 1] or a vector of at least the " + std::to_string(h) +
                     " KDA heads (padded)");
     a.neg_exp_a = b.store().new_f32({hr.size()});
-    for (int64_t i = 0; i < hr.size(); ++i) a.neg_exp_a.f32()[i] = -std::exp(element_f32(a_log, hr.begin + i));
+    // a GGUF holds -exp(A_log) itself (llama.cpp's converter folds it): taken as it is
+    const bool folded = b.store().a_log_folded();
+    for (int64_t i = 0; i < hr.size(); ++i) {
+        const float v = element_f32(a_log, hr.begin + i);
+        a.neg_exp_a.f32()[i] = folded ? v : -std::exp(v);
+    }
     a.b_proj = b.linear(p + "b_proj", hr);
     if (c.kda_full_rank_gate) {
         a.g_proj = b.linear(p + "g_proj", rows);

@@ -12,6 +12,7 @@ bool is_float_class(DType t) { return t == DType::kF32 || t == DType::kBF16 || t
 // A matrix-product weight: a float class, or MXFP4 with its scales and I a multiple of 32.
 bool is_weight(const Tensor& w) {
     if (w.dtype == DType::kMXFP4) return w.scale != nullptr && w.rank == 2 && w.dim(1) % kMxfp4Group == 0;
+    if (is_block_quant(w.dtype)) return w.rank == 2 && w.dim(1) % dtype_block(w.dtype).elems == 0;
     return is_float_class(w.dtype);
 }
 bool same_shape(const Tensor& a, const Tensor& b) { return a.rank == b.rank && a.shape == b.shape; }

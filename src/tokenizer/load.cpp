@@ -3,6 +3,7 @@
 // chat_template), and lay out the special tokens as tokenization_kimi.py does: ids
 // n_base .. n_base+257, named from added_tokens_decoder or "<|reserved_token_{id}|>".
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <fstream>
 #include <sstream>
@@ -30,6 +31,36 @@ std::string read_file(const std::string& path, bool required, bool& found) {
 }
 
 bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
+
+// Base tokens (bytes, rank) → the rank table: ranks exactly 0..n-1, distinct bytes, every
+// single byte a token. `path` names the source in errors.
+void fill_ranks(const std::vector<std::pair<std::string, uint32_t>>& entries, const std::string& path,
+                Tokenizer::Impl& t) {
+    if (entries.empty()) throw Error(path + ": no tokens");
+    const size_t n = entries.size();
+    std::vector<size_t> line_of_rank(n, 0);
+    t.ranks.reserve(n);
+    for (size_t k = 0; k < n; ++k) {
+        const auto& [bytes, rank] = entries[k];
+        if (rank >= n)
+            throw Error(path + ": ranks are not contiguous: rank " + std::to_string(rank) + " with only " +
+                        std::to_string(n) + " tokens (ranks must be exactly 0.." + std::to_string(n - 1) + ")");
+        if (t.ranks.has_rank(rank))
+            throw Error(path + ": duplicate rank " + std::to_string(rank) + " (lines " +
+                        std::to_string(line_of_rank[rank]) + " and " + std::to_string(k + 1) + ")");
+        if (!t.ranks.insert(bytes, rank))
+            throw Error(path + ": duplicate token bytes (base64 " + base64_encode(bytes) + ") for rank " +
+                        std::to_string(rank));
+        line_of_rank[rank] = k + 1;
+    }
+    for (int b = 0; b < 256; ++b) {
+        const unsigned char c = static_cast<unsigned char>(b);
+        if (t.ranks.find(&c, 1) == kNoRank)
+            throw Error(path + ": single byte 0x" + std::string(1, "0123456789abcdef"[b >> 4]) +
+                        "0123456789abcdef"[b & 15] + " is not a token (every byte must be, for byte-level BPE)");
+    }
+    t.n_base = int32_t(n);
+}
 
 void load_ranks(const std::string& path, Tokenizer::Impl& t) {
     bool found = false;
@@ -70,30 +101,28 @@ void load_ranks(const std::string& path, Tokenizer::Impl& t) {
             throw Error(where() + "invalid rank '" + std::string(fields[1]) + "'");
         entries.emplace_back(std::move(*bytes), uint32_t(rank));
     }
-    if (entries.empty()) throw Error(path + ": no tokens");
-    const size_t n = entries.size();
-    std::vector<size_t> line_of_rank(n, 0);
-    t.ranks.reserve(n);
-    for (size_t k = 0; k < n; ++k) {
-        const auto& [bytes, rank] = entries[k];
-        if (rank >= n)
-            throw Error(path + ": ranks are not contiguous: rank " + std::to_string(rank) + " with only " +
-                        std::to_string(n) + " tokens (ranks must be exactly 0.." + std::to_string(n - 1) + ")");
-        if (t.ranks.has_rank(rank))
-            throw Error(path + ": duplicate rank " + std::to_string(rank) + " (lines " +
-                        std::to_string(line_of_rank[rank]) + " and " + std::to_string(k + 1) + ")");
-        if (!t.ranks.insert(bytes, rank))
-            throw Error(path + ": duplicate token bytes (base64 " + base64_encode(bytes) + ") for rank " +
-                        std::to_string(rank));
-        line_of_rank[rank] = k + 1;
+    fill_ranks(entries, path, t);
+}
+
+// The special slots n_base .. n_base+257: names[k] for id n_base + k, or
+// "<|reserved_token_{id}|>" where it is empty (tokenization_kimi.py).
+void fill_specials(const std::vector<std::string>& names, const std::string& path, Tokenizer::Impl& t) {
+    t.special_text.resize(kSpecialSlots);
+    for (int32_t k = 0; k < kSpecialSlots; ++k) {
+        const int32_t id = t.n_base + k;
+        std::string name =
+            names[size_t(k)].empty() ? "<|reserved_token_" + std::to_string(id) + "|>" : names[size_t(k)];
+        if (!t.special_ids.emplace(name, id).second)
+            throw Error(path + ": special token '" + name + "' is used for two ids (" +
+                        std::to_string(t.special_ids[name]) + " and " + std::to_string(id) + ")");
+        t.special_text[size_t(k)] = std::move(name);
     }
-    for (int b = 0; b < 256; ++b) {
-        const unsigned char c = static_cast<unsigned char>(b);
-        if (t.ranks.find(&c, 1) == kNoRank)
-            throw Error(path + ": single byte 0x" + std::string(1, "0123456789abcdef"[b >> 4]) +
-                        "0123456789abcdef"[b & 15] + " is not a token (every byte must be, for byte-level BPE)");
+    for (const auto& s : t.special_text) {
+        t.special_first[static_cast<unsigned char>(s[0])] = true;
+        if (std::find(t.special_lengths.begin(), t.special_lengths.end(), s.size()) == t.special_lengths.end())
+            t.special_lengths.push_back(s.size());
     }
-    t.n_base = int32_t(n);
+    std::sort(t.special_lengths.rbegin(), t.special_lengths.rend());
 }
 
 // A special-token field: "text", {"content": "text", ...} or null.
@@ -136,22 +165,7 @@ void load_config(const std::string& dir, Tokenizer::Impl& t) {
             names[size_t(id - t.n_base)] = content;
         }
     }
-    t.special_text.resize(kSpecialSlots);
-    for (int32_t k = 0; k < kSpecialSlots; ++k) {
-        const int32_t id = t.n_base + k;
-        std::string name =
-            names[size_t(k)].empty() ? "<|reserved_token_" + std::to_string(id) + "|>" : names[size_t(k)];
-        if (!t.special_ids.emplace(name, id).second)
-            throw Error(path + ": special token '" + name + "' is used for two ids (" +
-                        std::to_string(t.special_ids[name]) + " and " + std::to_string(id) + ")");
-        t.special_text[size_t(k)] = std::move(name);
-    }
-    for (const auto& s : t.special_text) {
-        t.special_first[static_cast<unsigned char>(s[0])] = true;
-        if (std::find(t.special_lengths.begin(), t.special_lengths.end(), s.size()) == t.special_lengths.end())
-            t.special_lengths.push_back(s.size());
-    }
-    std::sort(t.special_lengths.rbegin(), t.special_lengths.rend());
+    fill_specials(names, path, t);
 
     auto resolve = [&](const char* key, const char* fallback) -> int32_t {
         auto name = token_field(cfg, key, path);
@@ -195,6 +209,95 @@ Tokenizer Tokenizer::load(const std::string& dir, const LoadOptions& opts) {
     impl->pattern = opts.pattern;
     load_ranks(dir + "/tiktoken.model", *impl);
     load_config(dir, *impl);
+    return Tokenizer(std::move(impl));
+}
+
+namespace {
+// GPT-2's byte-to-unicode table inverted: code point → byte (-1 for none). Printable bytes
+// 33..126, 161..172 and 174..255 stand for themselves; the other 68 bytes, in order, for
+// U+0100 onwards.
+std::array<int16_t, 512> unicode_to_byte() {
+    std::array<int16_t, 512> inv;
+    inv.fill(-1);
+    int next = 256;
+    for (int b = 0; b < 256; ++b) {
+        const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
+        inv[size_t(printable ? b : next++)] = int16_t(b);
+    }
+    return inv;
+}
+
+// A base token's bytes from its GPT-2 spelling (UTF-8 of code points below U+0200).
+bool gpt2_token_bytes(const std::string& s, const std::array<int16_t, 512>& inv, std::string& out) {
+    out.clear();
+    for (size_t i = 0; i < s.size();) {
+        const auto c0 = static_cast<unsigned char>(s[i]);
+        uint32_t cp;
+        if (c0 < 0x80) {
+            cp = c0;
+            i += 1;
+        } else if ((c0 & 0xe0) == 0xc0 && i + 1 < s.size() && (static_cast<unsigned char>(s[i + 1]) & 0xc0) == 0x80) {
+            cp = (uint32_t(c0 & 0x1f) << 6) | (static_cast<unsigned char>(s[i + 1]) & 0x3f);
+            i += 2;
+        } else {
+            return false;
+        }
+        if (cp >= inv.size() || inv[cp] < 0) return false;
+        out.push_back(char(inv[cp]));
+    }
+    return !out.empty();
+}
+}   // namespace
+
+Tokenizer Tokenizer::from_gguf(const GgufVocab& v) {
+    const std::string& src = v.source;
+    if (v.model != "gpt2")
+        throw Error(src + ": tokenizer.ggml.model '" + v.model + "' is not supported (a Kimi GGUF has 'gpt2')");
+    if (v.pre != "kimi-k2")
+        throw Error(src + ": tokenizer.ggml.pre '" + v.pre +
+                    "' is not supported (Kimi Linear and Kimi-K3 files have 'kimi-k2')");
+    if (v.tokens.size() != v.types.size())
+        throw Error(src + ": tokenizer.ggml.tokens has " + std::to_string(v.tokens.size()) +
+                    " entries but tokenizer.ggml.token_type " + std::to_string(v.types.size()));
+    constexpr int32_t kNormal = 1, kControl = 3, kUserDefined = 4, kUnused = 5;
+    size_t n_base = 0;
+    while (n_base < v.types.size() && v.types[n_base] == kNormal) ++n_base;
+    if (n_base == 0) throw Error(src + ": tokenizer.ggml.tokens holds no normal tokens");
+    if (v.tokens.size() > n_base + size_t(kSpecialSlots))
+        throw Error(src + ": " + std::to_string(v.tokens.size() - n_base) + " tokens after the " +
+                    std::to_string(n_base) + " base tokens; Kimi's layout has at most " +
+                    std::to_string(kSpecialSlots) + " special slots");
+    auto impl = std::make_shared<Impl>();
+    const auto inv = unicode_to_byte();
+    std::vector<std::pair<std::string, uint32_t>> entries(n_base);
+    for (size_t id = 0; id < n_base; ++id) {
+        if (!gpt2_token_bytes(v.tokens[id], inv, entries[id].first))
+            throw Error(src + ": token " + std::to_string(id) + " is not in GPT-2's byte-level spelling");
+        entries[id].second = uint32_t(id);
+    }
+    fill_ranks(entries, src + ": tokenizer.ggml.tokens", *impl);
+    std::vector<std::string> names(kSpecialSlots);
+    for (size_t id = n_base; id < v.tokens.size(); ++id) {
+        const int32_t type = v.types[id];
+        if (type == kControl || type == kUserDefined) {
+            if (v.tokens[id].empty()) throw Error(src + ": special token " + std::to_string(id) + " is empty");
+            names[id - n_base] = v.tokens[id];
+        } else if (type != kUnused) {
+            throw Error(src + ": token " + std::to_string(id) + " of type " + std::to_string(type) +
+                        " follows the special tokens (expected control or unused)");
+        }
+    }
+    fill_specials(names, src + ": tokenizer.ggml.tokens", *impl);
+    const auto id_of = [&](int64_t id, const char* key) -> int32_t {
+        if (id < -1 || id >= impl->n_vocab())
+            throw Error(src + ": tokenizer.ggml." + key + " " + std::to_string(id) + " is outside the vocabulary");
+        return int32_t(id);
+    };
+    impl->bos = id_of(v.bos, "bos_token_id");
+    impl->eos = id_of(v.eos, "eos_token_id");
+    impl->pad = id_of(v.pad, "padding_token_id");
+    impl->unk = id_of(v.unk, "unknown_token_id");
+    impl->chat_template = v.chat_template;
     return Tokenizer(std::move(impl));
 }
 

@@ -27,6 +27,18 @@ struct LoadOptions {
     Pattern pattern = Pattern::kimi;   // o200k only for testing the BPE against o200k_base
 };
 
+// A vocabulary as a GGUF file carries it (tokenizer.ggml.*, llama.cpp's converter for
+// Kimi): every token by id, base tokens in GPT-2's byte-to-unicode spelling with rank = id,
+// then the special tokens (type CONTROL, their text as is) and unused slots (type UNUSED).
+struct GgufVocab {
+    std::string source;                               // names the file in errors
+    std::string model, pre;                           // tokenizer.ggml.model ("gpt2"), .pre ("kimi-k2")
+    std::vector<std::string> tokens;                  // tokenizer.ggml.tokens
+    std::vector<int32_t> types;                       // tokenizer.ggml.token_type (1 normal, 3 control, 5 unused, ...)
+    int64_t bos = -1, eos = -1, pad = -1, unk = -1;   // tokenizer.ggml.*_token_id, -1 when absent
+    std::string chat_template;                        // tokenizer.chat_template (shown, never executed)
+};
+
 // A rendered prompt (src/chat/ formats): the text and its token ids.
 struct ChatPrompt {
     std::string text;
@@ -39,6 +51,10 @@ public:
 
     // Throws kimi::Error naming the file and line for anything malformed.
     static Tokenizer load(const std::string& dir, const LoadOptions& opts = {});
+    // The same tokenizer from a GGUF vocabulary (pre-tokenizer "kimi-k2" only): encodes byte
+    // for byte as the tiktoken files of the same vocabulary. Throws kimi::Error naming the
+    // source and the token.
+    static Tokenizer from_gguf(const GgufVocab& v);
 
     // allow_special: literal special-token text becomes the control token (Kimi's default,
     // `--special all`); false: it is encoded as plain text (`--special none`).

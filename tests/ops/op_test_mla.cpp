@@ -86,29 +86,31 @@ TEST_P(MlaOps, MlaAttention) {
 }
 
 TEST_P(MlaOps, MlaAttentionLongContextTiles) {
-    // Several online-softmax tiles, a head group of 8 plus a remainder, 32-column chunks plus
-    // a tail: against the reference, and each token alone == all tokens in one call, bit for bit.
+    // Several online-softmax tiles, a head group of 8 plus a remainder, latent widths made of
+    // 48-, 32- and 16-column chunks plus a tail (64 = 48 + 16 once wrote past each head's row):
+    // against the reference, and each token alone == all tokens in one call, bit for bit.
     Rng rng(16);
-    const int64_t h = 11, rank = 40, rope = 5, width = rank + rope, n_new = 3;
-    const int32_t bs = 16, max_blocks = 20, past = 290;
-    std::vector<int32_t> tables(static_cast<size_t>(max_blocks));
-    for (int32_t i = 0; i < max_blocks; ++i) tables[size_t(i)] = (i * 7 + 3) % max_blocks;   // a permutation
-    Cache cache(rng, max_blocks, bs, width);
-    for (bool bf16 : {false, true}) {
-        const ops::PagedLatents pl = cache.view(bf16, bs, tables, max_blocks);
-        Buf q(DType::kF32, {n_new, h, width}, &rng, 3.0), o(DType::kF32, {n_new, h, rank}),
-            orf(DType::kF32, {n_new, h, rank});
-        const std::vector<int32_t> starts{0, int32_t(n_new)}, pasts{past};
-        ops::mla_attention(r.ex, q.t, pl, starts, pasts, 0.2f, o.t);
-        ref::mla_attention(r.ex, q.t, pl, starts, pasts, 0.2f, orf.t);
-        EXPECT_LT(rel_err(o.t, orf.t), 1e-5) << (bf16 ? "bf16" : "f32");
-        for (int64_t t = 0; t < n_new; ++t) {
-            Buf one(DType::kF32, {1, h, rank});
-            const std::vector<int32_t> s1{0, 1}, p1{int32_t(past + t)};
-            ops::mla_attention(r.ex, q.t.rows(t, t + 1), pl, s1, p1, 0.2f, one.t);
-            ASSERT_TRUE(same_bits(one.t, o.t.rows(t, t + 1))) << "token " << t;
+    for (const int64_t rank : {40, 64, 112, 160, 250})
+        for (bool bf16 : {false, true}) {
+            const int64_t h = 11, rope = 5, width = rank + rope, n_new = 3;
+            const int32_t bs = 16, max_blocks = 20, past = 290;
+            std::vector<int32_t> tables(static_cast<size_t>(max_blocks));
+            for (int32_t i = 0; i < max_blocks; ++i) tables[size_t(i)] = (i * 7 + 3) % max_blocks;   // a permutation
+            Cache cache(rng, max_blocks, bs, width);
+            const ops::PagedLatents pl = cache.view(bf16, bs, tables, max_blocks);
+            Buf q(DType::kF32, {n_new, h, width}, &rng, 3.0), o(DType::kF32, {n_new, h, rank}),
+                orf(DType::kF32, {n_new, h, rank});
+            const std::vector<int32_t> starts{0, int32_t(n_new)}, pasts{past};
+            ops::mla_attention(r.ex, q.t, pl, starts, pasts, 0.2f, o.t);
+            ref::mla_attention(r.ex, q.t, pl, starts, pasts, 0.2f, orf.t);
+            EXPECT_LT(rel_err(o.t, orf.t), 1e-5) << (bf16 ? "bf16" : "f32") << " rank " << rank;
+            for (int64_t t = 0; t < n_new; ++t) {
+                Buf one(DType::kF32, {1, h, rank});
+                const std::vector<int32_t> s1{0, 1}, p1{int32_t(past + t)};
+                ops::mla_attention(r.ex, q.t.rows(t, t + 1), pl, s1, p1, 0.2f, one.t);
+                ASSERT_TRUE(same_bits(one.t, o.t.rows(t, t + 1))) << "token " << t << " rank " << rank;
+            }
         }
-    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Threads, MlaOps, ::testing::Values(1, 2));

@@ -37,6 +37,8 @@ void embedding(Exec& ex, const Tensor& table, std::span<const int32_t> ids, Tens
         float* yr = ys + t * d;
         if (table.dtype == DType::kF32) {
             std::memcpy(yr, table.f32() + base, size_t(d) * sizeof(float));
+        } else if (is_block_quant(table.dtype)) {
+            decode_row_f32(table, ids[size_t(t)], yr);   // GGUF: embeddings are often quantized
         } else {
             for (int64_t i = 0; i < d; ++i) yr[i] = element_f32(table, base + i);
         }

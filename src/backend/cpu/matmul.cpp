@@ -9,6 +9,7 @@
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/matmul_kernel.h"
+#include "core/quant_blocks.h"
 
 namespace kimi::cpu {
 
@@ -28,12 +29,43 @@ float* thread_scratch(int64_t in) {
         float* at = nullptr;
     };
     thread_local Aligned s;
-    const int64_t n = matmul_scratch_floats(in) + 16;
+    const int64_t n = matmul_scratch_floats(in) + kMatmulColumnBlock * in + 16;   // + decoded block-type rows
     if (int64_t(s.buf.size()) < n) {
         s.buf.resize(size_t(n));
         s.at = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(s.buf.data()) + 63) & ~uintptr_t(63));
     }
     return s.at;
+}
+}   // namespace
+
+// Block-quantized weights (GGUF): kMatmulColumnBlock rows at a time decoded exactly to f32 in
+// the thread's scratch (after the kernel's own), then multiplied by the kernel as F32 weights.
+// Each output so gets the F32 kernel's fixed order over the values the file encodes: the result
+// equals an F32 weight holding the decoded values, whatever the o range, rows or thread; and a
+// prefill decodes each weight row once per product, not once per token.
+void block_quant_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch, MatmulKernel kernel) {
+    const BlockShape b = dtype_block(a.w_dtype);
+    const int64_t in = a.in, row_bytes = in / b.elems * b.bytes;
+    float* rows = scratch + matmul_scratch_floats(in);
+    MatmulArgs f = a;
+    f.w = rows;
+    f.w_dtype = DType::kF32;
+    f.w_scale = nullptr;
+    f.xb = f.xp = nullptr;
+    for (int64_t o = o_begin; o < o_end; o += kMatmulColumnBlock) {
+        const int64_t n = std::min(kMatmulColumnBlock, o_end - o);
+        for (int64_t r = 0; r < n; ++r)
+            dequantize_blocks(a.w_dtype, static_cast<const char*>(a.w) + (o + r) * row_bytes, rows + r * in, in);
+        f.y = a.y + o;   // the kernel writes y[t·ldy + o'] for its outputs o' in [0, n)
+        kernel(f, 0, n, scratch);
+    }
+}
+
+namespace {
+// The kernel, or the block-type path around it.
+void run_range(MatmulKernel kernel, const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch) {
+    if (is_block_quant(a.w_dtype)) return block_quant_range(a, o_begin, o_end, scratch, kernel);
+    kernel(a, o_begin, o_end, scratch);
 }
 }   // namespace
 
@@ -96,7 +128,7 @@ void matmul_strided(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, const
     const int64_t n_blocks = (out + kBlock - 1) / kBlock;
     ex.pool->parallel_ranges(n_blocks, [&](int64_t b0, int64_t b1, int) {
         float* scratch = thread_scratch(in);
-        kernel(a, b0 * kBlock, std::min(out, b1 * kBlock), scratch);
+        run_range(kernel, a, b0 * kBlock, std::min(out, b1 * kBlock), scratch);
     });
 }
 
@@ -144,7 +176,7 @@ void matmul_grouped(Exec& ex, const Tensor& x, std::span<const Tensor* const> ws
             a.w_scale = w.scale;
             if (r.xb && w.dtype == DType::kBF16) a.xb = r.xb + r0 * in;   // these only with kernel_takes_bf16_bits
             if (r.xp && w.dtype == DType::kMXFP4) a.xp = r.xp + r0 * in;
-            kernel(a, b0 * kBlock, std::min(out, b1 * kBlock), scratch);
+            run_range(kernel, a, b0 * kBlock, std::min(out, b1 * kBlock), scratch);
         }
     });
 }

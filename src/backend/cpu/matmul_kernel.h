@@ -1,6 +1,7 @@
 // The matrix-product micro-kernel interface shared by the scalar and ISA-specific versions.
 // A kernel computes y[t, o] = Σ_i x[t, i] · w[o, i] for rows t < n_rows and o in [o_begin, o_end).
-// Weights: F32, BF16, F16, or MXFP4 (E2M1 values × E8M0 group scales, decoded exactly).
+// Weights: F32, BF16, F16, or MXFP4 (E2M1 values × E8M0 group scales, decoded exactly); the
+// GGUF block types go through block_quant_range (decoded to f32 rows, then the F32 kernel).
 // Per output element the reduction order is fixed by the kernel the process picked at
 // start-up (matmul_isa()) and the product's (activation, weight) types: the scalar and AVX2
 // kernels sum 8 lane partial sums over i ≡ lane (mod 8) for i < I - I % 8, reduce the lanes
@@ -93,5 +94,10 @@ static inline void bf16_round_rows_body(const float* __restrict x, int64_t n_row
     }
 }
 MatmulKernel matmul_kernel();   // the kernel of matmul_isa()
+
+// A GGUF block-type weight (is_block_quant): rows decoded exactly to f32 into scratch (which
+// must hold matmul_scratch_floats(I) + kMatmulColumnBlock · I floats), then `kernel` runs them as
+// F32 weights (matmul.cpp).
+void block_quant_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch, MatmulKernel kernel);
 
 }   // namespace kimi::cpu

@@ -102,7 +102,7 @@ inline void weighted(const MlaTask& t, const void* const* rows, int64_t n, int64
 
 template <bool BF16, int NH>
 void run(const MlaTask& t) {
-    const int64_t ctx = t.ctx, width = t.width, rank = t.rank, w16 = width - width % 16, r32 = rank - rank % 32;
+    const int64_t ctx = t.ctx, width = t.width, rank = t.rank, w16 = width - width % 16, r16 = rank - rank % 16;
     float s[NH][kMlaTile];   // the tile's scores, then its exponentials
     float m[NH], l[NH], corr[NH];
     for (int h = 0; h < NH; ++h) m[h] = -INFINITY, l[h] = 0.0f;
@@ -137,16 +137,18 @@ void run(const MlaTask& t) {
             m[h] = mt;
         }
         // Weighted sums: 48 latent columns × NH heads in registers over the tile's rows (then
-        // 32), each output element summed in position order.
+        // 32, then 16), each output element summed in position order. (Every step stays inside
+        // the rank: a 32-column step over a 16-column rest wrote into the next head's output.)
         int64_t r0 = 0;
-        for (; r0 + 48 <= r32; r0 += 48) weighted<BF16, NH, 3>(t, rows, n, r0, &s[0][0], corr);
-        for (; r0 < r32; r0 += 32) weighted<BF16, NH, 2>(t, rows, n, r0, &s[0][0], corr);
-        if (r32 < rank) {   // the last columns one at a time, same order
+        for (; r0 + 48 <= r16; r0 += 48) weighted<BF16, NH, 3>(t, rows, n, r0, &s[0][0], corr);
+        for (; r0 + 32 <= r16; r0 += 32) weighted<BF16, NH, 2>(t, rows, n, r0, &s[0][0], corr);
+        if (r0 < r16) weighted<BF16, NH, 1>(t, rows, n, r0, &s[0][0], corr);
+        if (r16 < rank) {   // the last columns one at a time, same order
             for (int h = 0; h < NH; ++h)
-                for (int64_t r = r32; r < rank; ++r) t.o[h * rank + r] *= corr[h];
+                for (int64_t r = r16; r < rank; ++r) t.o[h * rank + r] *= corr[h];
             for (int64_t j = 0; j < n; ++j)
                 for (int h = 0; h < NH; ++h)
-                    for (int64_t r = r32; r < rank; ++r)
+                    for (int64_t r = r16; r < rank; ++r)
                         t.o[h * rank + r] = std::fma(s[h][j], row1<BF16>(rows[j], r), t.o[h * rank + r]);
         }
     }

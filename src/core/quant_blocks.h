@@ -1,0 +1,22 @@
+// Exact decoding of GGUF's (ggml's) block-quantized weight formats to f32: each value comes
+// out as the same float ggml's own dequantize_row_* gives (f16 scales widened exactly, the
+// same f32 operations in the same order), so a product over the decoded rows multiplies the
+// weights the file encodes. The codebook types (IQ2/IQ3/IQ1, TQ) read ggml's grids
+// (quant_grids.inc).
+// ref: docs/gguf.md#types; llama.cpp ggml/src/ggml-quants.c dequantize_row_*, gguf-py quants.py.
+#pragma once
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace kimi {
+
+// Decodes n values of block type t (is_block_quant(t); n a multiple of dtype_block(t).elems)
+// from src, which starts at a block boundary, into dst.
+void dequantize_blocks(DType t, const void* src, float* dst, int64_t n);
+
+// Value e (flat, row-major) of a block-type matrix whose rows hold `row_elems` values each:
+// decodes the block that holds it (load-time checks and tests, not products).
+float block_element(DType t, const void* data, int64_t row_elems, int64_t e);
+
+}   // namespace kimi

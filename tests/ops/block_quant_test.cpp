@@ -1,0 +1,116 @@
+// Products with GGUF block-type weights (every type of core/quant_blocks.h): each must equal,
+// bit for bit, the product with an F32 weight holding the exactly decoded values, for any
+// number of token rows, output range and thread count, in both activation precisions (the
+// suite also runs with KIMI_ISA=avx2 and scalar: every kernel). And each token row equals its
+// one-row product (batch invariance).
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "core/quant_blocks.h"
+#include "op_test_util.h"
+
+namespace kimi::test {
+namespace {
+
+// The f16 scale fields of each type's block (byte offsets): set to small positive values so
+// the random weights stay O(0.1); the other bytes are random (every code, grid index, sign).
+std::vector<int> scale_offsets(DType t) {
+    switch (t) {
+        case DType::kQ4_1:
+        case DType::kQ5_1:
+        case DType::kQ4_K:
+        case DType::kQ5_K: return {0, 2};
+        case DType::kQ2_K: return {80, 82};
+        case DType::kQ3_K: return {108};
+        case DType::kQ6_K: return {208};
+        case DType::kTQ1_0: return {52};
+        case DType::kTQ2_0: return {64};
+        case DType::kMXFP4_GGML:
+        case DType::kIQ1_M: return {};
+        default: return {0};
+    }
+}
+
+struct BlockBuf {
+    std::vector<unsigned char> bytes;
+    Tensor t;
+    BlockBuf(DType dt, int64_t out, int64_t in, Rng& r) {
+        t = Tensor(nullptr, dt, {out, in});
+        bytes.assign(t.nbytes() + 64, 0);
+        t.data = bytes.data();
+        for (size_t i = 0; i < t.nbytes(); ++i) bytes[i] = uint8_t(r.below(256));
+        const BlockShape b = dtype_block(dt);
+        for (int64_t blk = 0; blk < t.numel() / b.elems; ++blk) {
+            unsigned char* p = bytes.data() + blk * b.bytes;
+            for (int off : scale_offsets(dt)) {
+                const uint16_t h = f32_to_f16(float(0.002 + 0.018 * r.uniform()));
+                std::memcpy(p + off, &h, 2);
+            }
+            if (dt == DType::kMXFP4_GGML) p[0] = uint8_t(118 + r.below(6));   // E8M0 near 2^-4
+        }
+    }
+};
+
+constexpr DType kBlockTypes[] = {DType::kQ4_0,   DType::kQ4_1,    DType::kQ5_0,       DType::kQ5_1,    DType::kQ8_0,
+                                 DType::kQ2_K,   DType::kQ3_K,    DType::kQ4_K,       DType::kQ5_K,    DType::kQ6_K,
+                                 DType::kIQ4_NL, DType::kIQ4_XS,  DType::kMXFP4_GGML, DType::kIQ2_XXS, DType::kIQ2_XS,
+                                 DType::kIQ2_S,  DType::kIQ3_XXS, DType::kIQ3_S,      DType::kIQ1_S,   DType::kIQ1_M,
+                                 DType::kTQ1_0,  DType::kTQ2_0};
+
+class BlockQuantOps : public ::testing::TestWithParam<int> {
+protected:
+    Runner r{GetParam()};
+};
+
+TEST_P(BlockQuantOps, EqualsDecodedF32WeightsBitForBit) {
+    Rng rng(31);
+    for (DType dt : kBlockTypes) {
+        const int64_t in = dtype_block(dt).elems * 3, out = 61;
+        BlockBuf w(dt, out, in, rng);
+        Buf wf(DType::kF32, {out, in});
+        decode_f32(w.t, wf.f());
+        for (Precision p : kPrecisions)
+            for (int64_t n : {1, 5, 16, 40}) {
+                Buf x(DType::kF32, {n, in}, &rng), y(DType::kF32, {n, out}), yf(DType::kF32, {n, out});
+                ops::matmul(r.ex, x.t, w.t, p, y.t);
+                ops::matmul(r.ex, x.t, wf.t, p, yf.t);
+                ASSERT_TRUE(same_bits(y.t, yf.t)) << dtype_name(dt) << " n=" << n << " p=" << int(p);
+                for (int64_t t = 0; t < n; t += 3) {
+                    Buf y1(DType::kF32, {1, out});
+                    ops::matmul(r.ex, x.t.rows(t, t + 1), w.t, p, y1.t);
+                    ASSERT_TRUE(same_bits(y1.t, y.t.rows(t, t + 1))) << dtype_name(dt) << " row " << t;
+                }
+            }
+    }
+}
+
+// Grouped (MoE) products over experts of different block types and F32 twins.
+TEST_P(BlockQuantOps, GroupedEqualsDecodedF32WeightsBitForBit) {
+    Rng rng(32);
+    const int64_t in = 512, out = 50, n = 23;
+    std::vector<BlockBuf> ws;
+    std::vector<Buf> fs;
+    for (DType dt : {DType::kQ4_K, DType::kQ8_0, DType::kIQ2_XS, DType::kMXFP4_GGML}) {
+        ws.emplace_back(dt, out, in, rng);
+        fs.emplace_back(DType::kF32, std::initializer_list<int64_t>{out, in});
+        decode_f32(ws.back().t, fs.back().f());
+    }
+    std::vector<const Tensor*> wq, wf;
+    for (size_t g = 0; g < ws.size(); ++g) {
+        wq.push_back(&ws[g].t);
+        wf.push_back(&fs[g].t);
+    }
+    const std::vector<int32_t> starts = {0, 7, 7, 19, 23};
+    for (Precision p : kPrecisions) {
+        Buf x(DType::kF32, {n, in}, &rng), y(DType::kF32, {n, out}), yf(DType::kF32, {n, out});
+        ops::matmul_grouped(r.ex, x.t, wq, starts, p, y.t);
+        ops::matmul_grouped(r.ex, x.t, wf, starts, p, yf.t);
+        ASSERT_TRUE(same_bits(y.t, yf.t)) << "p=" << int(p);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, BlockQuantOps, ::testing::Values(1, 2));
+
+}   // namespace
+}   // namespace kimi::test

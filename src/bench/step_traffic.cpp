@@ -1,6 +1,7 @@
 // StepTraffic (see step_traffic.h).
 #include "bench/step_traffic.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace kimi {
@@ -28,7 +29,7 @@ StepTraffic decode_step_traffic(const KimiModel& model, int64_t batch, int64_t c
     const ModelWeights& w = model.weights();
     StepTraffic t;
     t.weight_bytes = bytes_of(w.lm_head) + bytes_of(w.final_norm) +
-        double(batch) * double(c.hidden_size) * double(dtype_size(w.embed.dtype));
+        double(batch) * double(w.embed.nbytes()) / double(std::max<int64_t>(w.embed.dim(0), 1));   // rows read
     t.head_macs = elems_of(w.lm_head);
     t.macs_per_token = t.head_macs;
     for (const LayerWeights& l : w.layers) {

@@ -42,12 +42,17 @@ Tensor shard_cols(WeightStore& store, const Tensor& w, int64_t c0, int64_t c1) {
         t.scale = dscale;
         return t;
     }
+    // plain types: one element a "block"; GGUF block types split at whole blocks only
+    const BlockShape b = dtype_block(w.dtype);
+    if (c0 % b.elems != 0 || c1 % b.elems != 0)
+        throw Error(std::string("shard_cols: a ") + dtype_name(w.dtype) + " weight splits at multiples of " +
+                    std::to_string(b.elems) + " columns, not [" + std::to_string(c0) + ", " + std::to_string(c1) + ")");
     Tensor t = store.new_like(w.dtype, {rows, n});
-    const size_t es = dtype_size(w.dtype);
+    const size_t row_in = size_t(cols / b.elems * b.bytes), row_out = size_t(n / b.elems * b.bytes),
+                 skip = size_t(c0 / b.elems * b.bytes);
     const auto* src = static_cast<const unsigned char*>(w.data);
     auto* dst = static_cast<unsigned char*>(t.data);
-    for (int64_t r = 0; r < rows; ++r)
-        std::memcpy(dst + size_t(r * n) * es, src + size_t(r * cols + c0) * es, size_t(n) * es);
+    for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + size_t(r) * row_out, src + size_t(r) * row_in + skip, row_out);
     return t;
 }
 

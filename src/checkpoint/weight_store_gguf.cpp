@@ -41,7 +41,6 @@ const std::map<std::string, std::string>& layer_names() {
         {"attn_gate.weight", "self_attn.g_proj.weight"},   // K3 MLA: the output gate
         {"ssm_beta.weight", "self_attn.b_proj.weight"},
         {"ssm_dt.bias", "self_attn.dt_bias"},
-        {"ssm_a", "self_attn.A_log"},   // holds -exp(A_log): a_log_folded()
         {"ssm_norm.weight", "self_attn.o_norm.weight"},
         {"attn_q_a.weight", "self_attn.q_a_proj.weight"},
         {"attn_q_a_norm.weight", "self_attn.q_a_layernorm.weight"},
@@ -190,13 +189,21 @@ void WeightStore::load_gguf(const std::string& path, WeightMemory memory,
             continue;
         }
         const std::string p = "model.layers." + std::to_string(layer) + ".";
-        if (auto it = layer_names().find(suffix); it != layer_names().end()) {
+        if (suffix == "ssm_a") {   // -exp(A_log): one value per head, in whatever rank was written
+            const Tensor t = view();
+            add(p + "self_attn.A_log", t.view({t.numel()}), file);
+        } else if (auto it = layer_names().find(suffix); it != layer_names().end()) {
             add(p + it->second, view(), file);
         } else if (is_conv(suffix)) {
-            const Tensor t = view();   // [1, H·K, 1, W] → [H·K, 1, W]
-            if (t.rank != 4 || t.dim(0) != 1 || t.dim(2) != 1)
+            // [1, H·K, 1, W] as the converter writes it, or squeezed ([H·K, 1, W], [H·K, W]) as
+            // llama-quantize rewrites it → [H·K, 1, W]; the same bytes
+            const Tensor t = view();
+            int64_t non_unit = 0;
+            for (int i = 0; i + 1 < t.rank; ++i) non_unit += t.dim(i) != 1;
+            if (t.rank < 2 || non_unit > 1)
                 throw Error(*file + ": tensor '" + name + "': shape " + shape_str(t) + ", expected [1, H*K, 1, W]");
-            add(p + "self_attn." + suffix.substr(11, 1) + "_conv1d.weight", t.view({t.dim(1), 1, t.dim(3)}), file);
+            add(p + "self_attn." + suffix.substr(11, 1) + "_conv1d.weight",
+                t.view({t.numel() / t.dim(-1), 1, t.dim(-1)}), file);
         } else if (auto e = expert_names().find(suffix); e != expert_names().end()) {
             const Tensor t = view();   // [E, out, in]
             if (t.rank != 3)

@@ -483,4 +483,8 @@ float block_element(DType t, const void* data, int64_t row_elems, int64_t e) {
     return values[col % block.elems];
 }
 
+const int8_t (&kvalues_iq4nl_table())[16] { return kvalues_iq4nl; }
+const int8_t (&kvalues_mxfp4_table())[16] { return kvalues_mxfp4; }
+float e8m0_half(uint8_t e) { return e8m0_to_f32_half(e); }
+
 }   // namespace kimi

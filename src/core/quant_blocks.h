@@ -19,4 +19,10 @@ void dequantize_blocks(DType t, const void* src, float* dst, int64_t n);
 // decodes the block that holds it (load-time checks and tests, not products).
 float block_element(DType t, const void* data, int64_t row_elems, int64_t e);
 
+// ggml's 16-entry codebooks of IQ4_NL / IQ4_XS and of MXFP4 (doubled E2M1 values), and MXFP4's
+// halved E8M0 scale 2^(e - 128): for the vectorized decoders (backend/cpu/kernels).
+const int8_t (&kvalues_iq4nl_table())[16];
+const int8_t (&kvalues_mxfp4_table())[16];
+float e8m0_half(uint8_t e);
+
 }   // namespace kimi

@@ -7,6 +7,8 @@
 
 #include <vector>
 
+#include "backend/cpu/cpu_features.h"
+#include "backend/cpu/matmul_kernel.h"
 #include "core/quant_blocks.h"
 #include "op_test_util.h"
 
@@ -111,6 +113,26 @@ TEST_P(BlockQuantOps, GroupedEqualsDecodedF32WeightsBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Threads, BlockQuantOps, ::testing::Values(1, 2));
+
+// The vectorized decoders give the portable decoder's bits on every byte pattern: fully random
+// blocks (scales of every f16 value: subnormal, huge, Inf, NaN) for each type they cover.
+TEST(BlockQuantDecode, Avx512EqualsPortableBitForBit) {
+    if (!cpu::use_avx512()) GTEST_SKIP() << "no AVX-512 kernel on this machine";
+    Rng rng(33);
+    int covered = 0;
+    for (DType dt : kBlockTypes) {
+        const BlockShape b = dtype_block(dt);
+        const int64_t n_blocks = 4096;
+        std::vector<uint8_t> raw(size_t(n_blocks * b.bytes));
+        for (auto& v : raw) v = uint8_t(rng.below(256));
+        std::vector<float> a(size_t(n_blocks * b.elems)), v(a.size());
+        dequantize_blocks(dt, raw.data(), a.data(), int64_t(a.size()));
+        if (!cpu::dequantize_blocks_avx512(dt, raw.data(), v.data(), int64_t(v.size()))) continue;
+        ++covered;
+        ASSERT_EQ(0, std::memcmp(a.data(), v.data(), a.size() * sizeof(float))) << dtype_name(dt);
+    }
+    EXPECT_EQ(covered, 11);
+}
 
 }   // namespace
 }   // namespace kimi::test

@@ -99,5 +99,8 @@ MatmulKernel matmul_kernel();   // the kernel of matmul_isa()
 // must hold matmul_scratch_floats(I) + kMatmulColumnBlock · I floats), then `kernel` runs them as
 // F32 weights (matmul.cpp).
 void block_quant_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch, MatmulKernel kernel);
+// The same values as dequantize_blocks (core/quant_blocks.h), 16 per instruction, for the common
+// types (kernels/quant_avx512.cpp); false for a type it does not vectorize.
+bool dequantize_blocks_avx512(DType t, const void* src, float* dst, int64_t n);
 
 }   // namespace kimi::cpu

@@ -73,7 +73,7 @@ TEST_P(BlockQuantOps, EqualsDecodedF32WeightsBitForBit) {
         Buf wf(DType::kF32, {out, in});
         decode_f32(w.t, wf.f());
         for (Precision p : kPrecisions)
-            for (int64_t n : {1, 5, 16, 40}) {
+            for (int64_t n : {1, 2, 3, 4, 5, 16, 40}) {
                 Buf x(DType::kF32, {n, in}, &rng), y(DType::kF32, {n, out}), yf(DType::kF32, {n, out});
                 ops::matmul(r.ex, x.t, w.t, p, y.t);
                 ops::matmul(r.ex, x.t, wf.t, p, yf.t);

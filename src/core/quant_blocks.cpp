@@ -188,11 +188,9 @@ void decode_q4_k(const uint8_t* b, float* y) {
     const uint8_t* scales = b + 4;
     const uint8_t* q = b + 16;
     for (int is = 0; is < 8; is += 2, q += 32) {
-        uint8_t sc, mn;
-        scale_min_k4(is, scales, sc, mn);
-        const float d1 = d * float(sc), m1 = dmin * float(mn);
-        scale_min_k4(is + 1, scales, sc, mn);
-        const float d2 = d * float(sc), m2 = dmin * float(mn);
+        float d1, m1, d2, m2;
+        k_scale_min(is, scales, d, dmin, d1, m1);
+        k_scale_min(is + 1, scales, d, dmin, d2, m2);
         for (int l = 0; l < 32; ++l) *y++ = d1 * float(q[l] & 0x0F) - m1;
         for (int l = 0; l < 32; ++l) *y++ = d2 * float(q[l] >> 4) - m2;
     }
@@ -206,11 +204,9 @@ void decode_q5_k(const uint8_t* b, float* y) {
     const uint8_t* qh = b + 16;
     const uint8_t* ql = b + 48;
     for (int is = 0; is < 8; is += 2, ql += 32) {
-        uint8_t sc, mn;
-        scale_min_k4(is, scales, sc, mn);
-        const float d1 = d * float(sc), m1 = dmin * float(mn);
-        scale_min_k4(is + 1, scales, sc, mn);
-        const float d2 = d * float(sc), m2 = dmin * float(mn);
+        float d1, m1, d2, m2;
+        k_scale_min(is, scales, d, dmin, d1, m1);
+        k_scale_min(is + 1, scales, d, dmin, d2, m2);
         const uint8_t u1 = uint8_t(1 << is), u2 = uint8_t(2 << is);
         for (int l = 0; l < 32; ++l) *y++ = d1 * float((ql[l] & 0x0F) + ((qh[l] & u1) ? 16 : 0)) - m1;
         for (int l = 0; l < 32; ++l) *y++ = d2 * float((ql[l] >> 4) + ((qh[l] & u2) ? 16 : 0)) - m2;
@@ -486,5 +482,12 @@ float block_element(DType t, const void* data, int64_t row_elems, int64_t e) {
 const int8_t (&kvalues_iq4nl_table())[16] { return kvalues_iq4nl; }
 const int8_t (&kvalues_mxfp4_table())[16] { return kvalues_mxfp4; }
 float e8m0_half(uint8_t e) { return e8m0_to_f32_half(e); }
+
+void k_scale_min(int j, const uint8_t* scales, float d, float dmin, float& dj, float& mj) {
+    uint8_t sc, mn;
+    scale_min_k4(j, scales, sc, mn);
+    dj = d * float(sc);
+    mj = dmin * float(mn);
+}
 
 }   // namespace kimi

@@ -24,5 +24,8 @@ float block_element(DType t, const void* data, int64_t row_elems, int64_t e);
 const int8_t (&kvalues_iq4nl_table())[16];
 const int8_t (&kvalues_mxfp4_table())[16];
 float e8m0_half(uint8_t e);
+// Q4_K / Q5_K sub-block j's scale and min (get_scale_min_k4 of the 12 scale bytes) times the
+// block's d and dmin: dj = d · sc, mj = dmin · mn.
+void k_scale_min(int j, const uint8_t* scales, float d, float dmin, float& dj, float& mj);
 
 }   // namespace kimi

@@ -96,7 +96,10 @@ KdaWeights bind_kda(const ModelConfig& c, Binder& b, const std::string& p, const
     if (!kl_shape && !(a_log.rank == 1 && a_log.dim(0) >= h))
         throw Error("tensor '" + c.tensor_prefix + p + "A_log': shape " + shape_str(a_log) + ", expected [1, 1, " +
                     std::to_string(h) + ", 1] or a vector of at least the " + std::to_string(h) +
-                    " KDA heads (padded)");
+                    " KDA heads (padded)" +
+                    (b.store().is_gguf() ? "; llama.cpp's K3 converter keeps only attention.head_count (the MLA "
+                                           "heads) of them, so this GGUF cannot hold more KDA heads than MLA heads"
+                                         : ""));
     a.neg_exp_a = b.store().new_f32({hr.size()});
     // a GGUF holds -exp(A_log) itself (llama.cpp's converter folds it): taken as it is
     const bool folded = b.store().a_log_folded();

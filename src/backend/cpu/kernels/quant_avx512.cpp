@@ -100,27 +100,13 @@ void mxfp4(const uint8_t* b, float* y) {
     put(y + 16, mul(lookup16(kvalues_mxfp4_table(), hi4(q)), d));
 }
 
-// get_scale_min_k4 (Q4_K, Q5_K): the 6-bit scale and min of sub-block j.
-void scale_min(int j, const uint8_t* q, float d, float dmin, float& d1, float& m1) {
-    uint8_t sc, mn;
-    if (j < 4) {
-        sc = q[j] & 63;
-        mn = q[j + 4] & 63;
-    } else {
-        sc = uint8_t((q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4));
-        mn = uint8_t((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-    }
-    d1 = d * float(sc);
-    m1 = dmin * float(mn);
-}
-
 void q4_k(const uint8_t* b, float* y) {
     const float d = f16_at(b), dmin = f16_at(b + 2);
     const uint8_t* q = b + 16;
     for (int is = 0; is < 8; is += 2, q += 32, y += 64) {
         float d1, m1, d2, m2;
-        scale_min(is, b + 4, d, dmin, d1, m1);
-        scale_min(is + 1, b + 4, d, dmin, d2, m2);
+        k_scale_min(is, b + 4, d, dmin, d1, m1);
+        k_scale_min(is + 1, b + 4, d, dmin, d2, m2);
         const __m512i a = bytes16(q), c = bytes16(q + 16);
         put(y, mul_sub(lo4(a), d1, m1));
         put(y + 16, mul_sub(lo4(c), d1, m1));
@@ -136,8 +122,8 @@ void q5_k(const uint8_t* b, float* y) {
     const __m512i h0 = bytes16(qh), h1 = bytes16(qh + 16), sixteen = _mm512_set1_epi32(16);
     for (int is = 0; is < 8; is += 2, ql += 32, y += 64) {
         float d1, m1, d2, m2;
-        scale_min(is, b + 4, d, dmin, d1, m1);
-        scale_min(is + 1, b + 4, d, dmin, d2, m2);
+        k_scale_min(is, b + 4, d, dmin, d1, m1);
+        k_scale_min(is + 1, b + 4, d, dmin, d2, m2);
         const __m512i u1 = _mm512_set1_epi32(1 << is), u2 = _mm512_set1_epi32(2 << is);
         const __m512i a = bytes16(ql), c = bytes16(ql + 16);
         const auto fifth = [&](__m512i q, __m512i h, __m512i u) {

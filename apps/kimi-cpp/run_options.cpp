@@ -23,7 +23,12 @@ Precision resolve_precision(bool precision_auto, Precision flag, const KimiModel
     if (!precision_auto) return flag;
     const cpu::CpuFeatures f = cpu::cpu_features();
     const bool vector_path = f.avx2 || f.avx512f;
-    return model.weights().lm_head.dtype == DType::kBF16 && vector_path ? Precision::kBF16 : Precision::kF32;
+    // a GGUF quantized to Q4_K/Q6_K/Q8_0 (its lm_head's type): bf16 activations where the factored
+    // bf16 product runs (AVX-512 BF16; docs/gguf.md#types), the exact f32 path elsewhere
+    const DType head = model.weights().lm_head.dtype;
+    const bool factored =
+        cpu::use_avx512_bf16() && (head == DType::kQ4_K || head == DType::kQ6_K || head == DType::kQ8_0);
+    return (head == DType::kBF16 && vector_path) || factored ? Precision::kBF16 : Precision::kF32;
 }
 
 Exec make_exec(const RunOptions& r, ThreadPool& pool, Arena& arena) {

@@ -170,17 +170,6 @@ void decode_q3_k(const uint8_t* b, float* y) {
     }
 }
 
-// get_scale_min_k4: sub-block j's 6-bit scale and min from the 12 packed bytes of Q4_K/Q5_K.
-void scale_min_k4(int j, const uint8_t* q, uint8_t& sc, uint8_t& mn) {
-    if (j < 4) {
-        sc = q[j] & 63;
-        mn = q[j + 4] & 63;
-    } else {
-        sc = uint8_t((q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4));
-        mn = uint8_t((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-    }
-}
-
 // dequantize_row_q4_K: d, dmin, scales[12], qs[128]; 64 values per 32 bytes (low nibbles, then high).
 void decode_q4_k(const uint8_t* b, float* y) {
     const float d = load_f16(b);
@@ -482,12 +471,5 @@ float block_element(DType t, const void* data, int64_t row_elems, int64_t e) {
 const int8_t (&kvalues_iq4nl_table())[16] { return kvalues_iq4nl; }
 const int8_t (&kvalues_mxfp4_table())[16] { return kvalues_mxfp4; }
 float e8m0_half(uint8_t e) { return e8m0_to_f32_half(e); }
-
-void k_scale_min(int j, const uint8_t* scales, float d, float dmin, float& dj, float& mj) {
-    uint8_t sc, mn;
-    scale_min_k4(j, scales, sc, mn);
-    dj = d * float(sc);
-    mj = dmin * float(mn);
-}
 
 }   // namespace kimi

@@ -6,6 +6,7 @@
 // ref: docs/gguf.md#types; llama.cpp ggml/src/ggml-quants.c dequantize_row_*, gguf-py quants.py.
 #pragma once
 #include <cstdint>
+#include <cstring>
 
 #include "core/dtype.h"
 
@@ -25,7 +26,38 @@ const int8_t (&kvalues_iq4nl_table())[16];
 const int8_t (&kvalues_mxfp4_table())[16];
 float e8m0_half(uint8_t e);
 // Q4_K / Q5_K sub-block j's scale and min (get_scale_min_k4 of the 12 scale bytes) times the
-// block's d and dmin: dj = d · sc, mj = dmin · mn.
-void k_scale_min(int j, const uint8_t* scales, float d, float dmin, float& dj, float& mj);
+// block's d and dmin: dj = d · sc, mj = dmin · mn. `static inline`: the AVX-512 kernels call
+// it in their inner loops (an out-of-line call there spills every vector register), and each
+// translation unit keeps its own copy (see core/dtype.h).
+static inline void k_scale_min(int j, const uint8_t* q, float d, float dmin, float& dj, float& mj) {
+    uint8_t sc, mn;
+    if (j < 4) {
+        sc = q[j] & 63;
+        mn = q[j + 4] & 63;
+    } else {
+        sc = uint8_t((q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4));
+        mn = uint8_t((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+    dj = d * float(sc);
+    mj = dmin * float(mn);
+}
+
+// f16_to_f32 without a call (the same bits): subnormals as man · 2^-24, an exact product.
+static inline float f16_to_f32_inline(uint16_t h) {
+    const uint32_t sign = uint32_t(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    uint32_t u;
+    if (exp == 0) {
+        const float f = float(man) * 0x1p-24f;
+        std::memcpy(&u, &f, 4);
+        u |= sign;
+    } else if (exp == 31) {
+        u = sign | 0x7f800000u | (man << 13);
+    } else {
+        u = sign | ((exp + 112) << 23) | (man << 13);
+    }
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
 
 }   // namespace kimi

@@ -14,7 +14,7 @@
 namespace kimi::cpu {
 
 bool kernel_takes_bf16_bits(DType w_dtype) {
-    return use_avx512_bf16() && (w_dtype == DType::kBF16 || w_dtype == DType::kMXFP4);
+    return use_avx512_bf16() && (w_dtype == DType::kBF16 || w_dtype == DType::kMXFP4 || block_type_takes_bf16(w_dtype));
 }
 
 void bf16_round_rows_portable(const float* x, int64_t n_rows, int64_t ldx, int64_t in, float* xr, uint16_t* xb) {
@@ -46,6 +46,8 @@ float* thread_scratch(int64_t in) {
 // equals an F32 weight holding the decoded values, whatever the o range, rows or thread; and a
 // prefill decodes each weight row once per product, not once per token.
 void block_quant_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch, MatmulKernel kernel) {
+    if (a.xb && block_bf16_range_avx512(a, o_begin, o_end, scratch + matmul_scratch_floats(a.in)))
+        return;   // bf16 activations: the factored product
     const BlockShape b = dtype_block(a.w_dtype);
     const int64_t in = a.in, row_bytes = in / b.elems * b.bytes;
     // rows per chunk: the decoded rows stay in L2 while the kernel reads them back
@@ -181,7 +183,8 @@ void matmul_grouped(Exec& ex, const Tensor& x, std::span<const Tensor* const> ws
             const Tensor& w = *ws[size_t(g)];
             MatmulArgs a{xs ? xs + r0 * in : nullptr, r1 - r0, in, w.data, w.dtype, in, ys + r0 * out, out};
             a.w_scale = w.scale;
-            if (r.xb && w.dtype == DType::kBF16) a.xb = r.xb + r0 * in;   // these only with kernel_takes_bf16_bits
+            if (r.xb && (w.dtype == DType::kBF16 || block_type_takes_bf16(w.dtype)))
+                a.xb = r.xb + r0 * in;   // these only with kernel_takes_bf16_bits
             if (r.xp && w.dtype == DType::kMXFP4) a.xp = r.xp + r0 * in;
             run_range(kernel, a, b0 * kBlock, std::min(out, b1 * kBlock), scratch);
         }

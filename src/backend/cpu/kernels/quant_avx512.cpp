@@ -6,7 +6,11 @@
 // Checked against the portable decoder bit for bit: tests/ops/block_quant_test.cpp.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
+#include <initializer_list>
+
+#include "backend/cpu/kernels/avx512_util.h"
 
 #include "backend/cpu/matmul_kernel.h"
 #include "core/quant_blocks.h"
@@ -15,7 +19,7 @@ namespace kimi::cpu {
 
 namespace {
 
-float f16_at(const uint8_t* p) { return f16_to_f32(uint16_t(p[0] | (p[1] << 8))); }
+float f16_at(const uint8_t* p) { return f16_to_f32_inline(uint16_t(p[0] | (p[1] << 8))); }
 
 __m512i bytes16(const uint8_t* p) {   // 16 bytes → 16 int32 lanes
     return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -24,6 +28,10 @@ __m512i lo4(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi32(0x0F)); }
 __m512i hi4(__m512i v) { return _mm512_srli_epi32(v, 4); }
 __m512 to_f(__m512i v) { return _mm512_cvtepi32_ps(v); }
 void put(float* y, __m512 v) { _mm512_storeu_ps(y, v); }
+// Nibbles on byte lanes (64 codes per instruction); two 256-bit halves into one register.
+__m512i nib_lo_bytes(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi8(0x0F)); }
+__m512i nib_hi_bytes(__m512i v) { return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F)); }
+__m512i join256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
 
 // float(q) * d (the order of the portable code; a product is the same either way round)
 __m512 mul(__m512i q, float d) { return _mm512_mul_ps(to_f(q), _mm512_set1_ps(d)); }
@@ -173,6 +181,192 @@ void iq4_xs(const uint8_t* b, float* y) {
 
 using Decoder = void (*)(const uint8_t*, float*);
 
+// ---- bf16 activations × Q4_K / Q6_K / Q8_0: the factored product -----------------------------
+// Every weight is s·c − m with an integer code c (|c| ≤ 127: exact in bf16), and s, m the f32
+// scale and min of its sub-block (16 or 32 values). So a 32-column chunk k of a row is
+//   p_k = vdpbf16ps(0, c_k, x_k)   (16 lanes: exact products, each pair summed in f32)
+//   acc = fma(p_k, S_k, acc)       (S_k: the sub-block scale of each lane)
+//   acc = fma(px_k, −m_k, acc)     (Q4_K only; px_k = vdpbf16ps(0, ones, x_k))
+// over the chunks in ascending order, then hsum16(acc). Every (row, token) pair has its own
+// accumulator and the same steps, so a row's result never depends on the batch, the tile or
+// the thread. The weights are the file's values exactly; only the sums are ordered
+// differently from the f32 path (bf16 activations are rounded already).
+
+// The bf16 bits of a small integer (|v| < 256: exact), at compile time.
+constexpr uint16_t bf16_int(int v) {
+    if (v == 0) return 0;
+    const uint16_t sign = v < 0 ? 0x8000 : 0;
+    int a = v < 0 ? -v : v, e = 0;
+    while ((a >> e) > 1) ++e;                 // a = 1.m · 2^e
+    const int man = ((a << 7) >> e) & 0x7F;   // the 7 bits after the leading one
+    return uint16_t(sign | ((127 + e) << 7) | man);
+}
+struct Bf16Ints {   // the lookup tables of the codes: bf16(lo + i), i < 64
+    alignas(64) uint16_t v[64];
+    constexpr explicit Bf16Ints(int lo) : v{} {
+        for (int i = 0; i < 64; ++i) v[i] = bf16_int(lo + i);
+    }
+};
+constexpr Bf16Ints kCodes0(0), kCodesM32(-32);
+__m512i table_half(const Bf16Ints& t, int half) { return _mm512_load_si512(t.v + 32 * half); }
+
+struct Q4_KBf16 {
+    static constexpr int64_t kElems = 256, kBytes = 144;
+    static constexpr bool kMin = true;
+    __m512i codes[8];   // 8 chunks of 32 bf16 codes
+    float s[8], m[8];
+    void prepare(const uint8_t* b) {
+        const float d = f16_at(b), dmin = f16_at(b + 2);
+        for (int j = 0; j < 8; ++j) {
+            k_scale_min(j, b + 4, d, dmin, s[j], m[j]);
+            m[j] = -m[j];
+        }
+        const __m512i table = table_half(kCodes0, 0);
+        for (int g = 0; g < 4; ++g) {
+            const __m512i w =
+                _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * g)));
+            codes[2 * g] = _mm512_permutexvar_epi16(_mm512_and_si512(w, _mm512_set1_epi16(0x0F)), table);
+            codes[2 * g + 1] = _mm512_permutexvar_epi16(_mm512_srli_epi16(w, 4), table);
+        }
+    }
+    __m512 scale(int k) const { return _mm512_set1_ps(s[k]); }
+    __m512 min(int k) const { return _mm512_set1_ps(m[k]); }
+};
+
+struct Q6_KBf16 {
+    static constexpr int64_t kElems = 256, kBytes = 210;
+    static constexpr bool kMin = false;
+    __m512i codes[8];
+    float ds[16];
+    void prepare(const uint8_t* b) {
+        const float d = f16_at(b + 208);
+        const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
+        for (int j = 0; j < 16; ++j) ds[j] = d * float(sc[j]);
+        const __m512i lo = table_half(kCodesM32, 0), hi = table_half(kCodesM32, 1);
+        const __m512i three = _mm512_set1_epi8(3);
+        for (int h = 0; h < 2; ++h) {   // the 6-bit codes (+32) of 128 values, 64 per byte vector
+            const __m512i ql = _mm512_loadu_si512(b + 64 * h);
+            const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * h));
+            const __m512i h01 = join256(qh, _mm256_srli_epi16(qh, 2)),
+                          h23 = join256(_mm256_srli_epi16(qh, 4), _mm256_srli_epi16(qh, 6));
+            const auto high = [&](__m512i v) { return _mm512_slli_epi16(_mm512_and_si512(v, three), 4); };
+            const __m512i u0 = _mm512_or_si512(nib_lo_bytes(ql), high(h01)),
+                          u1 = _mm512_or_si512(nib_hi_bytes(ql), high(h23));
+            for (int q = 0; q < 2; ++q) {
+                const __m512i u = q == 0 ? u0 : u1;
+                for (int c = 0; c < 2; ++c) {
+                    const __m512i idx =
+                        _mm512_cvtepu8_epi16(c == 0 ? _mm512_castsi512_si256(u) : _mm512_extracti64x4_epi64(u, 1));
+                    codes[4 * h + 2 * q + c] = _mm512_permutex2var_epi16(lo, idx, hi);
+                }
+            }
+        }
+    }
+    // chunk k holds 16-value sub-blocks 2k (lanes 0-7) and 2k + 1 (lanes 8-15)
+    __m512 scale(int k) const {
+        return _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(ds[2 * k]), _mm512_set1_ps(ds[2 * k + 1]));
+    }
+    __m512 min(int) const { return _mm512_setzero_ps(); }
+};
+
+struct Q8_0Bf16 {
+    static constexpr int64_t kElems = 32, kBytes = 34;
+    static constexpr bool kMin = false;
+    __m512i codes[1];
+    float d;
+    void prepare(const uint8_t* b) {
+        d = f16_at(b);
+        const auto half = [&](int c) {
+            return _mm512_cvtepi32_ps(
+                _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + 16 * c))));
+        };
+        codes[0] = (__m512i)_mm512_cvtne2ps_pbh(half(1), half(0));   // exact: |c| ≤ 128
+    }
+    __m512 scale(int) const { return _mm512_set1_ps(d); }
+    __m512 min(int) const { return _mm512_setzero_ps(); }
+};
+
+// NR weight rows × NT token rows over the whole reduction.
+// NR weight rows × NT token rows over the whole reduction. `pre`: the rows' blocks prepared
+// already ([NR][blocks], prefill: once per row tile for every token group), else prepared here
+// block by block (few token rows: the weights stream through once).
+template <class B, int NR, int NT>
+void bf16_tile(const MatmulArgs& a, int64_t t0, int64_t o, int64_t o_end, const B* pre) {
+    constexpr int kChunks = int(B::kElems / 32);
+    const int64_t in = a.in, nblk = in / B::kElems, row_bytes = nblk * B::kBytes;
+    const auto* w = static_cast<const uint8_t*>(a.w) + o * row_bytes;
+    const __m512i ones = (__m512i)_mm512_cvtne2ps_pbh(_mm512_set1_ps(1.0f), _mm512_set1_ps(1.0f));
+    __m512 acc[NR][NT];
+    for (int r = 0; r < NR; ++r)
+        for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
+    B own[NR];
+    // streaming: the rows kAhead ahead are prefetched block by block, as this tile walks its own
+    constexpr int64_t kAhead = 8;
+    const int64_t n_pf = pre ? 0 : std::clamp<int64_t>(o_end - o - kAhead, 0, NR);
+    for (int64_t k = 0; k < nblk; ++k) {
+        const B* blk[NR];
+        for (int r = 0; r < NR; ++r) {
+            if (pre) {
+                blk[r] = pre + r * nblk + k;
+            } else {
+                own[r].prepare(w + r * row_bytes + k * B::kBytes);
+                blk[r] = &own[r];
+            }
+        }
+        for (int64_t r = 0; r < n_pf; ++r)
+            for (int64_t l = 0; l < B::kBytes; l += 64)
+                _mm_prefetch(reinterpret_cast<const char*>(w + (kAhead + r) * row_bytes + k * B::kBytes + l),
+                             _MM_HINT_T0);
+        for (int c = 0; c < kChunks; ++c) {
+            __m512i xv[NT];
+            __m512 px[NT];
+            for (int t = 0; t < NT; ++t) {
+                xv[t] = _mm512_loadu_si512(a.xb + (t0 + t) * in + k * B::kElems + 32 * c);
+                if constexpr (B::kMin) px[t] = _mm512_dpbf16_ps(_mm512_setzero_ps(), (__m512bh)ones, (__m512bh)xv[t]);
+            }
+            for (int r = 0; r < NR; ++r) {
+                const __m512 sv = blk[r]->scale(c);
+                for (int t = 0; t < NT; ++t) {
+                    const __m512 p = _mm512_dpbf16_ps(_mm512_setzero_ps(), (__m512bh)blk[r]->codes[c], (__m512bh)xv[t]);
+                    acc[r][t] = _mm512_fmadd_ps(p, sv, acc[r][t]);
+                    if constexpr (B::kMin) acc[r][t] = _mm512_fmadd_ps(px[t], blk[r]->min(c), acc[r][t]);
+                }
+            }
+        }
+    }
+    for (int r = 0; r < NR; ++r)
+        for (int t = 0; t < NT; ++t) a.y[(t0 + t) * a.ldy + o + r] = hsum16(acc[r][t]);
+}
+
+template <class B, int NR>
+void bf16_rows(const MatmulArgs& a, int64_t o, int64_t o_end, B* scratch) {
+    const B* pre = nullptr;
+    if (a.n_rows > 4) {   // several token groups: each block of these rows prepared once
+        const int64_t nblk = a.in / B::kElems, row_bytes = nblk * B::kBytes;
+        const auto* w = static_cast<const uint8_t*>(a.w) + o * row_bytes;
+        for (int r = 0; r < NR; ++r)
+            for (int64_t k = 0; k < nblk; ++k) scratch[r * nblk + k].prepare(w + r * row_bytes + k * B::kBytes);
+        pre = scratch;
+    }
+    int64_t t = 0;
+    for (; t + 4 <= a.n_rows; t += 4) bf16_tile<B, NR, 4>(a, t, o, o_end, pre);
+    switch (a.n_rows - t) {
+        case 3: return bf16_tile<B, NR, 3>(a, t, o, o_end, pre);
+        case 2: return bf16_tile<B, NR, 2>(a, t, o, o_end, pre);
+        case 1: return bf16_tile<B, NR, 1>(a, t, o, o_end, pre);
+        default: return;
+    }
+}
+
+template <class B>
+void bf16_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end, void* scratch) {
+    // the prepared blocks of 4 rows: 4 · I / kElems structs, 64-byte aligned (B holds vectors)
+    B* pre = static_cast<B*>(scratch);
+    int64_t o = o_begin;
+    for (; o + 4 <= o_end; o += 4) bf16_rows<B, 4>(a, o, o_end, pre);
+    for (; o < o_end; ++o) bf16_rows<B, 1>(a, o, o_end, pre);
+}
+
 Decoder vector_decoder(DType t) {
     switch (t) {
         case DType::kQ8_0: return q8_0;
@@ -191,6 +385,19 @@ Decoder vector_decoder(DType t) {
 }
 
 }   // namespace
+
+bool block_bf16_range_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch) {
+    if (!a.xb) return false;
+    static_assert(
+        4 * sizeof(Q4_KBf16) / 256 <= 16 && 4 * sizeof(Q6_KBf16) / 256 <= 16 && 4 * sizeof(Q8_0Bf16) / 32 <= 16,
+        "4 rows of prepared blocks must fit in 4 floats per input column");
+    switch (a.w_dtype) {
+        case DType::kQ4_K: bf16_range<Q4_KBf16>(a, o_begin, o_end, scratch); return true;
+        case DType::kQ6_K: bf16_range<Q6_KBf16>(a, o_begin, o_end, scratch); return true;
+        case DType::kQ8_0: bf16_range<Q8_0Bf16>(a, o_begin, o_end, scratch); return true;
+        default: return false;
+    }
+}
 
 bool dequantize_blocks_avx512(DType t, const void* src, float* dst, int64_t n) {
     const Decoder decode = vector_decoder(t);

@@ -2,6 +2,7 @@
 #include "run_options.h"
 
 #include "backend/cpu/cpu_features.h"
+#include "backend/cpu/matmul_kernel.h"
 #include "core/error.h"
 
 namespace kimi::app {
@@ -23,11 +24,10 @@ Precision resolve_precision(bool precision_auto, Precision flag, const KimiModel
     if (!precision_auto) return flag;
     const cpu::CpuFeatures f = cpu::cpu_features();
     const bool vector_path = f.avx2 || f.avx512f;
-    // a GGUF quantized to Q4_K/Q6_K/Q8_0 (its lm_head's type): bf16 activations where the factored
-    // bf16 product runs (AVX-512 BF16; docs/gguf.md#types), the exact f32 path elsewhere
+    // a GGUF quantized to a type with a factored bf16 product (judged by its lm_head): bf16
+    // activations where that product runs (AVX-512 BF16; docs/gguf.md#types), f32 elsewhere
     const DType head = model.weights().lm_head.dtype;
-    const bool factored =
-        cpu::use_avx512_bf16() && (head == DType::kQ4_K || head == DType::kQ6_K || head == DType::kQ8_0);
+    const bool factored = cpu::use_avx512_bf16() && cpu::block_type_takes_bf16(head);
     return (head == DType::kBF16 && vector_path) || factored ? Precision::kBF16 : Precision::kF32;
 }
 

@@ -287,6 +287,92 @@ struct Q8_0Bf16 {
 };
 
 // NR weight rows × NT token rows over the whole reduction.
+struct Q5_KBf16 {
+    static constexpr int64_t kElems = 256, kBytes = 176;
+    static constexpr bool kMin = true;
+    __m512i codes[8];
+    float s[8], m[8];
+    void prepare(const uint8_t* b) {
+        const float d = f16_at(b), dmin = f16_at(b + 2);
+        for (int j = 0; j < 8; ++j) {
+            k_scale_min(j, b + 4, d, dmin, s[j], m[j]);
+            m[j] = -m[j];
+        }
+        const __m512i table = table_half(kCodes0, 0), one = _mm512_set1_epi16(1);
+        const __m512i h = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16)));
+        for (int g = 0; g < 4; ++g) {   // sub-blocks 2g (low nibbles) and 2g + 1 (high), fifth bit from qh
+            const __m512i w =
+                _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 48 + 32 * g)));
+            const auto fifth = [&](int bit) {
+                return _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, bit), one), 4);
+            };
+            codes[2 * g] = _mm512_permutexvar_epi16(
+                _mm512_or_si512(_mm512_and_si512(w, _mm512_set1_epi16(0x0F)), fifth(2 * g)), table);
+            codes[2 * g + 1] =
+                _mm512_permutexvar_epi16(_mm512_or_si512(_mm512_srli_epi16(w, 4), fifth(2 * g + 1)), table);
+        }
+    }
+    __m512 scale(int k) const { return _mm512_set1_ps(s[k]); }
+    __m512 min(int k) const { return _mm512_set1_ps(m[k]); }
+};
+
+// 32 values from 16 bytes of nibbles (value j: low nibble of byte j, value j + 16: its high
+// nibble) looked up in a 16-entry table of bf16 codes.
+__m512i nibble_codes(const uint8_t* q, __m512i table) {
+    const __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
+    const __m512i idx = join256(_mm256_and_si256(w, _mm256_set1_epi16(0x0F)), _mm256_srli_epi16(w, 4));
+    return _mm512_permutexvar_epi16(idx, table);
+}
+__m512i bf16_table(const int8_t (&v)[16]) {
+    alignas(64) uint16_t t[32] = {};
+    for (int i = 0; i < 16; ++i) t[i] = bf16_int(v[i]);
+    return _mm512_load_si512(t);
+}
+
+struct IQ4_XSBf16 {
+    static constexpr int64_t kElems = 256, kBytes = 136;
+    static constexpr bool kMin = false;
+    __m512i codes[8];
+    float s[8];
+    void prepare(const uint8_t* b) {
+        static const __m512i table = bf16_table(kvalues_iq4nl_table());
+        const float d = f16_at(b);
+        const int sh = b[2] | (b[3] << 8);
+        for (int ib = 0; ib < 8; ++ib) {
+            const int ls = ((b[4 + ib / 2] >> (4 * (ib % 2))) & 0x0F) | (((sh >> (2 * ib)) & 3) << 4);
+            s[ib] = d * float(ls - 32);
+            codes[ib] = nibble_codes(b + 8 + 16 * ib, table);
+        }
+    }
+    __m512 scale(int k) const { return _mm512_set1_ps(s[k]); }
+    __m512 min(int) const { return _mm512_setzero_ps(); }
+};
+
+// The 32-value nibble blocks: IQ4_NL (f16 d, kvalues_iq4nl), MXFP4 (E8M0 byte, kvalues_mxfp4),
+// Q4_0 (f16 d, code − 8).
+template <DType T>
+struct Nib32Bf16 {
+    static constexpr int64_t kElems = 32, kBytes = T == DType::kMXFP4_GGML ? 17 : 18;
+    static constexpr bool kMin = false;
+    __m512i codes[1];
+    float d;
+    static __m512i table() {
+        static const __m512i t = [] {
+            if constexpr (T == DType::kIQ4_NL) return bf16_table(kvalues_iq4nl_table());
+            if constexpr (T == DType::kMXFP4_GGML) return bf16_table(kvalues_mxfp4_table());
+            static constexpr int8_t q4_0[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
+            return bf16_table(q4_0);
+        }();
+        return t;
+    }
+    void prepare(const uint8_t* b) {
+        d = T == DType::kMXFP4_GGML ? e8m0_half(b[0]) : f16_at(b);
+        codes[0] = nibble_codes(b + kBytes - 16, table());
+    }
+    __m512 scale(int) const { return _mm512_set1_ps(d); }
+    __m512 min(int) const { return _mm512_setzero_ps(); }
+};
+
 // NR weight rows × NT token rows over the whole reduction. `pre`: the rows' blocks prepared
 // already ([NR][blocks], prefill: once per row tile for every token group), else prepared here
 // block by block (few token rows: the weights stream through once).
@@ -395,6 +481,11 @@ bool block_bf16_range_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end
         case DType::kQ4_K: bf16_range<Q4_KBf16>(a, o_begin, o_end, scratch); return true;
         case DType::kQ6_K: bf16_range<Q6_KBf16>(a, o_begin, o_end, scratch); return true;
         case DType::kQ8_0: bf16_range<Q8_0Bf16>(a, o_begin, o_end, scratch); return true;
+        case DType::kQ5_K: bf16_range<Q5_KBf16>(a, o_begin, o_end, scratch); return true;
+        case DType::kIQ4_XS: bf16_range<IQ4_XSBf16>(a, o_begin, o_end, scratch); return true;
+        case DType::kIQ4_NL: bf16_range<Nib32Bf16<DType::kIQ4_NL>>(a, o_begin, o_end, scratch); return true;
+        case DType::kMXFP4_GGML: bf16_range<Nib32Bf16<DType::kMXFP4_GGML>>(a, o_begin, o_end, scratch); return true;
+        case DType::kQ4_0: bf16_range<Nib32Bf16<DType::kQ4_0>>(a, o_begin, o_end, scratch); return true;
         default: return false;
     }
 }

@@ -207,7 +207,7 @@ struct Bf16Ints {   // the lookup tables of the codes: bf16(lo + i), i < 64
         for (int i = 0; i < 64; ++i) v[i] = bf16_int(lo + i);
     }
 };
-constexpr Bf16Ints kCodes0(0), kCodesM32(-32);
+constexpr Bf16Ints kCodes0(0), kCodesM32(-32), kCodesM4(-4);
 __m512i table_half(const Bf16Ints& t, int half) { return _mm512_load_si512(t.v + 32 * half); }
 
 struct Q4_KBf16 {
@@ -314,6 +314,70 @@ struct Q5_KBf16 {
     }
     __m512 scale(int k) const { return _mm512_set1_ps(s[k]); }
     __m512 min(int k) const { return _mm512_set1_ps(m[k]); }
+};
+
+// Q2_K: 16-value sub-blocks, each with a 4-bit scale and min; chunk (half h, shift 2j) holds
+// sub-blocks 8h + 2j (lanes 0-7) and 8h + 2j + 1 (lanes 8-15): codes (q[l] >> 2j) & 3.
+struct Q2_KBf16 {
+    static constexpr int64_t kElems = 256, kBytes = 84;
+    static constexpr bool kMin = true;
+    __m512i codes[8];
+    float s[16], m[16];
+    void prepare(const uint8_t* b) {
+        const float d = f16_at(b + 80), dmin = f16_at(b + 82);
+        for (int i = 0; i < 16; ++i) {
+            s[i] = d * float(b[i] & 0x0F);
+            m[i] = -(dmin * float(b[i] >> 4));
+        }
+        const __m512i table = table_half(kCodes0, 0), three = _mm512_set1_epi16(3);
+        for (int h = 0; h < 2; ++h) {
+            const __m512i w =
+                _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * h)));
+            for (int j = 0; j < 4; ++j)
+                codes[4 * h + j] =
+                    _mm512_permutexvar_epi16(_mm512_and_si512(_mm512_srli_epi16(w, 2 * j), three), table);
+        }
+    }
+    __m512 scale(int k) const {
+        return _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(s[2 * k]), _mm512_set1_ps(s[2 * k + 1]));
+    }
+    __m512 min(int k) const {
+        return _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(m[2 * k]), _mm512_set1_ps(m[2 * k + 1]));
+    }
+};
+
+// Q3_K: codes ((q >> 2j) & 3) − 4 where the hmask bit is clear, 16-value sub-blocks with 6-bit
+// signed scales; chunk order as Q2_K.
+struct Q3_KBf16 {
+    static constexpr int64_t kElems = 256, kBytes = 110;
+    static constexpr bool kMin = false;
+    __m512i codes[8];
+    float s[16];
+    void prepare(const uint8_t* b) {
+        const float d = f16_at(b + 108);
+        const uint8_t* packed = b + 96;
+        for (int i = 0; i < 16; ++i) {
+            const int lo = (packed[i % 8] >> (4 * (i / 8))) & 0x0F, hi = (packed[8 + i % 4] >> (2 * (i / 4))) & 3;
+            s[i] = d * float((lo | (hi << 4)) - 32);
+        }
+        // table index: the 2-bit code, + 4 where the hmask bit is set: bf16(code − 4 + 4·bit)
+        const __m512i table = table_half(kCodesM4, 0), three = _mm512_set1_epi16(3), one = _mm512_set1_epi16(1);
+        const __m512i hm = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)));
+        for (int h = 0; h < 2; ++h) {
+            const __m512i w =
+                _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 32 + 32 * h)));
+            for (int j = 0; j < 4; ++j) {
+                const __m512i bit = _mm512_and_si512(_mm512_srli_epi16(hm, 4 * h + j), one);
+                const __m512i idx =
+                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(w, 2 * j), three), _mm512_slli_epi16(bit, 2));
+                codes[4 * h + j] = _mm512_permutexvar_epi16(idx, table);
+            }
+        }
+    }
+    __m512 scale(int k) const {
+        return _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(s[2 * k]), _mm512_set1_ps(s[2 * k + 1]));
+    }
+    __m512 min(int) const { return _mm512_setzero_ps(); }
 };
 
 // 32 values from 16 bytes of nibbles (value j: low nibble of byte j, value j + 16: its high
@@ -482,6 +546,8 @@ bool block_bf16_range_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end
         case DType::kQ6_K: bf16_range<Q6_KBf16>(a, o_begin, o_end, scratch); return true;
         case DType::kQ8_0: bf16_range<Q8_0Bf16>(a, o_begin, o_end, scratch); return true;
         case DType::kQ5_K: bf16_range<Q5_KBf16>(a, o_begin, o_end, scratch); return true;
+        case DType::kQ2_K: bf16_range<Q2_KBf16>(a, o_begin, o_end, scratch); return true;
+        case DType::kQ3_K: bf16_range<Q3_KBf16>(a, o_begin, o_end, scratch); return true;
         case DType::kIQ4_XS: bf16_range<IQ4_XSBf16>(a, o_begin, o_end, scratch); return true;
         case DType::kIQ4_NL: bf16_range<Nib32Bf16<DType::kIQ4_NL>>(a, o_begin, o_end, scratch); return true;
         case DType::kMXFP4_GGML: bf16_range<Nib32Bf16<DType::kMXFP4_GGML>>(a, o_begin, o_end, scratch); return true;

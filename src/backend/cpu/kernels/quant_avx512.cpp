@@ -1,9 +1,10 @@
-// Exact decoding of the common GGUF block types, 16 values per AVX-512 instruction: the same
-// values as core/quant_blocks.cpp gives (each value the same f32 operations on the same
-// operands: the f16 scales widened by f16_to_f32, the codes converted exactly, then the
-// multiply and subtract of ggml's dequantize_row_*). The types a Q4_K_M, Q5_K_M, Q8_0,
-// IQ4_XS or MXFP4 community file is made of; the others return false (the portable decoder).
-// Checked against the portable decoder bit for bit: tests/ops/block_quant_test.cpp.
+// AVX-512 kernels of the common GGUF block types (docs/gguf.md#types):
+// - exact decoding, 16 values per instruction: the same values as core/quant_blocks.cpp (each
+//   value the same f32 operations on the same operands as ggml's dequantize_row_*), for the
+//   decoded path (f32 activations); checked bit for bit against the portable decoder;
+// - the factored bf16 product (bf16 activations, AVX-512 BF16): codes × activations through
+//   vdpbf16ps, each sub-block's scale and min applied to its partial sums.
+// The other types use the portable decoder. Tests: tests/ops/block_quant_test.cpp.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -181,7 +182,7 @@ void iq4_xs(const uint8_t* b, float* y) {
 
 using Decoder = void (*)(const uint8_t*, float*);
 
-// ---- bf16 activations × Q4_K / Q6_K / Q8_0: the factored product -----------------------------
+// ---- bf16 activations × the k-quants, Q8_0, Q4_0, IQ4_NL/XS, MXFP4: the factored product -------
 // Every weight is s·c − m with an integer code c (|c| ≤ 127: exact in bf16), and s, m the f32
 // scale and min of its sub-block (16 or 32 values). So a 32-column chunk k of a row is
 //   p_k = vdpbf16ps(0, c_k, x_k)   (16 lanes: exact products, each pair summed in f32)

@@ -211,17 +211,32 @@ struct Bf16Ints {   // the lookup tables of the codes: bf16(lo + i), i < 64
 constexpr Bf16Ints kCodes0(0), kCodesM32(-32), kCodesM4(-4);
 __m512i table_half(const Bf16Ints& t, int half) { return _mm512_load_si512(t.v + 32 * half); }
 
+// The 8 scales and 8 mins of a Q4_K/Q5_K block at once (get_scale_min_k4 on byte lanes), times d
+// and −dmin: out[j] = d · sc_j, out[8 + j] = −(dmin · mn_j), the products k_scale_min forms.
+// q: the 12 scale bytes (16 are read; the 4 after them are the block's own).
+void k_scales16(const uint8_t* q, float d, float dmin, float* out) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+    // lanes 0-7: scale j, 8-15: min j. main byte: q[j] / q[j + 4] (scale, j < 4 / j ≥ 4), q[j + 4]
+    // (min); top-bits byte (j ≥ 4): q[j − 4] (scale), q[j] (min)
+    const __m128i a = _mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+    const __m128i b = _mm_shuffle_epi8(v, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+    const __m128i lo6 = _mm_and_si128(a, _mm_set1_epi8(63)), lo4 = _mm_and_si128(a, _mm_set1_epi8(15)),
+                  hi4 = _mm_and_si128(_mm_srli_epi16(a, 4), _mm_set1_epi8(15));
+    __m128i main = _mm_mask_blend_epi8(0x00F0, lo6, lo4);   // scales j ≥ 4: low nibble
+    main = _mm_mask_blend_epi8(0xF000, main, hi4);          // mins j ≥ 4: high nibble
+    const __m128i top = _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(b, 6), _mm_set1_epi8(3)), 4);
+    const __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_or_si128(main, top)));
+    const __m512 mul = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(d), _mm512_set1_ps(-dmin));
+    _mm512_storeu_ps(out, _mm512_mul_ps(mul, f));
+}
+
 struct Q4_KBf16 {
     static constexpr int64_t kElems = 256, kBytes = 144;
     static constexpr bool kMin = true;
     __m512i codes[8];   // 8 chunks of 32 bf16 codes
-    float s[8], m[8];
+    float sm[16];       // the 8 sub-block scales, then the 8 mins negated
     void prepare(const uint8_t* b) {
-        const float d = f16_at(b), dmin = f16_at(b + 2);
-        for (int j = 0; j < 8; ++j) {
-            k_scale_min(j, b + 4, d, dmin, s[j], m[j]);
-            m[j] = -m[j];
-        }
+        k_scales16(b + 4, f16_at(b), f16_at(b + 2), sm);
         const __m512i table = table_half(kCodes0, 0);
         for (int g = 0; g < 4; ++g) {
             const __m512i w =
@@ -230,8 +245,8 @@ struct Q4_KBf16 {
             codes[2 * g + 1] = _mm512_permutexvar_epi16(_mm512_srli_epi16(w, 4), table);
         }
     }
-    __m512 scale(int k) const { return _mm512_set1_ps(s[k]); }
-    __m512 min(int k) const { return _mm512_set1_ps(m[k]); }
+    __m512 scale(int k) const { return _mm512_set1_ps(sm[k]); }
+    __m512 min(int k) const { return _mm512_set1_ps(sm[8 + k]); }
 };
 
 struct Q6_KBf16 {
@@ -242,7 +257,12 @@ struct Q6_KBf16 {
     void prepare(const uint8_t* b) {
         const float d = f16_at(b + 208);
         const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
-        for (int j = 0; j < 16; ++j) ds[j] = d * float(sc[j]);
+        // ds[j] = d · float(sc[j]), 16 at once
+        _mm512_storeu_ps(
+            ds,
+            _mm512_mul_ps(
+                _mm512_set1_ps(d),
+                _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc))))));
         const __m512i lo = table_half(kCodesM32, 0), hi = table_half(kCodesM32, 1);
         const __m512i three = _mm512_set1_epi8(3);
         for (int h = 0; h < 2; ++h) {   // the 6-bit codes (+32) of 128 values, 64 per byte vector
@@ -292,13 +312,9 @@ struct Q5_KBf16 {
     static constexpr int64_t kElems = 256, kBytes = 176;
     static constexpr bool kMin = true;
     __m512i codes[8];
-    float s[8], m[8];
+    float sm[16];   // as Q4_KBf16
     void prepare(const uint8_t* b) {
-        const float d = f16_at(b), dmin = f16_at(b + 2);
-        for (int j = 0; j < 8; ++j) {
-            k_scale_min(j, b + 4, d, dmin, s[j], m[j]);
-            m[j] = -m[j];
-        }
+        k_scales16(b + 4, f16_at(b), f16_at(b + 2), sm);
         const __m512i table = table_half(kCodes0, 0), one = _mm512_set1_epi16(1);
         const __m512i h = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16)));
         for (int g = 0; g < 4; ++g) {   // sub-blocks 2g (low nibbles) and 2g + 1 (high), fifth bit from qh
@@ -313,8 +329,8 @@ struct Q5_KBf16 {
                 _mm512_permutexvar_epi16(_mm512_or_si512(_mm512_srli_epi16(w, 4), fifth(2 * g + 1)), table);
         }
     }
-    __m512 scale(int k) const { return _mm512_set1_ps(s[k]); }
-    __m512 min(int k) const { return _mm512_set1_ps(m[k]); }
+    __m512 scale(int k) const { return _mm512_set1_ps(sm[k]); }
+    __m512 min(int k) const { return _mm512_set1_ps(sm[8 + k]); }
 };
 
 // Q2_K: 16-value sub-blocks, each with a 4-bit scale and min; chunk (half h, shift 2j) holds
@@ -452,7 +468,7 @@ void bf16_tile(const MatmulArgs& a, int64_t t0, int64_t o, int64_t o_end, const 
         for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
     B own[NR];
     // streaming: the rows kAhead ahead are prefetched block by block, as this tile walks its own
-    constexpr int64_t kAhead = 8;
+    constexpr int64_t kAhead = 16;
     const int64_t n_pf = pre ? 0 : std::clamp<int64_t>(o_end - o - kAhead, 0, NR);
     for (int64_t k = 0; k < nblk; ++k) {
         const B* blk[NR];

@@ -64,28 +64,7 @@ bool dtype_from_name(std::string_view name, DType& out) {
     return true;
 }
 
-float f16_to_f32(uint16_t h) {
-    const uint32_t sign = uint32_t(h & 0x8000u) << 16;
-    const uint32_t exp = (h >> 10) & 0x1fu;
-    const uint32_t man = h & 0x3ffu;
-    uint32_t u;
-    if (exp == 0) {
-        if (man == 0) {
-            u = sign;
-        } else {   // subnormal half → normal float
-            float f = std::ldexp(float(man), -24);
-            std::memcpy(&u, &f, 4);
-            u |= sign;
-        }
-    } else if (exp == 31) {
-        u = sign | 0x7f800000u | (man << 13);
-    } else {
-        u = sign | ((exp + 112) << 23) | (man << 13);
-    }
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-}
+float f16_to_f32(uint16_t h) { return f16_bits_to_f32(h); }
 
 uint16_t f32_to_f16(float f) {
     uint32_t u;

@@ -107,6 +107,26 @@ static inline float mxfp4_element(const uint8_t* packed, const uint8_t* scale, i
     return e2m1_to_f32((e & 1) ? uint8_t(b >> 4) : uint8_t(b & 15)) * e8m0_to_f32(scale[e / kMxfp4Group]);
 }
 
+// IEEE half → f32, exactly (subnormals as man · 2^-24, an exact product; NaN payloads kept).
+// `static inline` for the AVX-512 kernels' inner loops (an out-of-line call there spills every
+// vector register); f16_to_f32 is the same function out of line.
+static inline float f16_bits_to_f32(uint16_t h) {
+    const uint32_t sign = uint32_t(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    uint32_t u;
+    if (exp == 0) {
+        const float f = float(man) * 0x1p-24f;
+        std::memcpy(&u, &f, 4);
+        u |= sign;
+    } else if (exp == 31) {
+        u = sign | 0x7f800000u | (man << 13);
+    } else {
+        u = sign | ((exp + 112) << 23) | (man << 13);
+    }
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
 

@@ -6,7 +6,6 @@
 // ref: docs/gguf.md#types; llama.cpp ggml/src/ggml-quants.c dequantize_row_*, gguf-py quants.py.
 #pragma once
 #include <cstdint>
-#include <cstring>
 
 #include "core/dtype.h"
 
@@ -40,24 +39,6 @@ static inline void k_scale_min(int j, const uint8_t* q, float d, float dmin, flo
     }
     dj = d * float(sc);
     mj = dmin * float(mn);
-}
-
-// f16_to_f32 without a call (the same bits): subnormals as man · 2^-24, an exact product.
-static inline float f16_to_f32_inline(uint16_t h) {
-    const uint32_t sign = uint32_t(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
-    uint32_t u;
-    if (exp == 0) {
-        const float f = float(man) * 0x1p-24f;
-        std::memcpy(&u, &f, 4);
-        u |= sign;
-    } else if (exp == 31) {
-        u = sign | 0x7f800000u | (man << 13);
-    } else {
-        u = sign | ((exp + 112) << 23) | (man << 13);
-    }
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
 }
 
 }   // namespace kimi

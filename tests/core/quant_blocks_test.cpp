@@ -3,6 +3,7 @@
 // is tests/gguf/dequant_oracle_test.py.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -142,3 +143,25 @@ TEST(QuantBlocks, BlockElementMatchesDequantizeOnAMatrix) {
 
 }   // namespace
 }   // namespace kimi
+
+// Every IEEE half → f32: the value (sign · 2^(e−15) · 1.m, or sign · m · 2^-24 for subnormals,
+// computed in double) and, for NaNs, the payload kept in the top mantissa bits; the round trip
+// back through f32_to_f16 gives the same half (NaNs quieted).
+TEST(QuantBlocks, F16ToF32IsExactForEveryHalf) {
+    for (uint32_t h = 0; h < 65536; ++h) {
+        const float f = kimi::f16_to_f32(uint16_t(h));
+        const int e = int(h >> 10) & 31, m = int(h & 1023);
+        const double sign = (h & 0x8000) ? -1.0 : 1.0;
+        if (e == 31) {
+            uint32_t u;
+            std::memcpy(&u, &f, 4);
+            ASSERT_EQ(u, ((h & 0x8000u) << 16) | 0x7f800000u | (uint32_t(m) << 13)) << h;
+            continue;
+        }
+        const double want =
+            e == 0 ? sign * m * std::ldexp(1.0, -24) : sign * (1.0 + m / 1024.0) * std::ldexp(1.0, e - 15);
+        ASSERT_EQ(double(f), want) << h;
+        ASSERT_EQ(std::signbit(f), bool(h & 0x8000)) << h;
+        ASSERT_EQ(kimi::f32_to_f16(f), uint16_t(h)) << h;
+    }
+}

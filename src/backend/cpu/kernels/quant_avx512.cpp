@@ -20,7 +20,7 @@ namespace kimi::cpu {
 
 namespace {
 
-float f16_at(const uint8_t* p) { return f16_to_f32_inline(uint16_t(p[0] | (p[1] << 8))); }
+float f16_at(const uint8_t* p) { return f16_bits_to_f32(uint16_t(p[0] | (p[1] << 8))); }
 
 __m512i bytes16(const uint8_t* p) {   // 16 bytes → 16 int32 lanes
     return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));

@@ -38,13 +38,14 @@ float* thread_scratch(int64_t in) {
 }
 }   // namespace
 
-// Block-quantized weights (GGUF): a chunk of rows at a time (an eighth of this core's L2 of f32,
-// 4 to kMatmulColumnBlock rows) decoded exactly to f32 in the thread's scratch (after the
-// kernel's own; 16 values per instruction for the common types on AVX-512), then multiplied by
-// the kernel as F32 weights.
-// Each output so gets the F32 kernel's fixed order over the values the file encodes: the result
-// equals an F32 weight holding the decoded values, whatever the o range, rows or thread; and a
-// prefill decodes each weight row once per product, not once per token.
+// Block-quantized weights (GGUF), docs/gguf.md#types. With bf16 activation bits (xb: the types
+// of block_type_takes_bf16 on AVX-512 BF16) the factored product. Otherwise a chunk of rows at a
+// time (an eighth of this core's L2 of f32, 4 to kMatmulColumnBlock rows) is decoded exactly to
+// f32 in the thread's scratch (after the kernel's own; 16 values per instruction for the common
+// types on AVX-512), then multiplied by the kernel as F32 weights: each output gets the F32
+// kernel's fixed order over the values the file encodes, so the result equals an F32 weight
+// holding the decoded values whatever the o range, rows or thread, and a prefill decodes each
+// weight row once per product, not once per token.
 void block_quant_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch, MatmulKernel kernel) {
     if (a.xb && block_bf16_range_avx512(a, o_begin, o_end, scratch + matmul_scratch_floats(a.in)))
         return;   // bf16 activations: the factored product

@@ -95,9 +95,9 @@ static inline void bf16_round_rows_body(const float* __restrict x, int64_t n_row
 }
 MatmulKernel matmul_kernel();   // the kernel of matmul_isa()
 
-// A GGUF block-type weight (is_block_quant): rows decoded exactly to f32 into scratch (which
-// must hold matmul_scratch_floats(I) + kMatmulColumnBlock · I floats), then `kernel` runs them as
-// F32 weights (matmul.cpp).
+// A GGUF block-type weight (is_block_quant): the factored bf16 product when xb is given, else
+// rows decoded exactly to f32 into scratch (which must hold matmul_scratch_floats(I) +
+// kMatmulColumnBlock · I floats) that `kernel` runs as F32 weights (matmul.cpp).
 void block_quant_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch, MatmulKernel kernel);
 // The same values as dequantize_blocks (core/quant_blocks.h), 16 per instruction, for the common
 // types (kernels/quant_avx512.cpp); false for a type it does not vectorize.

@@ -242,12 +242,15 @@ GgufTensorInfo read_tensor_info(Cursor& c, uint64_t index) {
     const std::string where = "tensor " + quoted(t.name);
     const uint32_t n_dims = c.u32(where + " n_dims");
     if (n_dims < 1 || n_dims > 4) c.fail(where + ": " + std::to_string(n_dims) + " dimensions (1..4 accepted)");
-    int64_t numel = 1;
+    // The product of the nonzero dims must fit too (an empty tensor may not hide an overflow): then
+    // every partial product does, in whatever order a Tensor multiplies its shape.
+    int64_t numel = 1, nonzero = 1;
     for (uint32_t d = 0; d < n_dims; ++d) {
         const int64_t n = c.i64(where + " ne[" + std::to_string(d) + "]");
         if (n < 0) c.fail(where + ": ne[" + std::to_string(d) + "] = " + std::to_string(n) + " is negative");
         t.ne.push_back(n);
-        if (__builtin_mul_overflow(numel, n, &numel)) c.fail(where + ": element count overflows int64");
+        if (n > 0 && __builtin_mul_overflow(nonzero, n, &nonzero)) c.fail(where + ": element count overflows int64");
+        numel = n == 0 ? 0 : numel * n;   // ≤ nonzero: no overflow
     }
     t.ggml_type = c.u32(where + " type");
     const GgmlType* g = ggml_type_info(t.ggml_type);

@@ -437,6 +437,9 @@ TEST(Gguf, TensorInfoErrors) {
     expect_error(one("t", {int64_t(1) << 32, int64_t(1) << 31}, kF32, 0, 12),
                  "tensor 't': element count overflows int64");
     expect_error(one("t", {int64_t(1) << 62, 1, 2}, kF32, 0, 12), "element count overflows");
+    // an empty dimension does not hide an overflow of the others (a Tensor multiplies its shape
+    // in the other order; found by fuzz_gguf)
+    expect_error(one("t", {int64_t(1) << 40, 0, int64_t(1) << 40}, kF32, 0, 12), "element count overflows");
     expect_error(one("t", {int64_t(1) << 62}, kF32, 0, 12), "tensor 't': size in bytes overflows");
     expect_error(one("t", {33}, kQ8_0, 0, 64), "tensor 't': ne[0] = 33 is not a multiple of the Q8_0 block (32)");
     expect_error(one("t", {3}, 99, 0, 12), "tensor 't': type 99 is not a ggml type");

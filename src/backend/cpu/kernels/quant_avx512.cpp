@@ -230,11 +230,17 @@ void k_scales16(const uint8_t* q, float d, float dmin, float* out) {
     _mm512_storeu_ps(out, _mm512_mul_ps(mul, f));
 }
 
-struct Q4_KBf16 {
-    static constexpr int64_t kElems = 256, kBytes = 144;
+// Q4_K and Q5_K: 8 sub-blocks of 32 with a scale and a min each (k_scales16).
+struct KScalesMins {
     static constexpr bool kMin = true;
+    float sm[16];   // the 8 sub-block scales, then the 8 mins negated
+    __m512 scale(int k) const { return _mm512_set1_ps(sm[k]); }
+    __m512 min(int k) const { return _mm512_set1_ps(sm[8 + k]); }
+};
+
+struct Q4_KBf16 : KScalesMins {
+    static constexpr int64_t kElems = 256, kBytes = 144;
     __m512i codes[8];   // 8 chunks of 32 bf16 codes
-    float sm[16];       // the 8 sub-block scales, then the 8 mins negated
     void prepare(const uint8_t* b) {
         k_scales16(b + 4, f16_at(b), f16_at(b + 2), sm);
         const __m512i table = table_half(kCodes0, 0);
@@ -245,8 +251,6 @@ struct Q4_KBf16 {
             codes[2 * g + 1] = _mm512_permutexvar_epi16(_mm512_srli_epi16(w, 4), table);
         }
     }
-    __m512 scale(int k) const { return _mm512_set1_ps(sm[k]); }
-    __m512 min(int k) const { return _mm512_set1_ps(sm[8 + k]); }
 };
 
 struct Q6_KBf16 {
@@ -308,11 +312,9 @@ struct Q8_0Bf16 {
 };
 
 // NR weight rows × NT token rows over the whole reduction.
-struct Q5_KBf16 {
+struct Q5_KBf16 : KScalesMins {
     static constexpr int64_t kElems = 256, kBytes = 176;
-    static constexpr bool kMin = true;
     __m512i codes[8];
-    float sm[16];   // as Q4_KBf16
     void prepare(const uint8_t* b) {
         k_scales16(b + 4, f16_at(b), f16_at(b + 2), sm);
         const __m512i table = table_half(kCodes0, 0), one = _mm512_set1_epi16(1);
@@ -329,8 +331,6 @@ struct Q5_KBf16 {
                 _mm512_permutexvar_epi16(_mm512_or_si512(_mm512_srli_epi16(w, 4), fifth(2 * g + 1)), table);
         }
     }
-    __m512 scale(int k) const { return _mm512_set1_ps(sm[k]); }
-    __m512 min(int k) const { return _mm512_set1_ps(sm[8 + k]); }
 };
 
 // Q2_K: 16-value sub-blocks, each with a 4-bit scale and min; chunk (half h, shift 2j) holds

@@ -5,6 +5,8 @@
 // decode step does. For each --tokens T: the median time per product, the weight read
 // rate (GB/s, against the read bandwidth probed just before the row) and the multiply-add
 // rate (GFLOP/s, against the measured peak). Prints a table; --json.
+// --weight-dtype Q4_K (any GGUF block type, by ggml's name) times the block products instead,
+// on blocks of random bytes whose 16-bit fields are kept below 1 in f16 (no Inf/NaN scales).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -52,8 +54,13 @@ int cmd_bench_matmul(int argc, char** argv) {
     const int64_t reps = args.integer("--reps", 5), ws_mb = args.integer("--working-set-mb", 1024);
     const int64_t threads = args.integer("--threads", ThreadPool::default_threads());
     const std::string dtype = args.str("--activation-dtype", "bf16"), json_path = args.str("--json", "");
+    const std::string wdtype_name = args.str("--weight-dtype", "BF16");
     const bool quiet = args.flag("--quiet");
     args.done();
+    DType wdtype = DType::kBF16;
+    if (!dtype_from_name(wdtype_name, wdtype) || (wdtype != DType::kBF16 && !is_block_quant(wdtype)))
+        throw Error("--weight-dtype: '" + wdtype_name + "' is not BF16 or a GGUF block type (Q4_K, Q8_0, ...)");
+    const BlockShape blk = dtype_block(wdtype);
     if (reps < 1 || reps > 1000) throw Error("--reps must be in [1, 1000]");
     if (ws_mb < 1 || ws_mb > (1 << 20)) throw Error("--working-set-mb must be in [1, 1048576]");
     if (threads < 1 || threads > 1024) throw Error("--threads must be in [1, 1024]");
@@ -83,12 +90,19 @@ int cmd_bench_matmul(int argc, char** argv) {
     std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
     for (const std::string& sa : shape_args) {
         const auto [out, in] = parse_shape(sa);
-        const size_t w_bytes = size_t(out * in) * 2;
+        if (in % blk.elems != 0)
+            throw Error("--shapes: " + sa + ": IN must be a multiple of " + std::to_string(blk.elems) + " for " +
+                        wdtype_name);
+        const size_t w_bytes = size_t(out * (in / blk.elems) * blk.bytes);
         const int64_t copies = std::max<int64_t>(1, int64_t((size_t(ws_mb) << 20) / w_bytes));
         HugeBuffer wbuf(w_bytes * size_t(copies));
         auto* wb = reinterpret_cast<uint16_t*>(wbuf.data());
-        pool.parallel_ranges(out * in * copies, [&](int64_t b, int64_t e, int) {
-            for (int64_t k = b; k < e; ++k) wb[k] = uint16_t(0x3c00 + (uint64_t(k) * 0x9e3779b97f4a7c15ull >> 57));
+        const bool bf16 = wdtype == DType::kBF16;
+        pool.parallel_ranges(int64_t(w_bytes / 2) * copies, [&](int64_t b, int64_t e, int) {
+            for (int64_t k = b; k < e; ++k) {
+                const uint64_t h = uint64_t(k) * 0x9e3779b97f4a7c15ull;
+                wb[k] = bf16 ? uint16_t(0x3c00 + (h >> 57)) : uint16_t((h >> 48) & 0x3BFF);
+            }
         });
         for (int32_t t : tokens) {
             std::vector<float> xs(size_t(t) * size_t(in)), ys(size_t(t) * size_t(out));
@@ -98,7 +112,7 @@ int cmd_bench_matmul(int argc, char** argv) {
             const double row_gbs = 0.5 * (bws.gbs.end()[-1] + bws.gbs.end()[-2]);
             std::vector<double> ms;
             for (int64_t r = -1; r < reps * copies; ++r) {   // r = -1 warms up (scratch, arena)
-                Tensor w(wbuf.data() + size_t((r + copies) % copies) * w_bytes, DType::kBF16, {out, in});
+                Tensor w(wbuf.data() + size_t((r + copies) % copies) * w_bytes, wdtype, {out, in});
                 const double t0 = now_s();
                 ops::matmul(ex, x, w, prec, y);
                 if (r >= 0) ms.push_back(1e3 * (now_s() - t0));
@@ -125,9 +139,9 @@ int cmd_bench_matmul(int argc, char** argv) {
     bar.finish();
     std::printf(
         "\n%s, %lld threads: read bandwidth %.1f GB/s (median of %zu probes; min %.1f, max %.1f), %s peak %.1f "
-        "GFLOP/s; %s activations\n",
+        "GFLOP/s; %s weights, %s activations\n",
         cpu_model().c_str(), (long long)threads, bws.median(), bws.gbs.size(), bws.min(), bws.max(), isa.c_str(), peak,
-        dtype.c_str());
+        dtype_name(wdtype), dtype.c_str());
     if (!json_path.empty()) {
         std::ofstream f(json_path);
         if (!f) throw Error(json_path + ": cannot create");
@@ -135,6 +149,7 @@ int cmd_bench_matmul(int argc, char** argv) {
                {"cpu", cpu_model()},
                {"threads", threads},
                {"activation_dtype", dtype},
+               {"weight_dtype", dtype_name(wdtype)},
                {"read_bandwidth_gbs", bws.median()},
                {"read_bandwidth_samples_gbs", bws.gbs},
                {"peak_gflops", peak},

@@ -47,6 +47,8 @@ float* thread_scratch(int64_t in) {
 // holding the decoded values whatever the o range, rows or thread, and a prefill decodes each
 // weight row once per product, not once per token.
 void block_quant_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch, MatmulKernel kernel) {
+    if (a.xq && block_lanes_range_avx512(a, o_begin, o_end, scratch + matmul_scratch_floats(a.in)))
+        return;   // bf16 activations in the sub-block lane order: the factored product
     if (a.xb && block_bf16_range_avx512(a, o_begin, o_end, scratch + matmul_scratch_floats(a.in)))
         return;   // bf16 activations: the factored product
     const BlockShape b = dtype_block(a.w_dtype);
@@ -91,29 +93,51 @@ MatmulKernel matmul_kernel() {
 namespace {
 // bf16 activations: the rows rounded once into the arena, as bf16 bits for a kernel that
 // multiplies bf16 pairs natively (kernel_takes_bf16_bits): in natural order for bf16 weights
-// (xb), in the span order for MXFP4 weights (xp); as f32 values for the others (x).
+// (xb), in the span order for MXFP4 weights (xp), in the sub-block lane order with the
+// sub-block sums for Q4_K (xq, xq_sums); as f32 values for the others (x).
 struct RoundedRows {
     const float* x = nullptr;
     const uint16_t* xb = nullptr;
     const uint16_t* xp = nullptr;
+    const uint16_t* xq = nullptr;
+    const float* xq_sums = nullptr;
+};
+struct RowForms {   // which forms round_rows makes
+    bool bits = false, spans = false, values = false, lanes = false;
+    void add(DType w_dtype) {
+        if (!kernel_takes_bf16_bits(w_dtype)) values = true;
+        else if (w_dtype == DType::kMXFP4) spans = true;
+        else if (block_type_takes_lanes(w_dtype)) lanes = true;
+        else bits = true;
+    }
 };
 
-RoundedRows round_rows(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, int64_t in, bool bits, bool spans,
-                       bool values) {
+void give_rows(MatmulArgs& a, const RoundedRows& r, int64_t r0) {   // the form a's weight type takes, from row r0
+    const int64_t in = a.in;
+    if (r.xp && a.w_dtype == DType::kMXFP4) a.xp = r.xp + r0 * in;
+    else if (r.xq && block_type_takes_lanes(a.w_dtype)) a.xq = r.xq + r0 * in, a.xq_sums = r.xq_sums + r0 * (in / 32);
+    else if (r.xb && kernel_takes_bf16_bits(a.w_dtype)) a.xb = r.xb + r0 * in;
+}
+
+RoundedRows round_rows(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, int64_t in, RowForms want) {
+    const bool values = want.values, bits = want.bits, spans = want.spans, lanes = want.lanes;
     const auto alloc = [&](size_t elem, bool want) {
         return want ? ex.arena->alloc_bytes(size_t(n_rows * in) * elem) : nullptr;
     };
     float* xr = static_cast<float*>(alloc(sizeof(float), values));
     uint16_t* xb = static_cast<uint16_t*>(alloc(sizeof(uint16_t), bits));
     uint16_t* xp = static_cast<uint16_t*>(alloc(sizeof(uint16_t), spans));             // only with AVX-512 BF16
+    uint16_t* xq = static_cast<uint16_t*>(alloc(sizeof(uint16_t), lanes));             // only with AVX-512 BF16
+    float* xq_sums = lanes ? static_cast<float*>(ex.arena->alloc_bytes(size_t(n_rows * (in / 32)) * sizeof(float))) : nullptr;
     const int64_t per_task = std::max<int64_t>(1, 16384 / std::max<int64_t>(in, 1));   // rows per task
     const auto round = use_avx512() ? bf16_round_rows_avx512 : bf16_round_rows_portable;
     ex.pool->parallel_ranges((n_rows + per_task - 1) / per_task, [&](int64_t c0, int64_t c1, int) {
         const int64_t t0 = c0 * per_task, t1 = std::min(n_rows, c1 * per_task);
         if (xr || xb) round(x + t0 * ldx, t1 - t0, ldx, in, xr ? xr + t0 * in : nullptr, xb ? xb + t0 * in : nullptr);
         if (xp) bf16_round_rows_spans_avx512(x + t0 * ldx, t1 - t0, ldx, in, xp + t0 * in);
+        if (xq) bf16_round_rows_lanes_avx512(x + t0 * ldx, t1 - t0, ldx, in, xq + t0 * in, xq_sums + t0 * (in / 32));
     });
-    return {xr, xb, xp};
+    return {xr, xb, xp, xq, xq_sums};
 }
 }   // namespace
 
@@ -123,15 +147,15 @@ void matmul_strided(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, const
     if (n_rows == 0 || out == 0) return;
     RoundedRows r;
     if (p == Precision::kBF16) {
-        const bool bits = kernel_takes_bf16_bits(w.dtype), spans = bits && w.dtype == DType::kMXFP4;
-        r = round_rows(ex, x, n_rows, ldx, in, bits && !spans, spans, !bits);
+        RowForms want;
+        want.add(w.dtype);
+        r = round_rows(ex, x, n_rows, ldx, in, want);
         x = r.x;
         ldx = in;
     }
     MatmulArgs a{x, n_rows, ldx, w.data, w.dtype, in, y, ldy};
     a.w_scale = w.scale;
-    a.xb = r.xb;
-    a.xp = r.xp;
+    give_rows(a, r, 0);
     const MatmulKernel kernel = matmul_kernel();
     // Blocks of output columns; each column is computed entirely by one task.
     constexpr int64_t kBlock = kMatmulColumnBlock;
@@ -149,15 +173,11 @@ void matmul_grouped(Exec& ex, const Tensor& x, std::span<const Tensor* const> ws
     const float* xs = x.f32();
     RoundedRows r;
     if (p == Precision::kBF16) {   // rounded once, as matmul rounds each row
-        // bits for the bf16 experts (AVX-512 BF16), span-ordered bits for the MXFP4 ones,
-        // values for any other; each only if some expert with tokens needs it
-        bool any_bits = false, any_spans = false, any_other = false;
-        for (size_t g = 0; g < ws.size(); ++g) {
-            if (starts[g] == starts[g + 1]) continue;
-            const DType dt = ws[g]->dtype;
-            (!kernel_takes_bf16_bits(dt) ? any_other : dt == DType::kMXFP4 ? any_spans : any_bits) = true;
-        }
-        r = round_rows(ex, xs, x.dim(0), in, in, any_bits, any_spans, any_other);
+        // each form some expert with tokens takes (RowForms)
+        RowForms want;
+        for (size_t g = 0; g < ws.size(); ++g)
+            if (starts[g] != starts[g + 1]) want.add(ws[g]->dtype);
+        r = round_rows(ex, xs, x.dim(0), in, in, want);
         xs = r.x;
     }
     constexpr int64_t kBlock = kMatmulColumnBlock;   // as matmul_strided: each column block entirely by one task
@@ -184,9 +204,7 @@ void matmul_grouped(Exec& ex, const Tensor& x, std::span<const Tensor* const> ws
             const Tensor& w = *ws[size_t(g)];
             MatmulArgs a{xs ? xs + r0 * in : nullptr, r1 - r0, in, w.data, w.dtype, in, ys + r0 * out, out};
             a.w_scale = w.scale;
-            if (r.xb && (w.dtype == DType::kBF16 || block_type_takes_bf16(w.dtype)))
-                a.xb = r.xb + r0 * in;   // these only with kernel_takes_bf16_bits
-            if (r.xp && w.dtype == DType::kMXFP4) a.xp = r.xp + r0 * in;
+            give_rows(a, r, r0);
             run_range(kernel, a, b0 * kBlock, std::min(out, b1 * kBlock), scratch);
         }
     });

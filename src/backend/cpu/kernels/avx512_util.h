@@ -3,6 +3,8 @@
 #pragma once
 #include <immintrin.h>
 
+#include <initializer_list>
+
 namespace kimi::cpu {
 
 // The 16 lanes summed in one fixed order: upper half onto lower, then pairwise.

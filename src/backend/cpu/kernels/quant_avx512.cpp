@@ -12,6 +12,7 @@
 #include <initializer_list>
 
 #include "backend/cpu/kernels/avx512_util.h"
+#include "backend/cpu/kernels/kquant_avx512.h"
 
 #include "backend/cpu/matmul_kernel.h"
 #include "core/quant_blocks.h"
@@ -182,12 +183,13 @@ void iq4_xs(const uint8_t* b, float* y) {
 
 using Decoder = void (*)(const uint8_t*, float*);
 
-// ---- bf16 activations × the k-quants, Q8_0, Q4_0, IQ4_NL/XS, MXFP4: the factored product -------
+// ---- bf16 activations × Q2_K, Q3_K, Q5_K, Q6_K, Q8_0, Q4_0, IQ4_NL/XS, MXFP4: the factored product
+// (Q4_K: quant_lanes_avx512.cpp, in the sub-block lane order).
 // Every weight is s·c − m with an integer code c (|c| ≤ 127: exact in bf16), and s, m the f32
 // scale and min of its sub-block (16 or 32 values). So a 32-column chunk k of a row is
 //   p_k = vdpbf16ps(0, c_k, x_k)   (16 lanes: exact products, each pair summed in f32)
 //   acc = fma(p_k, S_k, acc)       (S_k: the sub-block scale of each lane)
-//   acc = fma(px_k, −m_k, acc)     (Q4_K only; px_k = vdpbf16ps(0, ones, x_k))
+//   acc = fma(px_k, −m_k, acc)     (Q5_K only; px_k = vdpbf16ps(0, ones, x_k))
 // over the chunks in ascending order, then hsum16(acc). Every (row, token) pair has its own
 // accumulator and the same steps, so a row's result never depends on the batch, the tile or
 // the thread. The weights are the file's values exactly; only the sums are ordered
@@ -211,46 +213,12 @@ struct Bf16Ints {   // the lookup tables of the codes: bf16(lo + i), i < 64
 constexpr Bf16Ints kCodes0(0), kCodesM32(-32), kCodesM4(-4);
 __m512i table_half(const Bf16Ints& t, int half) { return _mm512_load_si512(t.v + 32 * half); }
 
-// The 8 scales and 8 mins of a Q4_K/Q5_K block at once (get_scale_min_k4 on byte lanes), times d
-// and −dmin: out[j] = d · sc_j, out[8 + j] = −(dmin · mn_j), the products k_scale_min forms.
-// q: the 12 scale bytes (16 are read; the 4 after them are the block's own).
-void k_scales16(const uint8_t* q, float d, float dmin, float* out) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
-    // lanes 0-7: scale j, 8-15: min j. main byte: q[j] / q[j + 4] (scale, j < 4 / j ≥ 4), q[j + 4]
-    // (min); top-bits byte (j ≥ 4): q[j − 4] (scale), q[j] (min)
-    const __m128i a = _mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
-    const __m128i b = _mm_shuffle_epi8(v, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
-    const __m128i lo6 = _mm_and_si128(a, _mm_set1_epi8(63)), lo4 = _mm_and_si128(a, _mm_set1_epi8(15)),
-                  hi4 = _mm_and_si128(_mm_srli_epi16(a, 4), _mm_set1_epi8(15));
-    __m128i main = _mm_mask_blend_epi8(0x00F0, lo6, lo4);   // scales j ≥ 4: low nibble
-    main = _mm_mask_blend_epi8(0xF000, main, hi4);          // mins j ≥ 4: high nibble
-    const __m128i top = _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(b, 6), _mm_set1_epi8(3)), 4);
-    const __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_or_si128(main, top)));
-    const __m512 mul = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(d), _mm512_set1_ps(-dmin));
-    _mm512_storeu_ps(out, _mm512_mul_ps(mul, f));
-}
-
-// Q4_K and Q5_K: 8 sub-blocks of 32 with a scale and a min each (k_scales16).
+// Q5_K: 8 sub-blocks of 32 with a scale and a min each (k_scales16).
 struct KScalesMins {
     static constexpr bool kMin = true;
     float sm[16];   // the 8 sub-block scales, then the 8 mins negated
     __m512 scale(int k) const { return _mm512_set1_ps(sm[k]); }
     __m512 min(int k) const { return _mm512_set1_ps(sm[8 + k]); }
-};
-
-struct Q4_KBf16 : KScalesMins {
-    static constexpr int64_t kElems = 256, kBytes = 144;
-    __m512i codes[8];   // 8 chunks of 32 bf16 codes
-    void prepare(const uint8_t* b) {
-        k_scales16(b + 4, f16_at(b), f16_at(b + 2), sm);
-        const __m512i table = table_half(kCodes0, 0);
-        for (int g = 0; g < 4; ++g) {
-            const __m512i w =
-                _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * g)));
-            codes[2 * g] = _mm512_permutexvar_epi16(_mm512_and_si512(w, _mm512_set1_epi16(0x0F)), table);
-            codes[2 * g + 1] = _mm512_permutexvar_epi16(_mm512_srli_epi16(w, 4), table);
-        }
-    }
 };
 
 struct Q6_KBf16 {
@@ -259,7 +227,7 @@ struct Q6_KBf16 {
     __m512i codes[8];
     float ds[16];
     void prepare(const uint8_t* b) {
-        const float d = f16_at(b + 208);
+        const float d = f16_value(b + 208);
         const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
         // ds[j] = d · float(sc[j]), 16 at once
         _mm512_storeu_ps(
@@ -300,7 +268,7 @@ struct Q8_0Bf16 {
     __m512i codes[1];
     float d;
     void prepare(const uint8_t* b) {
-        d = f16_at(b);
+        d = f16_value(b);
         const auto half = [&](int c) {
             return _mm512_cvtepi32_ps(
                 _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + 16 * c))));
@@ -316,7 +284,7 @@ struct Q5_KBf16 : KScalesMins {
     static constexpr int64_t kElems = 256, kBytes = 176;
     __m512i codes[8];
     void prepare(const uint8_t* b) {
-        k_scales16(b + 4, f16_at(b), f16_at(b + 2), sm);
+        _mm512_storeu_ps(sm, k_scales16(b + 4, f16_value(b), f16_value(b + 2)));
         const __m512i table = table_half(kCodes0, 0), one = _mm512_set1_epi16(1);
         const __m512i h = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16)));
         for (int g = 0; g < 4; ++g) {   // sub-blocks 2g (low nibbles) and 2g + 1 (high), fifth bit from qh
@@ -341,7 +309,7 @@ struct Q2_KBf16 {
     __m512i codes[8];
     float s[16], m[16];
     void prepare(const uint8_t* b) {
-        const float d = f16_at(b + 80), dmin = f16_at(b + 82);
+        const float d = f16_value(b + 80), dmin = f16_value(b + 82);
         for (int i = 0; i < 16; ++i) {
             s[i] = d * float(b[i] & 0x0F);
             m[i] = -(dmin * float(b[i] >> 4));
@@ -371,7 +339,7 @@ struct Q3_KBf16 {
     __m512i codes[8];
     float s[16];
     void prepare(const uint8_t* b) {
-        const float d = f16_at(b + 108);
+        const float d = f16_value(b + 108);
         const uint8_t* packed = b + 96;
         for (int i = 0; i < 16; ++i) {
             const int lo = (packed[i % 8] >> (4 * (i / 8))) & 0x0F, hi = (packed[8 + i % 4] >> (2 * (i / 4))) & 3;
@@ -417,7 +385,7 @@ struct IQ4_XSBf16 {
     float s[8];
     void prepare(const uint8_t* b) {
         static const __m512i table = bf16_table(kvalues_iq4nl_table());
-        const float d = f16_at(b);
+        const float d = f16_value(b);
         const int sh = b[2] | (b[3] << 8);
         for (int ib = 0; ib < 8; ++ib) {
             const int ls = ((b[4 + ib / 2] >> (4 * (ib % 2))) & 0x0F) | (((sh >> (2 * ib)) & 3) << 4);
@@ -447,7 +415,7 @@ struct Nib32Bf16 {
         return t;
     }
     void prepare(const uint8_t* b) {
-        d = T == DType::kMXFP4_GGML ? e8m0_half(b[0]) : f16_at(b);
+        d = T == DType::kMXFP4_GGML ? e8m0_half(b[0]) : f16_value(b);
         codes[0] = nibble_codes(b + kBytes - 16, table());
     }
     __m512 scale(int) const { return _mm512_set1_ps(d); }
@@ -556,10 +524,9 @@ Decoder vector_decoder(DType t) {
 bool block_bf16_range_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch) {
     if (!a.xb) return false;
     static_assert(
-        4 * sizeof(Q4_KBf16) / 256 <= 16 && 4 * sizeof(Q6_KBf16) / 256 <= 16 && 4 * sizeof(Q8_0Bf16) / 32 <= 16,
+        4 * sizeof(Q6_KBf16) / 256 <= 16 && 4 * sizeof(Q8_0Bf16) / 32 <= 16,
         "4 rows of prepared blocks must fit in 4 floats per input column");
     switch (a.w_dtype) {
-        case DType::kQ4_K: bf16_range<Q4_KBf16>(a, o_begin, o_end, scratch); return true;
         case DType::kQ6_K: bf16_range<Q6_KBf16>(a, o_begin, o_end, scratch); return true;
         case DType::kQ8_0: bf16_range<Q8_0Bf16>(a, o_begin, o_end, scratch); return true;
         case DType::kQ5_K: bf16_range<Q5_KBf16>(a, o_begin, o_end, scratch); return true;

@@ -31,7 +31,7 @@ void quiet_log(ggml_log_level level, const char* text, void*) {
     if (level == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
 }
 
-}  // namespace
+}   // namespace
 
 int main(int argc, char** argv) {
     if (argc < 4) {

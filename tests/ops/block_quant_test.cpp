@@ -125,24 +125,26 @@ TEST_P(BlockQuantOps, GroupedEqualsPlainProductsBitForBit) {
     }
 }
 
-// Q4_K in the sub-block lane order (kernels/quant_lanes_avx512.cpp) at prefill sizes: rows in
-// several panels, token rows in several L2 groups (wide rows), tiles of 1-3 token rows. Each
-// token row equals its one-row product bit for bit and the whole is within 1e-5 of the
+// Q4_K and Q6_K in the sub-block lane order (kernels/quant_lanes_avx512.cpp) at prefill sizes:
+// rows in several panels, token rows in several L2 groups (wide rows), tiles of 1-3 token rows.
+// Each token row equals its one-row product bit for bit and the whole is within 1e-5 of the
 // reference product on the decoded weights.
-TEST_P(BlockQuantOps, Q4KPanelsAndTokenGroups) {
-    Rng rng(34);
-    const int64_t in = 256 * 40, out = 53, n = 41;
-    BlockBuf w(DType::kQ4_K, out, in, rng);
-    Buf wf(DType::kF32, {out, in});
-    decode_f32(w.t, wf.f());
-    Buf x(DType::kF32, {n, in}, &rng), y(DType::kF32, {n, out}), yr(DType::kF32, {n, out});
-    ops::matmul(r.ex, x.t, w.t, Precision::kBF16, y.t);
-    ref::matmul(r.ex, x.t, wf.t, Precision::kBF16, yr.t);
-    ASSERT_LT(rel_err(y.t, yr.t), 1e-5);
-    for (int64_t t = 0; t < n; ++t) {
-        Buf y1(DType::kF32, {1, out});
-        ops::matmul(r.ex, x.t.rows(t, t + 1), w.t, Precision::kBF16, y1.t);
-        ASSERT_TRUE(same_bits(y1.t, y.t.rows(t, t + 1))) << "row " << t;
+TEST_P(BlockQuantOps, LaneOrderPanelsAndTokenGroups) {
+    for (DType dt : {DType::kQ4_K, DType::kQ6_K}) {
+        Rng rng(34);
+        const int64_t in = 256 * 40, out = 53, n = 41;
+        BlockBuf w(dt, out, in, rng);
+        Buf wf(DType::kF32, {out, in});
+        decode_f32(w.t, wf.f());
+        Buf x(DType::kF32, {n, in}, &rng), y(DType::kF32, {n, out}), yr(DType::kF32, {n, out});
+        ops::matmul(r.ex, x.t, w.t, Precision::kBF16, y.t);
+        ref::matmul(r.ex, x.t, wf.t, Precision::kBF16, yr.t);
+        ASSERT_LT(rel_err(y.t, yr.t), 1e-5) << dtype_name(dt);
+        for (int64_t t = 0; t < n; ++t) {
+            Buf y1(DType::kF32, {1, out});
+            ops::matmul(r.ex, x.t.rows(t, t + 1), w.t, Precision::kBF16, y1.t);
+            ASSERT_TRUE(same_bits(y1.t, y.t.rows(t, t + 1))) << dtype_name(dt) << " row " << t;
+        }
     }
 }
 

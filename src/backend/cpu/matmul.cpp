@@ -93,51 +93,70 @@ MatmulKernel matmul_kernel() {
 namespace {
 // bf16 activations: the rows rounded once into the arena, as bf16 bits for a kernel that
 // multiplies bf16 pairs natively (kernel_takes_bf16_bits): in natural order for bf16 weights
-// (xb), in the span order for MXFP4 weights (xp), in the sub-block lane order with the
-// sub-block sums for Q4_K (xq, xq_sums); as f32 values for the others (x).
+// (xb), in the span order for MXFP4 weights (xp), in a sub-block lane order with the sub-block
+// sums for Q4_K and Q6_K (xq, xq_sums: one per lane family); as f32 values for the others (x).
 struct RoundedRows {
     const float* x = nullptr;
     const uint16_t* xb = nullptr;
     const uint16_t* xp = nullptr;
-    const uint16_t* xq = nullptr;
-    const float* xq_sums = nullptr;
+    const uint16_t* xq[kLaneFamilies] = {};
+    const float* xq_sums[kLaneFamilies] = {};
 };
 struct RowForms {   // which forms round_rows makes
-    bool bits = false, spans = false, values = false, lanes = false;
+    bool bits = false, spans = false, values = false, lanes[kLaneFamilies] = {};
     void add(DType w_dtype) {
-        if (!kernel_takes_bf16_bits(w_dtype)) values = true;
-        else if (w_dtype == DType::kMXFP4) spans = true;
-        else if (block_type_takes_lanes(w_dtype)) lanes = true;
-        else bits = true;
+        if (!kernel_takes_bf16_bits(w_dtype))
+            values = true;
+        else if (w_dtype == DType::kMXFP4)
+            spans = true;
+        else if (lane_family(w_dtype) >= 0)
+            lanes[lane_family(w_dtype)] = true;
+        else
+            bits = true;
     }
 };
 
 void give_rows(MatmulArgs& a, const RoundedRows& r, int64_t r0) {   // the form a's weight type takes, from row r0
     const int64_t in = a.in;
-    if (r.xp && a.w_dtype == DType::kMXFP4) a.xp = r.xp + r0 * in;
-    else if (r.xq && block_type_takes_lanes(a.w_dtype)) a.xq = r.xq + r0 * in, a.xq_sums = r.xq_sums + r0 * (in / 32);
-    else if (r.xb && kernel_takes_bf16_bits(a.w_dtype)) a.xb = r.xb + r0 * in;
+    const int f = lane_family(a.w_dtype);
+    if (r.xp && a.w_dtype == DType::kMXFP4) {
+        a.xp = r.xp + r0 * in;
+    } else if (f >= 0 && r.xq[f]) {
+        a.xq = r.xq[f] + r0 * in;
+        a.xq_sums = r.xq_sums[f] + r0 * (in / lane_sub_elems(f));
+    } else if (r.xb && kernel_takes_bf16_bits(a.w_dtype)) {
+        a.xb = r.xb + r0 * in;
+    }
 }
 
 RoundedRows round_rows(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, int64_t in, RowForms want) {
-    const bool values = want.values, bits = want.bits, spans = want.spans, lanes = want.lanes;
     const auto alloc = [&](size_t elem, bool want) {
         return want ? ex.arena->alloc_bytes(size_t(n_rows * in) * elem) : nullptr;
     };
-    float* xr = static_cast<float*>(alloc(sizeof(float), values));
-    uint16_t* xb = static_cast<uint16_t*>(alloc(sizeof(uint16_t), bits));
-    uint16_t* xp = static_cast<uint16_t*>(alloc(sizeof(uint16_t), spans));             // only with AVX-512 BF16
-    uint16_t* xq = static_cast<uint16_t*>(alloc(sizeof(uint16_t), lanes));             // only with AVX-512 BF16
-    float* xq_sums = lanes ? static_cast<float*>(ex.arena->alloc_bytes(size_t(n_rows * (in / 32)) * sizeof(float))) : nullptr;
+    float* xr = static_cast<float*>(alloc(sizeof(float), want.values));
+    uint16_t* xb = static_cast<uint16_t*>(alloc(sizeof(uint16_t), want.bits));
+    uint16_t* xp = static_cast<uint16_t*>(alloc(sizeof(uint16_t), want.spans));   // only with AVX-512 BF16
+    RoundedRows r{xr, xb, xp};
+    uint16_t* xq[kLaneFamilies] = {};
+    float* xq_sums[kLaneFamilies] = {};
+    for (int f = 0; f < kLaneFamilies; ++f) {   // only with AVX-512 BF16
+        if (!want.lanes[f]) continue;
+        r.xq[f] = xq[f] = static_cast<uint16_t*>(alloc(sizeof(uint16_t), true));
+        r.xq_sums[f] = xq_sums[f] =
+            static_cast<float*>(ex.arena->alloc_bytes(size_t(n_rows * (in / lane_sub_elems(f))) * sizeof(float)));
+    }
     const int64_t per_task = std::max<int64_t>(1, 16384 / std::max<int64_t>(in, 1));   // rows per task
     const auto round = use_avx512() ? bf16_round_rows_avx512 : bf16_round_rows_portable;
     ex.pool->parallel_ranges((n_rows + per_task - 1) / per_task, [&](int64_t c0, int64_t c1, int) {
         const int64_t t0 = c0 * per_task, t1 = std::min(n_rows, c1 * per_task);
         if (xr || xb) round(x + t0 * ldx, t1 - t0, ldx, in, xr ? xr + t0 * in : nullptr, xb ? xb + t0 * in : nullptr);
         if (xp) bf16_round_rows_spans_avx512(x + t0 * ldx, t1 - t0, ldx, in, xp + t0 * in);
-        if (xq) bf16_round_rows_lanes_avx512(x + t0 * ldx, t1 - t0, ldx, in, xq + t0 * in, xq_sums + t0 * (in / 32));
+        for (int f = 0; f < kLaneFamilies; ++f)
+            if (xq[f])
+                bf16_round_rows_lanes_avx512(f, x + t0 * ldx, t1 - t0, ldx, in, xq[f] + t0 * in,
+                                             xq_sums[f] + t0 * (in / lane_sub_elems(f)));
     });
-    return {xr, xb, xp, xq, xq_sums};
+    return r;
 }
 }   // namespace
 

@@ -39,9 +39,9 @@ struct MatmulArgs {
     // The same bits in the span order (above), n_rows rows I apart: given instead of xb with
     // MXFP4 weights (bf16_round_rows_spans_avx512), used only with them.
     const uint16_t* xp = nullptr;
-    // The same bits in the sub-block lane order of the Q4_K kernel (kernels/quant_lanes_avx512.cpp),
-    // n_rows rows I apart, with each row's 32-value sub-block sums (I/32 floats a row): given
-    // instead of xb with the weights of block_type_takes_lanes.
+    // The same bits in the sub-block lane order of the weight's lane family (lane_family:
+    // kernels/quant_lanes_avx512.cpp), n_rows rows I apart, with each row's sub-block sums
+    // (I / lane_sub_elems floats a row): given instead of xb with those weights.
     const uint16_t* xq = nullptr;
     const float* xq_sums = nullptr;
 };
@@ -107,20 +107,23 @@ void block_quant_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end, floa
 // The same values as dequantize_blocks (core/quant_blocks.h), 16 per instruction, for the common
 // types (kernels/quant_avx512.cpp); false for a type it does not vectorize.
 bool dequantize_blocks_avx512(DType t, const void* src, float* dst, int64_t n);
-// bf16 activations (MatmulArgs::xb) × Q2_K, Q3_K, Q5_K, Q6_K, Q8_0, Q4_0, IQ4_NL, IQ4_XS or MXFP4
+// bf16 activations (MatmulArgs::xb) × Q2_K, Q3_K, Q5_K, Q8_0, Q4_0, IQ4_NL, IQ4_XS or MXFP4
 // weights on AVX-512 BF16: the factored
 // product (codes as bf16 through vdpbf16ps, each sub-block's scale and min applied to its partial
 // sums; kernels/quant_avx512.cpp), at every row count; false for another type.
 // scratch: 64-byte aligned, 4 · I floats (the prepared blocks of a 4-row tile).
 bool block_bf16_range_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch);
-// The same product in the sub-block lane order for the types of block_type_takes_lanes: bf16
-// activations given as MatmulArgs::xq / xq_sums (bf16_round_rows_lanes_avx512); false for
-// another type or without xq. scratch: 64-byte aligned, kMatmulColumnBlock · I floats (the
-// prepared blocks of a panel of rows).
+// The same product in a sub-block lane order (kernels/quant_lanes_avx512.cpp) for the types of a
+// lane family: 0 = Q4_K (8 sub-blocks of 32), 1 = Q6_K (16 of 16). bf16 activations given as
+// MatmulArgs::xq / xq_sums (bf16_round_rows_lanes_avx512 of the weight's family, I/32 or I/16
+// sums a row); false for another type or without xq. scratch: 64-byte aligned,
+// kMatmulColumnBlock · I floats (the prepared blocks of a panel of rows).
 bool block_lanes_range_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch);
-void bf16_round_rows_lanes_avx512(const float* x, int64_t n_rows, int64_t ldx, int64_t in, uint16_t* xq,
+void bf16_round_rows_lanes_avx512(int family, const float* x, int64_t n_rows, int64_t ldx, int64_t in, uint16_t* xq,
                                   float* sums);
-constexpr bool block_type_takes_lanes(DType t) { return t == DType::kQ4_K; }
+constexpr int kLaneFamilies = 2;
+constexpr int lane_family(DType t) { return t == DType::kQ4_K ? 0 : t == DType::kQ6_K ? 1 : -1; }
+constexpr int64_t lane_sub_elems(int family) { return family == 0 ? 32 : 16; }
 // The block types block_bf16_range_avx512 multiplies.
 constexpr bool block_type_takes_bf16(DType t) {
     return t == DType::kQ2_K || t == DType::kQ3_K || t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K ||

@@ -30,9 +30,7 @@ __m512i lo4(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi32(0x0F)); }
 __m512i hi4(__m512i v) { return _mm512_srli_epi32(v, 4); }
 __m512 to_f(__m512i v) { return _mm512_cvtepi32_ps(v); }
 void put(float* y, __m512 v) { _mm512_storeu_ps(y, v); }
-// Nibbles on byte lanes (64 codes per instruction); two 256-bit halves into one register.
-__m512i nib_lo_bytes(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi8(0x0F)); }
-__m512i nib_hi_bytes(__m512i v) { return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F)); }
+// Two 256-bit halves into one register.
 __m512i join256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
 
 // float(q) * d (the order of the portable code; a product is the same either way round)
@@ -183,8 +181,8 @@ void iq4_xs(const uint8_t* b, float* y) {
 
 using Decoder = void (*)(const uint8_t*, float*);
 
-// ---- bf16 activations × Q2_K, Q3_K, Q5_K, Q6_K, Q8_0, Q4_0, IQ4_NL/XS, MXFP4: the factored product
-// (Q4_K: quant_lanes_avx512.cpp, in the sub-block lane order).
+// ---- bf16 activations × Q2_K, Q3_K, Q5_K, Q8_0, Q4_0, IQ4_NL/XS, MXFP4: the factored product
+// (Q4_K and Q6_K: quant_lanes_avx512.cpp, in a sub-block lane order).
 // Every weight is s·c − m with an integer code c (|c| ≤ 127: exact in bf16), and s, m the f32
 // scale and min of its sub-block (16 or 32 values). So a 32-column chunk k of a row is
 //   p_k = vdpbf16ps(0, c_k, x_k)   (16 lanes: exact products, each pair summed in f32)
@@ -210,7 +208,7 @@ struct Bf16Ints {   // the lookup tables of the codes: bf16(lo + i), i < 64
         for (int i = 0; i < 64; ++i) v[i] = bf16_int(lo + i);
     }
 };
-constexpr Bf16Ints kCodes0(0), kCodesM32(-32), kCodesM4(-4);
+constexpr Bf16Ints kCodes0(0), kCodesM4(-4);
 __m512i table_half(const Bf16Ints& t, int half) { return _mm512_load_si512(t.v + 32 * half); }
 
 // Q5_K: 8 sub-blocks of 32 with a scale and a min each (k_scales16).
@@ -219,47 +217,6 @@ struct KScalesMins {
     float sm[16];   // the 8 sub-block scales, then the 8 mins negated
     __m512 scale(int k) const { return _mm512_set1_ps(sm[k]); }
     __m512 min(int k) const { return _mm512_set1_ps(sm[8 + k]); }
-};
-
-struct Q6_KBf16 {
-    static constexpr int64_t kElems = 256, kBytes = 210;
-    static constexpr bool kMin = false;
-    __m512i codes[8];
-    float ds[16];
-    void prepare(const uint8_t* b) {
-        const float d = f16_value(b + 208);
-        const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
-        // ds[j] = d · float(sc[j]), 16 at once
-        _mm512_storeu_ps(
-            ds,
-            _mm512_mul_ps(
-                _mm512_set1_ps(d),
-                _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc))))));
-        const __m512i lo = table_half(kCodesM32, 0), hi = table_half(kCodesM32, 1);
-        const __m512i three = _mm512_set1_epi8(3);
-        for (int h = 0; h < 2; ++h) {   // the 6-bit codes (+32) of 128 values, 64 per byte vector
-            const __m512i ql = _mm512_loadu_si512(b + 64 * h);
-            const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * h));
-            const __m512i h01 = join256(qh, _mm256_srli_epi16(qh, 2)),
-                          h23 = join256(_mm256_srli_epi16(qh, 4), _mm256_srli_epi16(qh, 6));
-            const auto high = [&](__m512i v) { return _mm512_slli_epi16(_mm512_and_si512(v, three), 4); };
-            const __m512i u0 = _mm512_or_si512(nib_lo_bytes(ql), high(h01)),
-                          u1 = _mm512_or_si512(nib_hi_bytes(ql), high(h23));
-            for (int q = 0; q < 2; ++q) {
-                const __m512i u = q == 0 ? u0 : u1;
-                for (int c = 0; c < 2; ++c) {
-                    const __m512i idx =
-                        _mm512_cvtepu8_epi16(c == 0 ? _mm512_castsi512_si256(u) : _mm512_extracti64x4_epi64(u, 1));
-                    codes[4 * h + 2 * q + c] = _mm512_permutex2var_epi16(lo, idx, hi);
-                }
-            }
-        }
-    }
-    // chunk k holds 16-value sub-blocks 2k (lanes 0-7) and 2k + 1 (lanes 8-15)
-    __m512 scale(int k) const {
-        return _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(ds[2 * k]), _mm512_set1_ps(ds[2 * k + 1]));
-    }
-    __m512 min(int) const { return _mm512_setzero_ps(); }
 };
 
 struct Q8_0Bf16 {
@@ -523,11 +480,8 @@ Decoder vector_decoder(DType t) {
 
 bool block_bf16_range_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch) {
     if (!a.xb) return false;
-    static_assert(
-        4 * sizeof(Q6_KBf16) / 256 <= 16 && 4 * sizeof(Q8_0Bf16) / 32 <= 16,
-        "4 rows of prepared blocks must fit in 4 floats per input column");
+    static_assert(4 * sizeof(Q8_0Bf16) / 32 <= 16, "4 rows of prepared blocks must fit in 4 floats per input column");
     switch (a.w_dtype) {
-        case DType::kQ6_K: bf16_range<Q6_KBf16>(a, o_begin, o_end, scratch); return true;
         case DType::kQ8_0: bf16_range<Q8_0Bf16>(a, o_begin, o_end, scratch); return true;
         case DType::kQ5_K: bf16_range<Q5_KBf16>(a, o_begin, o_end, scratch); return true;
         case DType::kQ2_K: bf16_range<Q2_KBf16>(a, o_begin, o_end, scratch); return true;

@@ -44,7 +44,13 @@ private:
     Tensor slice(const TensorRow& r, const Tensor& t, dist::Range part) {
         if (part.end < 0) return t;
         KIMI_CHECK(r.split == 0 || r.split == 1, "tensor layout: '" + r.name + "' is not split over ranks");
-        if (r.split == 1) return shard_cols(s_, t, part.begin, part.end);
+        if (r.split == 1) {
+            try {
+                return shard_cols(s_, t, part.begin, part.end);
+            } catch (const Error& e) {   // name the tensor: a block type splits only at whole blocks
+                throw Error(std::string(e.what()) + " ('" + r.name + "', split over the ranks' heads or units)");
+            }
+        }
         return t.rank == 2 ? shard_rows(t, part.begin, part.end) : t.rows(part.begin, part.end);
     }
     const TensorLayout& layout_;

@@ -13,8 +13,11 @@
   tokenizer A GGUF vocabulary written from a tokenizer directory (as the converter spells it)
             encodes the tokenizer corpus exactly as the directory does.
   errors    Corrupt or unsupported files: a one-line error naming the problem, exit code 1.
+  mpi       Block-type GGUFs under `mpirun -np 2` (tensor parallelism, each rank a whole-block
+            slice of the row-parallel weights): f32 logits within 1e-5 of one process, bf16
+            within 1e-2; a file whose rows cannot split at whole blocks is a clear error.
 
-usage: gguf_model_test.py CASE --kimi BIN --llama-cpp DIR [--tok-dir D --corpus F]
+usage: gguf_model_test.py CASE --kimi BIN --llama-cpp DIR [--tok-dir D --corpus F] [--mpirun M]
 """
 import argparse
 import ctypes
@@ -363,14 +366,64 @@ def case_errors(ctx):
     expect(os.path.join(ctx.tmp, "llama.gguf"), "llama")
 
 
+def case_mpi(ctx, mpirun):
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+    ids = ",".join(str(7 + (i * 37) % 900) for i in range(24))
+
+    def logits(model, dt, np_=1):
+        out = os.path.join(ctx.tmp, "mpi.f32")
+        pre = [mpirun, "-np", str(np_), "--oversubscribe"] if np_ > 1 else []
+        p = run(pre + [ctx.kimi, "score", "--model", model, "--tokens", ids, "--activation-dtype", dt, "--out", out],
+                env=env, check=False)
+        if p.returncode != 0:
+            return None, p.stderr
+        data = np.fromfile(out, np.float32)
+        os.remove(out)
+        return data, ""
+
+    # every row-parallel input (heads · head dim, MLP and expert units) 512 wide: 256 a rank
+    d = ctx.make_model("tiny", 6, ["hidden_size=256", "intermediate_size=1024", "moe_intermediate_size=512",
+                                   "kv_lora_rank=256", "linear_attn_config.head_dim=128", "linear_attn_config.num_heads=4",
+                                   "head_dim=128", "qk_nope_head_dim=128", "v_head_dim=128"])
+    src = ctx.convert(d, os.path.join(ctx.tmp, "mpi-src.gguf"))
+    for qname in ("Q4_K", "Q6_K", "Q8_0"):
+        q, f = os.path.join(ctx.tmp, f"mpi-{qname}.gguf"), os.path.join(ctx.tmp, "mpi-twin.gguf")
+        quantized_pair(ctx, src, qname, q, f)
+        os.remove(f)
+        for dt, tol in (("f32", 1e-5), ("bf16", 1e-2)):
+            one, _ = logits(q, dt)
+            two, err = logits(q, dt, 2)
+            if two is None:
+                sys.exit(f"{qname} {dt}: mpirun -np 2 failed: {err[-600:]}")
+            rel = float(np.abs(two - one).max() / np.abs(one).max())
+            if not rel <= tol:
+                sys.exit(f"{qname} {dt}: mpirun -np 2 logits {rel:.2e} from one process (> {tol})")
+            print(f"{qname} {dt}: mpirun -np 2 within {rel:.1e} of one process")
+        os.remove(q)
+    # o_proj 4 heads x 64 = 256 columns: 128 a rank cuts a Q4_K block; a one-line error naming it
+    d = ctx.make_model("tiny", 7, ["hidden_size=256", "intermediate_size=512", "moe_intermediate_size=256",
+                                   "kv_lora_rank=256", "linear_attn_config.head_dim=64", "linear_attn_config.num_heads=4",
+                                   "head_dim=64", "qk_nope_head_dim=64", "v_head_dim=64"])
+    src = ctx.convert(d, os.path.join(ctx.tmp, "mpi-src2.gguf"))
+    q, f = os.path.join(ctx.tmp, "mpi-cut.gguf"), os.path.join(ctx.tmp, "mpi-twin.gguf")
+    quantized_pair(ctx, src, "Q4_K", q, f)
+    out, err = logits(q, "f32", 2)
+    lines = [ln for ln in err.splitlines() if "kimi-cpp" in ln and "error" in ln]
+    if out is not None or not lines or not all("multiples of 256" in ln and "o_proj" in ln for ln in lines):
+        sys.exit(f"an unsplittable Q4_K file under mpirun -np 2: expected a clear error naming o_proj, got:\n{err[-800:]}")
+    print(f"unsplittable: {lines[0][:200]}")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=["model", "quant", "tokenizer", "errors"])
+    ap.add_argument("case", choices=["model", "quant", "tokenizer", "errors", "mpi"])
     ap.add_argument("--kimi", required=True)
     ap.add_argument("--llama-cpp", required=True)
     ap.add_argument("--types", default=",".join(QUANT_TYPES_32 + QUANT_TYPES_256))
     ap.add_argument("--tok-dir")
     ap.add_argument("--corpus")
+    ap.add_argument("--mpirun")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="kimi-gguf-") as tmp:
         ctx = Ctx(a, tmp)
@@ -380,6 +433,8 @@ def main():
             case_quant(ctx, a.types.split(","))
         elif a.case == "tokenizer":
             case_tokenizer(ctx, a.tok_dir, a.corpus)
+        elif a.case == "mpi":
+            case_mpi(ctx, a.mpirun)
         else:
             case_errors(ctx)
 

@@ -114,35 +114,47 @@ struct Q6_KLanes {
     }
 };
 
-// NR weight rows × NT token rows over the whole reduction. kPre: the rows' blocks are prepared
-// already (pre: [NR][blocks]); else each is prepared here as it streams through (rows before
-// o_end prefetched ahead).
-template <class B, int NR, int NT, bool kPre>
-void lanes_tile(const MatmulArgs& a, int64_t t0, int64_t o, int64_t o_end, const B* pre) {
-    constexpr int kPerGroup = 8 / B::kGroups, kSub = int(kElems / lane_sub_elems(B::kFamily));
-    const int64_t in = a.in, nblk = in / kElems, row_bytes = nblk * B::kBytes, n_sub = in / lane_sub_elems(B::kFamily);
-    const auto* w = static_cast<const uint8_t*>(a.w) + o * row_bytes;
+// One row's block k against NT token rows: per group p = Σ vdpbf16ps from zero, acc += p·S_g; then
+// acc += M·X. The same steps whether the block was prepared ahead or just now.
+template <class B, int NT>
+inline __attribute__((always_inline)) void lanes_block(const MatmulArgs& a, int64_t t0, int64_t k, const B& blk,
+                                                       const __m512 (&xs)[NT], __m512 (&acc)[NT]) {
+    constexpr int kPerGroup = 8 / B::kGroups;
+#pragma GCC unroll 4
+    for (int g = 0; g < B::kGroups; ++g) {
+        __m512 p[NT];
+        for (int t = 0; t < NT; ++t) p[t] = _mm512_setzero_ps();
+#pragma GCC unroll 4
+        for (int v = kPerGroup * g; v < kPerGroup * (g + 1); ++v)
+            for (int t = 0; t < NT; ++t)
+                p[t] = _mm512_dpbf16_ps(p[t], (__m512bh)blk.codes[v],
+                                        (__m512bh)_mm512_loadu_si512(a.xq + (t0 + t) * a.in + k * kElems + 32 * v));
+        for (int t = 0; t < NT; ++t) acc[t] = _mm512_fmadd_ps(p[t], blk.s[g], acc[t]);
+    }
+    for (int t = 0; t < NT; ++t) acc[t] = _mm512_fmadd_ps(blk.m, xs[t], acc[t]);
+}
+
+// The sub-block sums X of block k for NT token rows (zero past the block's sub-blocks).
+template <class B, int NT>
+inline __attribute__((always_inline)) void lanes_sums(const MatmulArgs& a, int64_t t0, int64_t k, __m512 (&xs)[NT]) {
+    constexpr int kSub = int(kElems / lane_sub_elems(B::kFamily));
+    const int64_t n_sub = a.in / lane_sub_elems(B::kFamily);
+    for (int t = 0; t < NT; ++t)
+        xs[t] = _mm512_maskz_loadu_ps(__mmask16((1u << kSub) - 1), a.xq_sums + (t0 + t) * n_sub + k * kSub);
+}
+
+// NR weight rows × NT token rows over the whole reduction, the rows' blocks prepared already
+// (pre: [NR][blocks]; prefill): each code register is read once for the NT token rows.
+template <class B, int NR, int NT>
+void lanes_tile(const MatmulArgs& a, int64_t t0, int64_t o, const B* pre) {
+    constexpr int kPerGroup = 8 / B::kGroups;
+    const int64_t in = a.in, nblk = in / kElems;
     __m512 acc[NR][NT];
     for (int r = 0; r < NR; ++r)
         for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
-    B own[NR];
-    // streaming: the rows kAhead ahead are prefetched block by block, as this tile walks its own
-    constexpr int64_t kAhead = 16;
-    const int64_t n_pf = kPre ? 0 : std::clamp<int64_t>(o_end - o - kAhead, 0, NR);
     for (int64_t k = 0; k < nblk; ++k) {
-        for (int64_t r = 0; r < n_pf; ++r)
-            for (int64_t l = 0; l < B::kBytes; l += 64)
-                _mm_prefetch(reinterpret_cast<const char*>(w + (kAhead + r) * row_bytes + k * B::kBytes + l),
-                             _MM_HINT_T0);
         const B* blk[NR];
-        for (int r = 0; r < NR; ++r) {
-            if constexpr (kPre) {
-                blk[r] = pre + r * nblk + k;
-            } else {
-                own[r].prepare(w + r * row_bytes + k * B::kBytes);
-                blk[r] = &own[r];
-            }
-        }
+        for (int r = 0; r < NR; ++r) blk[r] = pre + r * nblk + k;
 #pragma GCC unroll 4
         for (int g = 0; g < B::kGroups; ++g) {   // (unrolled: the accumulators stay in registers)
             __m512 p[NR][NT];
@@ -159,14 +171,42 @@ void lanes_tile(const MatmulArgs& a, int64_t t0, int64_t o, int64_t o_end, const
             for (int r = 0; r < NR; ++r)
                 for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_fmadd_ps(p[r][t], blk[r]->s[g], acc[r][t]);
         }
-        for (int t = 0; t < NT; ++t) {
-            const __m512 xs =
-                _mm512_maskz_loadu_ps(__mmask16((1u << kSub) - 1), a.xq_sums + (t0 + t) * n_sub + k * kSub);
-            for (int r = 0; r < NR; ++r) acc[r][t] = _mm512_fmadd_ps(blk[r]->m, xs, acc[r][t]);
-        }
+        __m512 xs[NT];
+        lanes_sums<B, NT>(a, t0, k, xs);
+        for (int t = 0; t < NT; ++t)
+            for (int r = 0; r < NR; ++r) acc[r][t] = _mm512_fmadd_ps(blk[r]->m, xs[t], acc[r][t]);
     }
     for (int r = 0; r < NR; ++r)
         for (int t = 0; t < NT; ++t) a.y[(t0 + t) * a.ldy + o + r] = hsum16(acc[r][t]);
+}
+
+// NR rows × NT (≤ 3) token rows, each block prepared as it streams through and used at once
+// (decode), the rows kAhead ahead of this tile (before o_end) prefetched block by block.
+template <class B, int NR, int NT>
+void lanes_stream_tile(const MatmulArgs& a, int64_t o, int64_t o_end) {
+    const int64_t nblk = a.in / kElems, row_bytes = nblk * B::kBytes;
+    const auto* w = static_cast<const uint8_t*>(a.w) + o * row_bytes;
+    __m512 acc[NR][NT];
+    for (int r = 0; r < NR; ++r)
+        for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
+    constexpr int64_t kAhead = 16;
+    const int64_t n_pf = std::clamp<int64_t>(o_end - o - kAhead, 0, NR);
+    for (int64_t k = 0; k < nblk; ++k) {
+        for (int64_t r = 0; r < n_pf; ++r)
+            for (int64_t l = 0; l < B::kBytes; l += 64)
+                _mm_prefetch(reinterpret_cast<const char*>(w + (kAhead + r) * row_bytes + k * B::kBytes + l),
+                             _MM_HINT_T0);
+        __m512 xs[NT];
+        lanes_sums<B, NT>(a, 0, k, xs);
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; ++r) {
+            B blk;
+            blk.prepare(w + r * row_bytes + k * B::kBytes);
+            lanes_block<B, NT>(a, 0, k, blk, xs, acc[r]);
+        }
+    }
+    for (int r = 0; r < NR; ++r)
+        for (int t = 0; t < NT; ++t) a.y[t * a.ldy + o + r] = hsum16(acc[r][t]);
 }
 
 // Token rows [t0, t1) against NR rows whose blocks are prepared (pre), 3 token rows a tile
@@ -174,16 +214,16 @@ void lanes_tile(const MatmulArgs& a, int64_t t0, int64_t o, int64_t o_end, const
 template <class B, int NR>
 void lanes_tokens(const MatmulArgs& a, int64_t t0, int64_t t1, int64_t o, const B* pre) {
     int64_t t = t0;
-    for (; t + 3 <= t1; t += 3) lanes_tile<B, NR, 3, true>(a, t, o, 0, pre);
-    if (t1 - t == 2) lanes_tile<B, NR, 2, true>(a, t, o, 0, pre);
-    if (t1 - t == 1) lanes_tile<B, NR, 1, true>(a, t, o, 0, pre);
+    for (; t + 3 <= t1; t += 3) lanes_tile<B, NR, 3>(a, t, o, pre);
+    if (t1 - t == 2) lanes_tile<B, NR, 2>(a, t, o, pre);
+    if (t1 - t == 1) lanes_tile<B, NR, 1>(a, t, o, pre);
 }
 
 template <class B, int NT>
 void lanes_streaming(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
     int64_t o = o_begin;
-    for (; o + 4 <= o_end; o += 4) lanes_tile<B, 4, NT, false>(a, 0, o, o_end, nullptr);
-    for (; o < o_end; ++o) lanes_tile<B, 1, NT, false>(a, 0, o, o_end, nullptr);
+    for (; o + 4 <= o_end; o += 4) lanes_stream_tile<B, 4, NT>(a, o, o_end);
+    for (; o < o_end; ++o) lanes_stream_tile<B, 1, NT>(a, o, o_end);
 }
 
 // Up to 3 token rows: each block prepared as it streams through. More: panels of

@@ -59,20 +59,21 @@ struct Q4_KLanes {
         const __m512i a = _mm512_loadu_si512(b + 16), bb = _mm512_loadu_si512(b + 80);
         const __m512i c1 = _mm512_shuffle_i64x2(a, bb, _MM_SHUFFLE(2, 0, 2, 0)),
                       c2 = _mm512_shuffle_i64x2(a, bb, _MM_SHUFFLE(3, 1, 3, 1));
-        const __m512i mask = _mm512_set1_epi8(0x78), top = _mm512_set1_epi8(char(0x80)),
-                      hi_byte = _mm512_set1_epi8(0x3F);
-        // (v & 0x78) | 0x80 on bytes: the nibble at bits 3-6, under the bf16 mantissa's top bit
-        const auto lo = [&](__m512i v) { return _mm512_ternarylogic_epi32(_mm512_slli_epi16(v, 3), mask, top, 0xEA); };
-        const auto hi = [&](__m512i v) { return _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 1), mask, top, 0xEA); };
-        const __m512i l1 = lo(c1), l2 = lo(c2), h1 = hi(c1), h2 = hi(c2);
-        codes[0] = _mm512_unpacklo_epi8(l1, hi_byte);
-        codes[1] = _mm512_unpackhi_epi8(l1, hi_byte);
-        codes[2] = _mm512_unpacklo_epi8(l2, hi_byte);
-        codes[3] = _mm512_unpackhi_epi8(l2, hi_byte);
-        codes[4] = _mm512_unpacklo_epi8(h1, hi_byte);
-        codes[5] = _mm512_unpackhi_epi8(h1, hi_byte);
-        codes[6] = _mm512_unpacklo_epi8(h2, hi_byte);
-        codes[7] = _mm512_unpackhi_epi8(h2, hi_byte);
+        // the bf16 word 0x3F80 | u << 3 of the nibble at bit `at` of each 16-bit word (a shift and
+        // a ternlog: (w shifted & 0x78) | 0x3F80): bytes 2j, 2j + 1 of a 128-bit lane give words
+        // j of the even and the odd register, low nibbles sub-block 2L, high 2L + 1
+        const __m512i mask = _mm512_set1_epi16(0x78), one = _mm512_set1_epi16(0x3F80);
+        const auto word = [&](__m512i v, int at) {
+            const __m512i t = at <= 3 ? _mm512_slli_epi16(v, 3 - at) : _mm512_srli_epi16(v, at - 3);
+            return _mm512_ternarylogic_epi32(t, mask, one, 0xEA);
+        };
+        for (int c = 0; c < 2; ++c) {
+            const __m512i v = c == 0 ? c1 : c2;
+            codes[2 * c + 0] = word(v, 0);        // low nibble, byte 2j
+            codes[2 * c + 1] = word(v, 8);        // low nibble, byte 2j + 1
+            codes[4 + 2 * c + 0] = word(v, 4);    // high nibble, byte 2j
+            codes[4 + 2 * c + 1] = word(v, 12);   // high nibble, byte 2j + 1
+        }
     }
 };
 
@@ -284,9 +285,12 @@ void bf16_round_rows_lanes_avx512(int family, const float* x, int64_t n_rows, in
             uint16_t* dst = xq + t * in + k * kElems;
             for (int v = 0; v < 8; ++v)
                 for (int l = 0; l < 4; ++l) {
-                    const int from =
-                        family == 0 ? 32 * (2 * l + v / 4) + 8 * (v % 4) : 16 * (4 * (v / 2) + l) + 8 * (v % 2);
-                    std::memcpy(dst + 32 * v + 8 * l, nat + from, 16);
+                    if (family == 0) {   // word j: value 16·(v % 4 / 2) + 2j + v % 2 of sub-block 2l (+1: v ≥ 4)
+                        const uint16_t* sb = nat + 32 * (2 * l + v / 4) + 16 * (v % 4 / 2) + v % 2;
+                        for (int j = 0; j < 8; ++j) dst[32 * v + 8 * l + j] = sb[2 * j];
+                    } else {
+                        std::memcpy(dst + 32 * v + 8 * l, nat + 16 * (4 * (v / 2) + l) + 8 * (v % 2), 16);
+                    }
                 }
         }
     }

@@ -125,12 +125,13 @@ TEST_P(BlockQuantOps, GroupedEqualsPlainProductsBitForBit) {
     }
 }
 
-// Q4_K and Q6_K in the sub-block lane order (kernels/quant_lanes_avx512.cpp) at prefill sizes:
-// rows in several panels, token rows in several L2 groups (wide rows), tiles of 1-3 token rows.
+// The factored products at prefill sizes (Q4_K and Q6_K in the sub-block lane order,
+// kernels/quant_lanes_avx512.cpp; Q8_0, Q5_K, Q2_K per chunk, kernels/quant_avx512.cpp): rows in
+// several panels, token rows in several L2 groups (wide rows), every tile remainder.
 // Each token row equals its one-row product bit for bit and the whole is within 1e-5 of the
 // reference product on the decoded weights.
-TEST_P(BlockQuantOps, LaneOrderPanelsAndTokenGroups) {
-    for (DType dt : {DType::kQ4_K, DType::kQ6_K}) {
+TEST_P(BlockQuantOps, FactoredPanelsAndTokenGroups) {
+    for (DType dt : {DType::kQ4_K, DType::kQ6_K, DType::kQ8_0, DType::kQ5_K, DType::kQ2_K}) {
         Rng rng(34);
         const int64_t in = 256 * 40, out = 53, n = 41;
         BlockBuf w(dt, out, in, rng);

@@ -111,7 +111,7 @@ bool dequantize_blocks_avx512(DType t, const void* src, float* dst, int64_t n);
 // weights on AVX-512 BF16: the factored
 // product (codes as bf16 through vdpbf16ps, each sub-block's scale and min applied to its partial
 // sums; kernels/quant_avx512.cpp), at every row count; false for another type.
-// scratch: 64-byte aligned, 4 · I floats (the prepared blocks of a 4-row tile).
+// scratch: 64-byte aligned, kMatmulColumnBlock · I floats (the prepared blocks of a panel of rows).
 bool block_bf16_range_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch);
 // The same product in a sub-block lane order (kernels/quant_lanes_avx512.cpp) for the types of a
 // lane family: 0 = Q4_K (8 sub-blocks of 32), 1 = Q6_K (16 of 16). bf16 activations given as

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <initializer_list>
 
+#include "backend/cpu/cpu_features.h"
 #include "backend/cpu/kernels/avx512_util.h"
 #include "backend/cpu/kernels/kquant_avx512.h"
 
@@ -379,84 +380,131 @@ struct Nib32Bf16 {
     __m512 min(int) const { return _mm512_setzero_ps(); }
 };
 
-// NR weight rows × NT token rows over the whole reduction. `pre`: the rows' blocks prepared
-// already ([NR][blocks], prefill: once per row tile for every token group), else prepared here
-// block by block (few token rows: the weights stream through once).
-template <class B, int NR, int NT>
-void bf16_tile(const MatmulArgs& a, int64_t t0, int64_t o, int64_t o_end, const B* pre) {
-    constexpr int kChunks = int(B::kElems / 32);
-    const int64_t in = a.in, nblk = in / B::kElems, row_bytes = nblk * B::kBytes;
-    const auto* w = static_cast<const uint8_t*>(a.w) + o * row_bytes;
+// Chunk c of one row's prepared block against NT token rows (xv: their activations, px: their
+// pair sums for the min): p = vdpbf16ps(0, codes, x), acc += p·S (+ px·(−m)). The same steps
+// whether the block was prepared ahead (prefill) or just now (decode).
+template <class B, int NT>
+inline __attribute__((always_inline)) void bf16_chunk(const B& blk, int c, const __m512i (&xv)[NT],
+                                                      const __m512 (&px)[NT], __m512 (&acc)[NT]) {
+    const __m512 sv = blk.scale(c);
+    for (int t = 0; t < NT; ++t) {
+        const __m512 p = _mm512_dpbf16_ps(_mm512_setzero_ps(), (__m512bh)blk.codes[c], (__m512bh)xv[t]);
+        acc[t] = _mm512_fmadd_ps(p, sv, acc[t]);
+        if constexpr (B::kMin) acc[t] = _mm512_fmadd_ps(px[t], blk.min(c), acc[t]);
+    }
+}
+
+// The activations of chunk c of block k for NT token rows, and (kMin) their pair sums.
+template <class B, int NT>
+inline __attribute__((always_inline)) void bf16_x(const MatmulArgs& a, int64_t t0, int64_t k, int c, __m512i (&xv)[NT],
+                                                  __m512 (&px)[NT]) {
     const __m512i ones = (__m512i)_mm512_cvtne2ps_pbh(_mm512_set1_ps(1.0f), _mm512_set1_ps(1.0f));
+    for (int t = 0; t < NT; ++t) {
+        xv[t] = _mm512_loadu_si512(a.xb + (t0 + t) * a.in + k * B::kElems + 32 * c);
+        px[t] = B::kMin ? _mm512_dpbf16_ps(_mm512_setzero_ps(), (__m512bh)ones, (__m512bh)xv[t]) : _mm512_setzero_ps();
+    }
+}
+
+// NR weight rows × NT token rows over the whole reduction, the rows' blocks prepared already
+// (pre: [NR][blocks]; prefill).
+template <class B, int NR, int NT>
+void bf16_tile(const MatmulArgs& a, int64_t t0, int64_t o, const B* pre) {
+    constexpr int kChunks = int(B::kElems / 32);
+    const int64_t nblk = a.in / B::kElems;
     __m512 acc[NR][NT];
     for (int r = 0; r < NR; ++r)
         for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
-    B own[NR];
-    // streaming: the rows kAhead ahead are prefetched block by block, as this tile walks its own
-    constexpr int64_t kAhead = 16;
-    const int64_t n_pf = pre ? 0 : std::clamp<int64_t>(o_end - o - kAhead, 0, NR);
-    for (int64_t k = 0; k < nblk; ++k) {
-        const B* blk[NR];
-        for (int r = 0; r < NR; ++r) {
-            if (pre) {
-                blk[r] = pre + r * nblk + k;
-            } else {
-                own[r].prepare(w + r * row_bytes + k * B::kBytes);
-                blk[r] = &own[r];
-            }
-        }
-        for (int64_t r = 0; r < n_pf; ++r)
-            for (int64_t l = 0; l < B::kBytes; l += 64)
-                _mm_prefetch(reinterpret_cast<const char*>(w + (kAhead + r) * row_bytes + k * B::kBytes + l),
-                             _MM_HINT_T0);
+    for (int64_t k = 0; k < nblk; ++k)
         for (int c = 0; c < kChunks; ++c) {
             __m512i xv[NT];
             __m512 px[NT];
-            for (int t = 0; t < NT; ++t) {
-                xv[t] = _mm512_loadu_si512(a.xb + (t0 + t) * in + k * B::kElems + 32 * c);
-                if constexpr (B::kMin) px[t] = _mm512_dpbf16_ps(_mm512_setzero_ps(), (__m512bh)ones, (__m512bh)xv[t]);
-            }
-            for (int r = 0; r < NR; ++r) {
-                const __m512 sv = blk[r]->scale(c);
-                for (int t = 0; t < NT; ++t) {
-                    const __m512 p = _mm512_dpbf16_ps(_mm512_setzero_ps(), (__m512bh)blk[r]->codes[c], (__m512bh)xv[t]);
-                    acc[r][t] = _mm512_fmadd_ps(p, sv, acc[r][t]);
-                    if constexpr (B::kMin) acc[r][t] = _mm512_fmadd_ps(px[t], blk[r]->min(c), acc[r][t]);
-                }
-            }
+            bf16_x<B, NT>(a, t0, k, c, xv, px);
+            for (int r = 0; r < NR; ++r) bf16_chunk<B, NT>(pre[r * nblk + k], c, xv, px, acc[r]);
         }
-    }
     for (int r = 0; r < NR; ++r)
         for (int t = 0; t < NT; ++t) a.y[(t0 + t) * a.ldy + o + r] = hsum16(acc[r][t]);
 }
 
-template <class B, int NR>
-void bf16_rows(const MatmulArgs& a, int64_t o, int64_t o_end, B* scratch) {
-    const B* pre = nullptr;
-    if (a.n_rows > 4) {   // several token groups: each block of these rows prepared once
-        const int64_t nblk = a.in / B::kElems, row_bytes = nblk * B::kBytes;
-        const auto* w = static_cast<const uint8_t*>(a.w) + o * row_bytes;
-        for (int r = 0; r < NR; ++r)
-            for (int64_t k = 0; k < nblk; ++k) scratch[r * nblk + k].prepare(w + r * row_bytes + k * B::kBytes);
-        pre = scratch;
+// NR rows × NT (≤ 4) token rows, each block prepared as it streams through and used at once
+// (decode), the rows kAhead ahead of this tile (before o_end) prefetched block by block.
+template <class B, int NR, int NT>
+void bf16_stream_tile(const MatmulArgs& a, int64_t o, int64_t o_end) {
+    constexpr int kChunks = int(B::kElems / 32);
+    const int64_t nblk = a.in / B::kElems, row_bytes = nblk * B::kBytes;
+    const auto* w = static_cast<const uint8_t*>(a.w) + o * row_bytes;
+    __m512 acc[NR][NT];
+    for (int r = 0; r < NR; ++r)
+        for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
+    constexpr int64_t kAhead = 16;
+    const int64_t n_pf = std::clamp<int64_t>(o_end - o - kAhead, 0, NR);
+    for (int64_t k = 0; k < nblk; ++k) {
+        for (int64_t r = 0; r < n_pf; ++r)
+            for (int64_t l = 0; l < B::kBytes; l += 64)
+                _mm_prefetch(reinterpret_cast<const char*>(w + (kAhead + r) * row_bytes + k * B::kBytes + l),
+                             _MM_HINT_T0);
+        for (int r = 0; r < NR; ++r) {
+            B blk;
+            blk.prepare(w + r * row_bytes + k * B::kBytes);
+            for (int c = 0; c < kChunks; ++c) {
+                __m512i xv[NT];
+                __m512 px[NT];
+                bf16_x<B, NT>(a, 0, k, c, xv, px);
+                bf16_chunk<B, NT>(blk, c, xv, px, acc[r]);
+            }
+        }
     }
-    int64_t t = 0;
-    for (; t + 4 <= a.n_rows; t += 4) bf16_tile<B, NR, 4>(a, t, o, o_end, pre);
-    switch (a.n_rows - t) {
-        case 3: return bf16_tile<B, NR, 3>(a, t, o, o_end, pre);
-        case 2: return bf16_tile<B, NR, 2>(a, t, o, o_end, pre);
-        case 1: return bf16_tile<B, NR, 1>(a, t, o, o_end, pre);
+    for (int r = 0; r < NR; ++r)
+        for (int t = 0; t < NT; ++t) a.y[t * a.ldy + o + r] = hsum16(acc[r][t]);
+}
+
+template <class B, int NT>
+void bf16_streaming(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
+    int64_t o = o_begin;
+    for (; o + 4 <= o_end; o += 4) bf16_stream_tile<B, 4, NT>(a, o, o_end);
+    for (; o < o_end; ++o) bf16_stream_tile<B, 1, NT>(a, o, o_end);
+}
+
+template <class B, int NR>
+void bf16_tokens(const MatmulArgs& a, int64_t t0, int64_t t1, int64_t o, const B* pre) {
+    int64_t t = t0;
+    for (; t + 4 <= t1; t += 4) bf16_tile<B, NR, 4>(a, t, o, pre);
+    switch (t1 - t) {
+        case 3: return bf16_tile<B, NR, 3>(a, t, o, pre);
+        case 2: return bf16_tile<B, NR, 2>(a, t, o, pre);
+        case 1: return bf16_tile<B, NR, 1>(a, t, o, pre);
         default: return;
     }
 }
 
+// Up to 4 token rows: each block prepared as it streams through. More: panels of
+// kMatmulColumnBlock rows, each block of a panel prepared once into scratch; the token rows
+// then go through the panel in groups whose activations fit a quarter of L2, so each group is
+// read from L2 by all the panel's row tiles.
 template <class B>
 void bf16_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end, void* scratch) {
-    // the prepared blocks of 4 rows: 4 · I / kElems structs, 64-byte aligned (B holds vectors)
+    switch (a.n_rows) {
+        case 1: return bf16_streaming<B, 1>(a, o_begin, o_end);
+        case 2: return bf16_streaming<B, 2>(a, o_begin, o_end);
+        case 3: return bf16_streaming<B, 3>(a, o_begin, o_end);
+        case 4: return bf16_streaming<B, 4>(a, o_begin, o_end);
+        default: break;
+    }
+    static_assert(sizeof(B) <= 4 * B::kElems, "a panel of prepared rows must fit in the scratch (4 bytes per value)");
     B* pre = static_cast<B*>(scratch);
-    int64_t o = o_begin;
-    for (; o + 4 <= o_end; o += 4) bf16_rows<B, 4>(a, o, o_end, pre);
-    for (; o < o_end; ++o) bf16_rows<B, 1>(a, o, o_end, pre);
+    const int64_t nblk = a.in / B::kElems, row_bytes = nblk * B::kBytes;
+    const int64_t group = std::max<int64_t>(4, int64_t(cache_sizes().l2) / 4 / (2 * a.in) / 4 * 4);
+    for (int64_t p0 = o_begin; p0 < o_end; p0 += kMatmulColumnBlock) {
+        const int64_t p1 = std::min(o_end, p0 + kMatmulColumnBlock);
+        const auto* w = static_cast<const uint8_t*>(a.w) + p0 * row_bytes;
+        for (int64_t r = 0; r < p1 - p0; ++r)
+            for (int64_t k = 0; k < nblk; ++k) pre[r * nblk + k].prepare(w + r * row_bytes + k * B::kBytes);
+        for (int64_t t0 = 0; t0 < a.n_rows; t0 += group) {
+            const int64_t t1 = std::min(a.n_rows, t0 + group);
+            int64_t o = p0;
+            for (; o + 4 <= p1; o += 4) bf16_tokens<B, 4>(a, t0, t1, o, pre + (o - p0) * nblk);
+            for (; o < p1; ++o) bf16_tokens<B, 1>(a, t0, t1, o, pre + (o - p0) * nblk);
+        }
+    }
 }
 
 Decoder vector_decoder(DType t) {
@@ -480,7 +528,6 @@ Decoder vector_decoder(DType t) {
 
 bool block_bf16_range_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch) {
     if (!a.xb) return false;
-    static_assert(4 * sizeof(Q8_0Bf16) / 32 <= 16, "4 rows of prepared blocks must fit in 4 floats per input column");
     switch (a.w_dtype) {
         case DType::kQ8_0: bf16_range<Q8_0Bf16>(a, o_begin, o_end, scratch); return true;
         case DType::kQ5_K: bf16_range<Q5_KBf16>(a, o_begin, o_end, scratch); return true;

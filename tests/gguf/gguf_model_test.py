@@ -227,7 +227,7 @@ def quantized_pair(ctx, src, qname, out_q, out_f):
 
 
 # the types with a factored bf16 product (AVX-512 BF16)
-FACTORED = {"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_0", "Q4_0", "IQ4_NL", "IQ4_XS", "MXFP4"}
+FACTORED = {"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_0", "Q4_0", "Q5_0", "IQ4_NL", "IQ4_XS", "MXFP4"}
 QUANT_TYPES_32 = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "IQ4_NL", "MXFP4"]
 QUANT_TYPES_256 = ["Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS",
                    "IQ3_S", "IQ1_S", "IQ1_M", "TQ1_0", "TQ2_0"]

@@ -107,7 +107,7 @@ void block_quant_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end, floa
 // The same values as dequantize_blocks (core/quant_blocks.h), 16 per instruction, for the common
 // types (kernels/quant_avx512.cpp); false for a type it does not vectorize.
 bool dequantize_blocks_avx512(DType t, const void* src, float* dst, int64_t n);
-// bf16 activations (MatmulArgs::xb) × Q2_K, Q3_K, Q5_K, Q8_0, Q4_0, IQ4_NL, IQ4_XS or MXFP4
+// bf16 activations (MatmulArgs::xb) × Q2_K, Q3_K, Q5_K, Q8_0, Q4_0, Q5_0, IQ4_NL, IQ4_XS or MXFP4
 // weights on AVX-512 BF16: the factored
 // product (codes as bf16 through vdpbf16ps, each sub-block's scale and min applied to its partial
 // sums; kernels/quant_avx512.cpp), at every row count; false for another type.
@@ -127,7 +127,8 @@ constexpr int64_t lane_sub_elems(int family) { return family == 0 ? 32 : 16; }
 // The block types block_bf16_range_avx512 multiplies.
 constexpr bool block_type_takes_bf16(DType t) {
     return t == DType::kQ2_K || t == DType::kQ3_K || t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K ||
-        t == DType::kQ8_0 || t == DType::kQ4_0 || t == DType::kIQ4_XS || t == DType::kIQ4_NL || t == DType::kMXFP4_GGML;
+        t == DType::kQ8_0 || t == DType::kQ4_0 || t == DType::kQ5_0 || t == DType::kIQ4_XS || t == DType::kIQ4_NL ||
+        t == DType::kMXFP4_GGML;
 }
 
 }   // namespace kimi::cpu

@@ -380,6 +380,31 @@ struct Nib32Bf16 {
     __m512 min(int) const { return _mm512_setzero_ps(); }
 };
 
+// Q5_0: 32 values, code = nibble | fifth bit << 4 (bit j of qh for value j), minus 16; the bit set
+// by a masked add of 16 on the word indices, then one 32-entry lookup.
+struct Q5_0Bf16 {
+    static constexpr int64_t kElems = 32, kBytes = 22;
+    static constexpr bool kMin = false;
+    __m512i codes[1];
+    float d;
+    void prepare(const uint8_t* b) {
+        static const __m512i table = [] {
+            alignas(64) uint16_t t[32];
+            for (int i = 0; i < 32; ++i) t[i] = bf16_int(i - 16);
+            return _mm512_load_si512(t);
+        }();
+        d = f16_value(b);
+        uint32_t qh;
+        std::memcpy(&qh, b + 2, 4);
+        const __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 6)));
+        __m512i idx = join256(_mm256_and_si256(w, _mm256_set1_epi16(0x0F)), _mm256_srli_epi16(w, 4));
+        idx = _mm512_mask_add_epi16(idx, __mmask32(qh), idx, _mm512_set1_epi16(16));   // (idx < 16: + is |)
+        codes[0] = _mm512_permutexvar_epi16(idx, table);
+    }
+    __m512 scale(int) const { return _mm512_set1_ps(d); }
+    __m512 min(int) const { return _mm512_setzero_ps(); }
+};
+
 // Chunk c of one row's prepared block against NT token rows (xv: their activations, px: their
 // pair sums for the min): p = vdpbf16ps(0, codes, x), acc += p·S (+ px·(−m)). The same steps
 // whether the block was prepared ahead (prefill) or just now (decode).
@@ -530,6 +555,7 @@ bool block_bf16_range_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end
     if (!a.xb) return false;
     switch (a.w_dtype) {
         case DType::kQ8_0: bf16_range<Q8_0Bf16>(a, o_begin, o_end, scratch); return true;
+        case DType::kQ5_0: bf16_range<Q5_0Bf16>(a, o_begin, o_end, scratch); return true;
         case DType::kQ5_K: bf16_range<Q5_KBf16>(a, o_begin, o_end, scratch); return true;
         case DType::kQ2_K: bf16_range<Q2_KBf16>(a, o_begin, o_end, scratch); return true;
         case DType::kQ3_K: bf16_range<Q3_KBf16>(a, o_begin, o_end, scratch); return true;

@@ -182,7 +182,7 @@ void iq4_xs(const uint8_t* b, float* y) {
 
 using Decoder = void (*)(const uint8_t*, float*);
 
-// ---- bf16 activations × Q2_K, Q3_K, Q5_K, Q8_0, Q4_0, IQ4_NL/XS, MXFP4: the factored product
+// ---- bf16 activations × Q2_K, Q3_K, Q5_K, Q8_0, Q4_0, Q5_0, IQ4_NL/XS, MXFP4: the factored product
 // (Q4_K and Q6_K: quant_lanes_avx512.cpp, in a sub-block lane order).
 // Every weight is s·c − m with an integer code c (|c| ≤ 127: exact in bf16), and s, m the f32
 // scale and min of its sub-block (16 or 32 values). So a 32-column chunk k of a row is

@@ -11,8 +11,8 @@
 #include <cstring>
 #include <initializer_list>
 
-#include "backend/cpu/cpu_features.h"
 #include "backend/cpu/kernels/avx512_util.h"
+#include "backend/cpu/kernels/block_panels_avx512.h"
 #include "backend/cpu/kernels/kquant_avx512.h"
 
 #include "backend/cpu/matmul_kernel.h"
@@ -451,7 +451,7 @@ void bf16_tile(const MatmulArgs& a, int64_t t0, int64_t o, const B* pre) {
 }
 
 // NR rows × NT (≤ 4) token rows, each block prepared as it streams through and used at once
-// (decode), the rows kAhead ahead of this tile (before o_end) prefetched block by block.
+// (decode), the rows kBlockPrefetchAhead ahead (before o_end) prefetched block by block.
 template <class B, int NR, int NT>
 void bf16_stream_tile(const MatmulArgs& a, int64_t o, int64_t o_end) {
     constexpr int kChunks = int(B::kElems / 32);
@@ -460,13 +460,9 @@ void bf16_stream_tile(const MatmulArgs& a, int64_t o, int64_t o_end) {
     __m512 acc[NR][NT];
     for (int r = 0; r < NR; ++r)
         for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
-    constexpr int64_t kAhead = 16;
-    const int64_t n_pf = std::clamp<int64_t>(o_end - o - kAhead, 0, NR);
+    const int64_t n_pf = rows_to_prefetch(o, o_end, NR);
     for (int64_t k = 0; k < nblk; ++k) {
-        for (int64_t r = 0; r < n_pf; ++r)
-            for (int64_t l = 0; l < B::kBytes; l += 64)
-                _mm_prefetch(reinterpret_cast<const char*>(w + (kAhead + r) * row_bytes + k * B::kBytes + l),
-                             _MM_HINT_T0);
+        prefetch_rows_ahead<B>(w, row_bytes, k, n_pf);
         for (int r = 0; r < NR; ++r) {
             B blk;
             blk.prepare(w + r * row_bytes + k * B::kBytes);
@@ -514,22 +510,10 @@ void bf16_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end, void* scrat
         case 4: return bf16_streaming<B, 4>(a, o_begin, o_end);
         default: break;
     }
-    static_assert(sizeof(B) <= 4 * B::kElems, "a panel of prepared rows must fit in the scratch (4 bytes per value)");
-    B* pre = static_cast<B*>(scratch);
-    const int64_t nblk = a.in / B::kElems, row_bytes = nblk * B::kBytes;
-    const int64_t group = std::max<int64_t>(4, int64_t(cache_sizes().l2) / 4 / (2 * a.in) / 4 * 4);
-    for (int64_t p0 = o_begin; p0 < o_end; p0 += kMatmulColumnBlock) {
-        const int64_t p1 = std::min(o_end, p0 + kMatmulColumnBlock);
-        const auto* w = static_cast<const uint8_t*>(a.w) + p0 * row_bytes;
-        for (int64_t r = 0; r < p1 - p0; ++r)
-            for (int64_t k = 0; k < nblk; ++k) pre[r * nblk + k].prepare(w + r * row_bytes + k * B::kBytes);
-        for (int64_t t0 = 0; t0 < a.n_rows; t0 += group) {
-            const int64_t t1 = std::min(a.n_rows, t0 + group);
-            int64_t o = p0;
-            for (; o + 4 <= p1; o += 4) bf16_tokens<B, 4>(a, t0, t1, o, pre + (o - p0) * nblk);
-            for (; o < p1; ++o) bf16_tokens<B, 1>(a, t0, t1, o, pre + (o - p0) * nblk);
-        }
-    }
+    prepared_panels(
+        a, o_begin, o_end, static_cast<B*>(scratch), 4,
+        [&](int64_t t0, int64_t t1, int64_t o, const B* rows) { bf16_tokens<B, 4>(a, t0, t1, o, rows); },
+        [&](int64_t t0, int64_t t1, int64_t o, const B* rows) { bf16_tokens<B, 1>(a, t0, t1, o, rows); });
 }
 
 Decoder vector_decoder(DType t) {

@@ -31,8 +31,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backend/cpu/cpu_features.h"
 #include "backend/cpu/kernels/avx512_util.h"
+#include "backend/cpu/kernels/block_panels_avx512.h"
 #include "backend/cpu/kernels/kquant_avx512.h"
 #include "backend/cpu/matmul_kernel.h"
 
@@ -40,11 +40,11 @@ namespace kimi::cpu {
 
 namespace {
 
-constexpr int64_t kElems = 256;   // values per block
+constexpr int64_t kElems = 256;   // values per block (both types)
 
 // A Q4_K block prepared for the product.
 struct Q4_KLanes {
-    static constexpr int64_t kBytes = 144;
+    static constexpr int64_t kElems = 256, kBytes = 144;
     static constexpr int kFamily = 0, kGroups = 2;
     __m512i codes[8];
     __m512 s[kGroups], m;
@@ -79,7 +79,7 @@ struct Q4_KLanes {
 
 // A Q6_K block prepared for the product.
 struct Q6_KLanes {
-    static constexpr int64_t kBytes = 210;
+    static constexpr int64_t kElems = 256, kBytes = 210;
     static constexpr int kFamily = 1, kGroups = 4;
     __m512i codes[8];
     __m512 s[kGroups], m;
@@ -182,7 +182,7 @@ void lanes_tile(const MatmulArgs& a, int64_t t0, int64_t o, const B* pre) {
 }
 
 // NR rows × NT (≤ 3) token rows, each block prepared as it streams through and used at once
-// (decode), the rows kAhead ahead of this tile (before o_end) prefetched block by block.
+// (decode), the rows kBlockPrefetchAhead ahead (before o_end) prefetched block by block.
 template <class B, int NR, int NT>
 void lanes_stream_tile(const MatmulArgs& a, int64_t o, int64_t o_end) {
     const int64_t nblk = a.in / kElems, row_bytes = nblk * B::kBytes;
@@ -190,13 +190,9 @@ void lanes_stream_tile(const MatmulArgs& a, int64_t o, int64_t o_end) {
     __m512 acc[NR][NT];
     for (int r = 0; r < NR; ++r)
         for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
-    constexpr int64_t kAhead = 16;
-    const int64_t n_pf = std::clamp<int64_t>(o_end - o - kAhead, 0, NR);
+    const int64_t n_pf = rows_to_prefetch(o, o_end, NR);
     for (int64_t k = 0; k < nblk; ++k) {
-        for (int64_t r = 0; r < n_pf; ++r)
-            for (int64_t l = 0; l < B::kBytes; l += 64)
-                _mm_prefetch(reinterpret_cast<const char*>(w + (kAhead + r) * row_bytes + k * B::kBytes + l),
-                             _MM_HINT_T0);
+        prefetch_rows_ahead<B>(w, row_bytes, k, n_pf);
         __m512 xs[NT];
         lanes_sums<B, NT>(a, 0, k, xs);
 #pragma GCC unroll 4
@@ -239,22 +235,10 @@ void lanes_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end, void* scra
         case 3: return lanes_streaming<B, 3>(a, o_begin, o_end);
         default: break;
     }
-    B* pre = static_cast<B*>(scratch);
-    const int64_t nblk = a.in / kElems, row_bytes = nblk * B::kBytes;
-    const int64_t group =
-        std::max<int64_t>(3, int64_t(cache_sizes().l2) / 4 / (2 * a.in) / 3 * 3);   // token rows per group
-    for (int64_t p0 = o_begin; p0 < o_end; p0 += kMatmulColumnBlock) {
-        const int64_t p1 = std::min(o_end, p0 + kMatmulColumnBlock);
-        const auto* w = static_cast<const uint8_t*>(a.w) + p0 * row_bytes;
-        for (int64_t r = 0; r < p1 - p0; ++r)
-            for (int64_t k = 0; k < nblk; ++k) pre[r * nblk + k].prepare(w + r * row_bytes + k * B::kBytes);
-        for (int64_t t0 = 0; t0 < a.n_rows; t0 += group) {
-            const int64_t t1 = std::min(a.n_rows, t0 + group);
-            int64_t o = p0;
-            for (; o + 4 <= p1; o += 4) lanes_tokens<B, 4>(a, t0, t1, o, pre + (o - p0) * nblk);
-            for (; o < p1; ++o) lanes_tokens<B, 1>(a, t0, t1, o, pre + (o - p0) * nblk);
-        }
-    }
+    prepared_panels(
+        a, o_begin, o_end, static_cast<B*>(scratch), 3,
+        [&](int64_t t0, int64_t t1, int64_t o, const B* rows) { lanes_tokens<B, 4>(a, t0, t1, o, rows); },
+        [&](int64_t t0, int64_t t1, int64_t o, const B* rows) { lanes_tokens<B, 1>(a, t0, t1, o, rows); });
 }
 
 }   // namespace

@@ -27,6 +27,8 @@ inline void prefetch_rows_ahead(const uint8_t* w, int64_t row_bytes, int64_t k, 
                          _MM_HINT_T0);
 }
 
+constexpr int64_t kPanelPrefetchRows = 4;
+
 // Prefill: rows [o_begin, o_end) in panels of kMatmulColumnBlock, each block of a panel prepared
 // once into pre ([rows][blocks]); the token rows then go through the panel in groups (a multiple
 // of `step`) whose activations fit a quarter of L2, so each group is read from L2 by all the
@@ -40,8 +42,13 @@ void prepared_panels(const MatmulArgs& a, int64_t o_begin, int64_t o_end, B* pre
     for (int64_t p0 = o_begin; p0 < o_end; p0 += kMatmulColumnBlock) {
         const int64_t p1 = std::min(o_end, p0 + kMatmulColumnBlock);
         const auto* w = static_cast<const uint8_t*>(a.w) + p0 * row_bytes;
-        for (int64_t r = 0; r < p1 - p0; ++r)
+        for (int64_t r = 0; r < p1 - p0; ++r) {
+            if (p0 + r + kPanelPrefetchRows < o_end)   // the row kPanelPrefetchRows on, as this one is prepared
+                for (int64_t l = 0; l < row_bytes; l += 64)
+                    _mm_prefetch(reinterpret_cast<const char*>(w + (r + kPanelPrefetchRows) * row_bytes + l),
+                                 _MM_HINT_T0);
             for (int64_t k = 0; k < nblk; ++k) pre[r * nblk + k].prepare(w + r * row_bytes + k * B::kBytes);
+        }
         for (int64_t t0 = 0; t0 < a.n_rows; t0 += group) {
             const int64_t t1 = std::min(a.n_rows, t0 + group);
             int64_t o = p0;

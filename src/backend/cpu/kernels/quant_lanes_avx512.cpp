@@ -241,6 +241,15 @@ void lanes_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end, void* scra
         [&](int64_t t0, int64_t t1, int64_t o, const B* rows) { lanes_tokens<B, 1>(a, t0, t1, o, rows); });
 }
 
+// The word order of a 32-word register split into its even words, then its odd ones.
+struct EvenOdd {
+    alignas(64) uint16_t v[32];
+    constexpr EvenOdd() : v{} {
+        for (int i = 0; i < 16; ++i) v[i] = uint16_t(2 * i), v[16 + i] = uint16_t(2 * i + 1);
+    }
+};
+constexpr EvenOdd kEvenOdd;
+
 }   // namespace
 
 void bf16_round_rows_lanes_avx512(int family, const float* x, int64_t n_rows, int64_t ldx, int64_t in, uint16_t* xq,
@@ -267,15 +276,22 @@ void bf16_round_rows_lanes_avx512(int family, const float* x, int64_t n_rows, in
             }
             // register v, 128-bit lane l: 8 values of a sub-block (the layouts in the header)
             uint16_t* dst = xq + t * in + k * kElems;
-            for (int v = 0; v < 8; ++v)
-                for (int l = 0; l < 4; ++l) {
-                    if (family == 0) {   // word j: value 16·(v % 4 / 2) + 2j + v % 2 of sub-block 2l (+1: v ≥ 4)
-                        const uint16_t* sb = nat + 32 * (2 * l + v / 4) + 16 * (v % 4 / 2) + v % 2;
-                        for (int j = 0; j < 8; ++j) dst[32 * v + 8 * l + j] = sb[2 * j];
-                    } else {
-                        std::memcpy(dst + 32 * v + 8 * l, nat + 16 * (4 * (v / 2) + l) + 8 * (v % 2), 16);
-                    }
+            if (family == 0) {   // sub-block j's even values, then its odd ones (one vpermw); the
+                                 // 8-value quarters go to lane j / 2 of registers 4·(j % 2) + {0, 2, 1, 3}
+                const __m512i even_odd = _mm512_load_si512(kEvenOdd.v);
+                for (int j = 0; j < 8; ++j) {
+                    const __m512i p = _mm512_permutexvar_epi16(even_odd, _mm512_load_si512(nat + 32 * j));
+                    uint16_t* d = dst + 32 * (4 * (j % 2)) + 8 * (j / 2);
+                    _mm_storeu_si128(reinterpret_cast<__m128i*>(d), _mm512_castsi512_si128(p));
+                    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 64), _mm512_extracti32x4_epi32(p, 1));
+                    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 32), _mm512_extracti32x4_epi32(p, 2));
+                    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 96), _mm512_extracti32x4_epi32(p, 3));
                 }
+            } else {
+                for (int v = 0; v < 8; ++v)
+                    for (int l = 0; l < 4; ++l)
+                        std::memcpy(dst + 32 * v + 8 * l, nat + 16 * (4 * (v / 2) + l) + 8 * (v % 2), 16);
+            }
         }
     }
 }

@@ -10,17 +10,17 @@
 //   Σ w·x = 64s·Σ c·x − 96s·X.
 // - Q4_K: the 128 code bytes, as A (sub-blocks 0-3) and B (4-7), are regrouped by 128-bit lane
 //   (shuffle_i64x2) into C1 = bytes 0-15 and C2 = bytes 16-31 of each 32-byte group g (sub-block
-//   2g: low nibbles, 2g + 1: high nibbles), so lane L of a register holds group L. Each nibble
-//   becomes a byte 0x80 | u << 3 (shift, ternlog) and unpacking those bytes with 0x3F gives the
-//   bf16 words: registers 0-3 hold sub-block 2L in lane L (values 0-7, 8-15, 16-23, 24-31), 4-7
-//   sub-block 2L + 1: two groups of 4 registers.
+//   2g: low nibbles, 2g + 1: high nibbles), so lane L of a register holds group L. Each nibble is
+//   shifted into bits 3-6 of its 16-bit word and merged with 0x3F80 by one ternlog, no other
+//   shuffle: register 4h + 2c + e (h: low/high nibbles, c: C1/C2, e: even/odd byte) holds in lane L,
+//   word j, value 16c + 2j + e of sub-block 2L + h: two groups of 4 registers.
 // - Q6_K: the 64 low-bit bytes of each half h hold in 128-bit lane L sub-block 8h + L (low
 //   nibbles) and 8h + 4 + L (high nibbles), 16 values each; the high bits come from the half's
 //   32 qh bytes, broadcast to both 256-bit halves and shifted by 0 or 2 per lane. Bytes
 //   0x80 | u << 1, unpacked with 0x3F: registers 2g, 2g + 1 (values 0-7, 8-15) hold sub-block
 //   4g + L in lane L: four groups of 2 registers.
-// - The activations are rounded once per product into the same order (x_lanes below), with
-//   the sum X of each sub-block beside them.
+// - The activations are rounded once per product into the same order
+//   (bf16_round_rows_lanes_avx512 below), with the sum X of each sub-block beside them.
 // - Per (row, token) and block: for each group, p = Σ of its registers' vdpbf16ps (from zero) and
 //   acc += p·S_g (S_g: the scale factor of each lane's sub-block); then acc += M·X (M: the
 //   sub-blocks' offsets, zero past the last); at the end hsum16(acc). Every (row, token) pair

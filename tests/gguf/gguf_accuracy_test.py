@@ -3,8 +3,9 @@
 
 A random Kimi Linear and a random Kimi-K3 checkpoint (widths that are multiples of 256, so
 the k-quant and codebook blocks apply) are converted by llama.cpp's convert_hf_to_gguf.py
-(BF16) and quantized by its llama-quantize to each type (IQ2_XXS/IQ2_XS/IQ1_* with a
-synthetic importance matrix, as llama-quantize requires one there). For every file:
+(BF16) and quantized by its quantizer (llama_quant: llama_model_quantize, the function
+llama-quantize runs) to each type (IQ2_XXS/IQ2_XS/IQ1_* with a synthetic importance matrix,
+as llama.cpp requires one there). For every file:
 
   ref        tests/golden/kimi_ref.py in float64 on the file's weights as gguf-py
              dequantizes them (gguf_ref_weights.py maps them back to the checkpoint's names)
@@ -18,6 +19,7 @@ median over positions of each position's RMS error (a position where either engi
 expert choice flips, a top-k near a tie, is an outlier for both; RMS and max are reported). A table (and --json) reports every error.
 
 usage: gguf_accuracy_test.py --kimi BIN --llama-cpp SRC --llama-bin DIR [--types ...] [--json F]
+(DIR holds llama_quant and llama_logits, from tests/gguf/build_llama_cpp.sh)
 """
 import argparse
 import json
@@ -90,10 +92,8 @@ def run_preset(ctx, a, preset, types):
         path = src
         if qtype != "BF16":
             path = os.path.join(ctx.tmp, f"{preset}-{qtype}.gguf")
-            cmd = [os.path.join(a.llama_bin, "llama-quantize")]
-            if qtype in NEEDS_IMATRIX:
-                cmd += ["--imatrix", imatrix]
-            gm.run(cmd + [src, path, qtype, "2"])
+            cmd = [os.path.join(a.llama_bin, "llama_quant"), src, path, qtype, "--threads", "2"]
+            gm.run(cmd + (["--imatrix", imatrix] if qtype in NEEDS_IMATRIX else []))
         kinds = {}
         for t in ctx.gguf.GGUFReader(path).tensors:
             kinds[t.tensor_type.name] = kinds.get(t.tensor_type.name, 0) + int(t.n_bytes)
@@ -124,7 +124,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kimi", required=True)
     ap.add_argument("--llama-cpp", required=True, help="llama.cpp sources (gguf-py, the converter)")
-    ap.add_argument("--llama-bin", required=True, help="folder with llama-quantize and llama_logits")
+    ap.add_argument("--llama-bin", required=True, help="folder with llama_quant and llama_logits")
     ap.add_argument("--types", default="Q8_0,Q4_K_M,Q2_K,IQ2_XXS")
     ap.add_argument("--presets", default="tiny,k3-tiny")
     ap.add_argument("--json", help="write the rows here")

@@ -108,14 +108,22 @@ $(BENCH_MODEL)/config.json: | build
 # Kimi-K3's real per-layer widths (7.5 GB): decode at context 0 only, as a 4k-token prefill per
 # sequence at these widths takes minutes.
 BENCH_K3_MODEL ?= models/k3-bench
-# A llama.cpp checkout built with llama-bench, for the side-by-side table (docs/performance.md
-# says how to get it from the sources bundled in the npm package node-llama-cpp); the GGUFs
-# are converted from the bench checkpoints by llama.cpp's own converter once.
-LLAMA_CPP_DIR ?=
+# The side-by-side table against llama.cpp (`make bench LLAMA_COMPARE=1`, or LLAMA_CPP_DIR=another
+# checkout of its sources): llama.cpp's sources from the npm package node-llama-cpp
+# (tools/llama_cpp/fetch.sh), llama-bench built portably (tools/llama_cpp/build.sh: this CPU's
+# extensions, AMX off), the GGUFs converted from the bench checkpoints by llama.cpp's own converter.
+LLAMA_COMPARE ?= $(if $(filter command line environment,$(origin LLAMA_CPP_DIR)),1)
+LLAMA_SRC_DIR ?= $(BUILD)/llama-src
+LLAMA_CPP_DIR ?= $(LLAMA_SRC_DIR)/llama.cpp
+LLAMA_BUILD_DIR ?= $(BUILD)/llama-build
+.PHONY: llama-bench
+llama-bench: deps
+	test -f $(LLAMA_CPP_DIR)/convert_hf_to_gguf.py || sh tools/llama_cpp/fetch.sh $(LLAMA_SRC_DIR)
+	sh tools/llama_cpp/build.sh $(LLAMA_CPP_DIR) $(LLAMA_BUILD_DIR) llama-bench
 $(BENCH_K3_MODEL)/config.json: | build
 	$(KIMI) make-model --out $(BENCH_K3_MODEL) --preset k3-bench --seed 0
 
-bench: build $(BENCH_MODEL)/config.json $(BENCH_K3_MODEL)/config.json
+bench: build $(BENCH_MODEL)/config.json $(BENCH_K3_MODEL)/config.json $(if $(LLAMA_COMPARE),llama-bench)
 	@mkdir -p bench/results
 	$(KIMI) bench machine --json bench/results/machine.json
 	$(KIMI) bench model --model $(BENCH_MODEL) --compare-torch --json bench/results/model.json --plot bench/results/model.png
@@ -136,9 +144,9 @@ bench: build $(BENCH_MODEL)/config.json $(BENCH_K3_MODEL)/config.json
 	  --json bench/results/batches.json | tee bench/results/batches.md
 	for c in 16 24; do $(KIMI) bench decode --model $(BENCH_MODEL) --ab --concurrency $$c --prefix-len 8192 \
 	  --suffix-len 512 --output-len 1024 --runs 2 --json bench/results/cohort-$$c.json || exit 1; done
-	if [ -n "$(LLAMA_CPP_DIR)" ]; then for m in $(BENCH_MODEL) $(BENCH_K3_MODEL); do test -f $$m.gguf || \
+	if [ -n "$(LLAMA_COMPARE)" ]; then for m in $(BENCH_MODEL) $(BENCH_K3_MODEL); do test -f $$m.gguf || \
 	  LLAMA_CPP_DIR=$(LLAMA_CPP_DIR) tools/llama_convert/convert.sh $$m $$m.gguf || exit 1; done; \
-	  python3 bench/llama_compare.py --kimi $(KIMI) --llama-bench $(LLAMA_CPP_DIR)/build/bin/llama-bench \
+	  python3 bench/llama_compare.py --kimi $(KIMI) --llama-bench $(LLAMA_BUILD_DIR)/bin/llama-bench \
 	  --pair bench=$(BENCH_MODEL),$(BENCH_MODEL).gguf --pair k3-bench=$(BENCH_K3_MODEL),$(BENCH_K3_MODEL).gguf \
 	  --batches 1,16 --json bench/results/llama-compare.json | tee bench/results/llama-compare.md; fi
 	$(KIMI) bench vision --model $(BENCH_K3_MODEL) --width 1024 --height 1024 --activation-dtype bf16 --reps 1 \

@@ -174,7 +174,7 @@ TEST(Liveness, SetUpOverTcpDroppingStrangers) {
     const auto t0 = Clock::now();
     close(got[2].fd);
     EXPECT_TRUE(eventually([&] { return lead.lost(); }));
-    EXPECT_LT(Clock::now() - t0, 500ms);
+    EXPECT_LT(Clock::now() - t0, 2s);   // at once: well under the 10 s silence limit
     EXPECT_NE(lead.reason().find("MPI rank 2 of 3 (pid "), std::string::npos) << lead.reason();
     EXPECT_NE(lead.reason().find("is gone (its connection closed"), std::string::npos) << lead.reason();
     EXPECT_EQ(calls.load(), 1);
@@ -196,7 +196,7 @@ TEST(Liveness, AKilledProcessIsLostAtOnce) {
     kill(child, SIGKILL);
     waitpid(child, nullptr, 0);
     EXPECT_TRUE(eventually([&] { return w.lost(); }));
-    EXPECT_LT(Clock::now() - t0, 500ms);
+    EXPECT_LT(Clock::now() - t0, 2s);   // at once: well under the 10 s silence limit
     EXPECT_NE(w.reason().find("MPI rank 1 of 2 (pid " + std::to_string(child) + " on here) is gone"), std::string::npos)
         << w.reason();
 }
@@ -204,11 +204,11 @@ TEST(Liveness, AKilledProcessIsLostAtOnce) {
 TEST(Liveness, HeartbeatsKeepAPeerAliveAndSilenceLosesIt) {
     LivenessConfig cfg;
     cfg.heartbeat_s = 0.02;
-    cfg.silence_s = 0.25;
+    cfg.silence_s = 0.5;   // 25 heartbeats: a loaded machine (ctest -j, oversubscribed ranks) may skip a few
     {
         Pair p;
         LivenessWatcher lead(0, 2, {{1, p.take(0), ""}}, cfg), one(1, 2, {{0, p.take(1), ""}}, cfg);
-        std::this_thread::sleep_for(600ms);   // more than twice the silence limit
+        std::this_thread::sleep_for(1100ms);   // more than twice the silence limit
         EXPECT_FALSE(lead.lost()) << lead.reason();
         EXPECT_FALSE(one.lost()) << one.reason();
         lead.stop();   // rank 0 dies (no "leaving"): rank 1 sees it
@@ -220,7 +220,7 @@ TEST(Liveness, HeartbeatsKeepAPeerAliveAndSilenceLosesIt) {
         const auto t0 = Clock::now();
         LivenessWatcher lead(0, 2, {{1, p.take(0), ""}}, cfg);
         EXPECT_TRUE(eventually([&] { return lead.lost(); }));
-        EXPECT_GE(Clock::now() - t0, 240ms);
+        EXPECT_GE(Clock::now() - t0, 490ms);
         EXPECT_NE(lead.reason().find("MPI rank 1 of 2 has not been heard from for"), std::string::npos)
             << lead.reason();
     }

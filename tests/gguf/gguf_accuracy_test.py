@@ -19,10 +19,11 @@ median over positions of each position's RMS error (a position where either engi
 expert choice flips, a top-k near a tie, is an outlier for both; RMS and max are reported). A table (and --json) reports every error.
 
 usage: gguf_accuracy_test.py --kimi BIN --llama-cpp SRC --llama-bin DIR [--types ...] [--json F]
-(DIR holds llama_quant and llama_logits, from tests/gguf/build_llama_cpp.sh)
+(DIR holds llama_quant and llama_logits, from tools/llama_cpp/build.sh)
 """
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -140,6 +141,9 @@ def main():
     bad = []
     for r in rows:
         what = f"{r['preset']} {r['type']}"
+        if not math.isfinite(r["llama_cpp"]["median_rms"]):
+            bad.append(f"{what}: llama.cpp's logits are not finite (its build: {a.llama_bin}/../build.flags)")
+            continue
         if not r["kimi_f32"]["max_abs"] <= F32_TOLERANCE:
             bad.append(f"{what}: kimi f32 logits {r['kimi_f32']['max_abs']:.3e} from the float64 reference "
                        f"(> {F32_TOLERANCE})")

@@ -1,5 +1,5 @@
 // llama_logits: the logits llama.cpp computes for one token sequence, for the GGUF accuracy
-// test (gguf_model_test.py accuracy). Test tooling only: built by tests/gguf/setup_llama_cpp.sh
+// test (gguf_accuracy_test.py). Test tooling only: built by tools/llama_cpp/build.sh
 // against the libllama it builds from the bundled sources; the engine never links llama.cpp.
 //
 //   llama_logits MODEL.gguf 1,5,9,... OUT.f32 [threads]

@@ -1,6 +1,6 @@
 // llama_quant: llama.cpp's quantizer (llama_model_quantize, the function its llama-quantize tool
 // runs) on a GGUF, for the GGUF accuracy test (gguf_accuracy_test.py). Test tooling only: built by
-// tests/gguf/build_llama_cpp.sh against the libllama it builds from the bundled sources, without
+// tools/llama_cpp/build.sh against the libllama it builds from the bundled sources, without
 // llama.cpp's `common` library that the llama-quantize command line pulls in.
 //
 //   llama_quant IN.gguf OUT.gguf TYPE [--imatrix FILE.dat] [--threads N]

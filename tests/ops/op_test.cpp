@@ -266,7 +266,7 @@ INSTANTIATE_TEST_SUITE_P(Threads, MatmulOps, ::testing::Values(1, 2));
 // Rounding activations to bf16: the vectorized AVX-512 build gives the bits of the scalar one,
 // ties, NaNs, infinities and subnormals included.
 TEST(Bf16Rounding, PortableAndAvx512AgreeBitForBit) {
-    if (!cpu::use_avx512()) GTEST_SKIP() << "no AVX-512 kernel on this machine";
+    if (!cpu::use_avx512()) GTEST_SKIP() << "AVX-512 kernels off (the CPU lacks AVX-512, or KIMI_ISA lowers it)";
     Rng rng(22);
     const int64_t rows = 3, in = 77, ldx = 80;
     std::vector<float> x(size_t(rows * ldx));

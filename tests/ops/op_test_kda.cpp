@@ -177,7 +177,7 @@ INSTANTIATE_TEST_SUITE_P(Threads, KdaOps, ::testing::Values(1, 2));
 // The KDA recurrence compiled portably and with AVX-512 (auto-vectorized): the same bits,
 // so a machine's choice of kernel never changes the KDA state or output.
 TEST(KdaKernels, PortableAndAvx512AgreeBitForBit) {
-    if (!cpu::use_avx512()) GTEST_SKIP() << "no AVX-512 kernel on this machine";
+    if (!cpu::use_avx512()) GTEST_SKIP() << "AVX-512 kernels off (the CPU lacks AVX-512, or KIMI_ISA lowers it)";
     Rng rng(21);
     for (auto [dk, dv] : {std::pair<int64_t, int64_t>{128, 128}, {24, 37}}) {
         const int64_t t = 5;

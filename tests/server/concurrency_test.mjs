@@ -161,7 +161,9 @@ function burstSpecs() {
             continue;
         }
         const chat = i % 2 === 0;
-        const maxTokens = 24 + ((i * 7) % 25);   // 24..48
+        // 24..48; a request that aborts asks for many more, so that however fast the machine it is
+        // still generating when its client hangs up (the abort count below must rise)
+        const maxTokens = abortAt.has(i) ? 2048 : 24 + ((i * 7) % 25);
         const sampling = i % 3 === 0 ? { temperature: 0 } : { temperature: 0.8, top_p: 0.95, seed: 100 + i };
         const prompt = PROMPTS[i % PROMPTS.length] + (i >= PROMPTS.length ? ' Please answer in detail.' : '');
         const body = chat

@@ -1,8 +1,9 @@
 #!/bin/sh
-# Test fixture of the GGUF tests: llama.cpp's sources, as bundled in the npm package
-# node-llama-cpp (a git bundle), cloned once into $1/llama.cpp. The tests use its gguf-py
-# package (the numpy dequantizers, the GGUF writer and reader) and its own converter
-# (convert_hf_to_gguf.py, through tools/llama_convert). Nothing is built.
+# llama.cpp's sources, as bundled in the npm package node-llama-cpp (a git bundle), cloned once
+# into $1/llama.cpp: the fixture of the GGUF tests and the peer of `make bench`'s side-by-side
+# table. The tests use its gguf-py package (the numpy dequantizers, the GGUF writer and reader)
+# and its own converter (convert_hf_to_gguf.py, through tools/llama_convert). Nothing is built
+# here: build.sh beside this file builds it portably.
 set -eu
 DIR=$1
 VERSION=3.22.1

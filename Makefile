@@ -12,7 +12,7 @@ MODEL_DIR  ?= models/$(MODEL_PRESET)
 # Debian packages: compiler + build, libraries, test tooling (see README "Dependencies").
 DEB_PKGS := g++ cmake ninja-build pkg-config git \
             nlohmann-json3-dev libcpp-httplib-dev libgtest-dev openmpi-bin libopenmpi-dev \
-            libpng-dev libjpeg-dev libwebp-dev libgif-dev python3-pil libjs-marked node-dompurify chromium \
+            libpng-dev libjpeg-dev libwebp-dev libgif-dev libssl-dev python3-pil libjs-marked node-dompurify chromium \
             python3 python3-numpy python3-torch python3-jinja2 python3-jsonschema clang libclang-rt-14-dev clang-format
 # node + npm: any install on PATH will do (a machine may carry a non-Debian Node.js whose
 # bundled npm conflicts with Debian's npm package); otherwise Debian's packages.

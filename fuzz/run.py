@@ -26,7 +26,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 TARGETS = ["fuzz_http", "fuzz_request", "fuzz_safetensors", "fuzz_tokenizer", "fuzz_chat", "fuzz_grammar", "fuzz_matcher", "fuzz_image",
-           "fuzz_gguf"]
+           "fuzz_image_header", "fuzz_gguf"]
 FUZZ_DIR = os.path.dirname(os.path.abspath(__file__))
 # libFuzzer's artifact names for a failing input (slow-unit-* is only a note)
 FAILURE_PREFIXES = ("crash-", "leak-", "timeout-", "oom-")

@@ -64,6 +64,11 @@ int cmd_serve(int argc, char** argv) {
     if (!(sc.shutdown_grace_s >= 0 && sc.shutdown_grace_s <= 3600))
         throw Error("--shutdown-grace must be in [0, 3600] seconds");
     const MediaOptions media = parse_media_options(args);
+    const double mm_gib = args.real("--mm-memory", 4.0);
+    if (!(mm_gib > 0.0) || mm_gib > 1 << 20) throw Error("--mm-memory must be a size in GiB > 0");
+    sc.image_memory_bytes = int64_t(mm_gib * 1024.0 * 1024.0 * 1024.0);
+    if (media.limits.request_bytes > sc.image_memory_bytes)
+        throw Error("--mm-request-memory must not be more than --mm-memory (the images of all requests in flight)");
     const bool quiet = args.flag("--quiet");
     const EngineOptions eo = parse_engine_options(args);
     args.done();

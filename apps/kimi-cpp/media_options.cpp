@@ -31,6 +31,12 @@ MediaOptions parse_media_options(ArgParser& args) {
     o.limits.max_image_tokens = args.integer("--max-image-tokens", 0);
     if (o.limits.max_image_tokens < 0 || o.limits.max_image_tokens > (int64_t(1) << 24))
         throw Error("--max-image-tokens must be in [1, 16777216] (0: the checkpoint's budget)");
+    o.limits.max_image_pixels = args.integer("--max-image-pixels", o.limits.max_image_pixels);
+    if (o.limits.max_image_pixels < 1 || o.limits.max_image_pixels > int64_t(65500) * 65500)
+        throw Error("--max-image-pixels must be in [1, 4290250000]");
+    const double request_gib = args.real("--mm-request-memory", 1.0);
+    if (!(request_gib > 0.0) || request_gib > 1 << 20) throw Error("--mm-request-memory must be a size in GiB > 0");
+    o.limits.request_bytes = int64_t(request_gib * 1024.0 * 1024.0 * 1024.0);
     const double gib = args.real("--mm-cache-memory", 1.0);
     if (!(gib >= 0.0) || gib > 1 << 20) throw Error("--mm-cache-memory must be a size in GiB >= 0");
     o.cache_bytes = int64_t(gib * 1024.0 * 1024.0 * 1024.0);
@@ -79,8 +85,9 @@ std::vector<MediaSpan> LocalImages::encode(const std::vector<int32_t>& ids,
     if (images.empty()) return {};
     KIMI_CHECK(encoder_ != nullptr, "images loaded without an encoder");
     Progress bar("encode image", quiet_);
-    auto spans = encoder_->encode_prompt(
-        ids, images, [&](int64_t done, int64_t total) { bar.update(double(done), double(total), "blocks"); });
+    VisionEncoder::Control ctl;
+    ctl.progress = [&](int64_t done, int64_t total) { bar.update(double(done), double(total), "blocks"); };
+    auto spans = encoder_->encode_prompt(ids, images, ctl);
     bar.finish();
     return spans;
 }

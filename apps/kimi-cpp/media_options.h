@@ -1,6 +1,7 @@
 // The image flags of `serve`, `generate` and `chat` (K3 vision): --allowed-local-media-path DIR,
-// --limit-mm-per-prompt image=N, --max-image-tokens N, --mm-cache-memory GiB; and the loader
-// and encoder they configure for a loaded model.
+// --limit-mm-per-prompt image=N, --max-image-tokens N, --max-image-pixels N,
+// --mm-request-memory GiB, --mm-cache-memory GiB; and the loader and encoder they configure for
+// a loaded model. (`serve` alone adds --mm-memory GiB: the images of all requests in flight.)
 #pragma once
 #include <memory>
 #include <string>

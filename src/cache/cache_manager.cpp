@@ -54,7 +54,7 @@ void CacheManager::enable_prefix_caching(uint64_t salt) {
 PrefixHit CacheManager::match_prefix(const TokenAt& token_at, int64_t n_tokens, const CheckpointStore& ckpt) const {
     PrefixHit hit;
     if (!caching_) return hit;
-    std::vector<int32_t> ids(static_cast<size_t>(block_size_));
+    std::vector<uint64_t> ids(static_cast<size_t>(block_size_));
     uint64_t h = 0;
     size_t best = 0;
     std::vector<int32_t> blocks;
@@ -99,7 +99,7 @@ void CacheManager::commit_full_blocks(uint64_t id, int64_t n_computed, const Tok
     auto it = seqs_.find(id);
     if (it == seqs_.end()) return;
     Seq& s = it->second;
-    std::vector<int32_t>& ids = ids_scratch_;   // kept: no allocation per step
+    std::vector<uint64_t>& ids = ids_scratch_;   // kept: no allocation per step
     ids.resize(size_t(block_size_));
     for (int64_t k = int64_t(s.hashes.size()); k < n_computed / block_size_ && k < int64_t(s.blocks.size()); ++k) {
         for (int32_t i = 0; i < block_size_; ++i) ids[size_t(i)] = token_at(k * block_size_ + i);
@@ -124,7 +124,7 @@ uint64_t CacheManager::hash_through(uint64_t id, int64_t n_blocks, const TokenAt
     const Seq& s = it->second;
     if (n_blocks <= int64_t(s.hashes.size())) return s.hashes[size_t(n_blocks - 1)];
     uint64_t h = s.hashes.empty() ? 0 : s.hashes.back();
-    std::vector<int32_t>& ids = ids_scratch_;
+    std::vector<uint64_t>& ids = ids_scratch_;
     ids.resize(size_t(block_size_));
     for (int64_t k = int64_t(s.hashes.size()); k < n_blocks; ++k) {
         for (int32_t i = 0; i < block_size_; ++i) ids[size_t(i)] = token_at(k * block_size_ + i);

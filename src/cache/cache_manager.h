@@ -26,7 +26,7 @@ struct PrefixHit {
 
 class CacheManager {
 public:
-    using TokenAt = std::function<int32_t(int64_t)>;
+    using TokenAt = std::function<uint64_t(int64_t)>;   // token i's prefix-cache key (prefix_hash.h)
     CacheManager(int32_t n_blocks, int32_t block_size, int32_t n_slots, int32_t max_blocks_per_seq);
 
     int32_t blocks_for(int64_t n_tokens) const { return int32_t((n_tokens + block_size_ - 1) / block_size_); }
@@ -72,8 +72,8 @@ private:
     int32_t block_size_, max_blocks_;
     bool caching_ = false;
     uint64_t salt_ = 0;
-    std::vector<int32_t> block_tokens_;   // [n_blocks, block_size]: the ids a named block holds
-    std::vector<int32_t> ids_scratch_;    // one block's ids, for commit_full_blocks
+    std::vector<uint64_t> block_tokens_;   // [n_blocks, block_size]: the keys a named block holds
+    std::vector<uint64_t> ids_scratch_;    // one block's keys, for commit_full_blocks
     BlockPool blocks_;
     StatePool slots_;
     std::unordered_map<uint64_t, Seq> seqs_;

@@ -1,7 +1,9 @@
 // The hash chain that names a full MLA block for prefix caching (vLLM v1's block hashing):
-// hash(parent block's hash, this block's token ids, salt), where the salt folds in whatever
-// else changes the cached values (the activation precision, the latent dtype). Equal chains mean
-// equal prefixes up to a 64-bit collision; a hit is also checked against the stored token ids.
+// hash(parent block's hash, this block's token keys, salt), where the salt folds in whatever
+// else changes the cached values (the activation precision, the latent dtype). A token's key is
+// its id, or for an image token 63 bits of the image's SHA-256 key (runtime/request.h). Equal
+// chains mean equal prefixes up to a 64-bit collision; a hit is also checked against the stored
+// keys.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -17,9 +19,9 @@ inline uint64_t mix64(uint64_t x) {   // splitmix64's finalizer
 }
 
 // Never 0 (0 means "no hash" in the block pool).
-inline uint64_t block_hash(uint64_t parent, std::span<const int32_t> tokens, uint64_t salt) {
+inline uint64_t block_hash(uint64_t parent, std::span<const uint64_t> keys, uint64_t salt) {
     uint64_t h = mix64(parent ^ 0x9e3779b97f4a7c15ull) ^ mix64(salt + 0x632be59bd9b4e019ull);
-    for (int32_t t : tokens) h = mix64(h ^ uint64_t(uint32_t(t)));
+    for (uint64_t k : keys) h = mix64(h ^ k);
     return h == 0 ? 1 : h;
 }
 

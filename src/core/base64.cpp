@@ -1,4 +1,4 @@
-// base64 encode / strict decode (see base64.h).
+// base64 encode, strict and lenient decode (see base64.h).
 #include "core/base64.h"
 
 #include <cstdint>
@@ -65,6 +65,42 @@ std::optional<std::string> base64_decode(std::string_view text) {
         out += char(w >> 16);
         if (pad < 2) out += char((w >> 8) & 0xFF);
         if (pad < 1) out += char(w & 0xFF);
+    }
+    return out;
+}
+
+std::optional<std::string> base64_decode_lenient(std::string_view text) {
+    std::string out;
+    out.reserve(text.size() / 4 * 3 + 3);
+    uint32_t acc = 0;   // the symbols of the current quantum
+    int have = 0;       // how many (0..3)
+    size_t n_data = 0, n_pad = 0;
+    for (const char c : text) {
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v') continue;
+        if (c == '=') {
+            ++n_pad;
+            continue;
+        }
+        if (n_pad > 0) return std::nullopt;   // data after padding
+        const int v = c == '-' ? 62 : c == '_' ? 63 : value(c);
+        if (v < 0) return std::nullopt;
+        ++n_data;
+        acc = (acc << 6) | uint32_t(v);
+        if (++have == 4) {
+            out += char(acc >> 16);
+            out += char((acc >> 8) & 0xFF);
+            out += char(acc & 0xFF);
+            acc = 0;
+            have = 0;
+        }
+    }
+    if (have == 1) return std::nullopt;                                               // 6 bits cannot end a byte
+    if (n_pad > 0 && (n_pad > 2 || (n_data + n_pad) % 4 != 0)) return std::nullopt;   // partial padding
+    if (have == 2) {
+        out += char(acc >> 4);
+    } else if (have == 3) {
+        out += char(acc >> 10);
+        out += char((acc >> 2) & 0xFF);
     }
     return out;
 }

@@ -2,6 +2,7 @@
 #include "core/mapped_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -25,6 +26,97 @@ constexpr size_t kHugePage = size_t(2) << 20;
 constexpr size_t kReadChunk = size_t(64) << 20;   // bytes per pread (and per progress report)
 
 std::string errno_text() { return std::strerror(errno); }
+
+// --- SIGBUS on a mapped file ----------------------------------------------------------------
+// A read of a mapped page the file no longer has (truncated, or rewritten in place by a tool
+// that truncates first) raises SIGBUS, which would kill the process without a word. The live
+// mappings are kept in a fixed table the handler can read without locks or allocation; a fault
+// inside one is reported as a one-line fatal error naming the file, and the process exits 1.
+
+constexpr size_t kMaxRanges = 1024;   // mapped files at once (a checkpoint's shards); more go unnamed
+constexpr size_t kPathBytes = 512;    // a longer path is cut
+
+struct MappedRange {
+    std::atomic<int> state{0};   // 0 free, 1 being filled, 2 live
+    std::atomic<uintptr_t> begin{0}, end{0};
+    char path[kPathBytes];
+};
+MappedRange g_ranges[kMaxRanges];
+static_assert(std::atomic<int>::is_always_lock_free && std::atomic<uintptr_t>::is_always_lock_free,
+              "the SIGBUS handler reads these without locks");
+
+void append(char* buf, size_t cap, size_t& n, const char* s) {
+    for (; *s && n + 1 < cap; ++s) buf[n++] = *s;
+}
+
+std::atomic<bool> g_reporting{false};   // a thread is writing the fatal line
+
+void on_sigbus(int sig, siginfo_t* info, void*) {
+    const auto addr = reinterpret_cast<uintptr_t>(info->si_addr);
+    // si_addr means the faulting address only for a fault the kernel raised (si_code > 0), not
+    // for a SIGBUS sent by kill() or raise().
+    for (MappedRange& r : g_ranges) {
+        if (info->si_code <= 0) break;
+        if (r.state.load(std::memory_order_acquire) != 2) continue;
+        if (addr < r.begin.load(std::memory_order_relaxed) || addr >= r.end.load(std::memory_order_relaxed)) continue;
+        // Threads faulting at once (a step's workers read the same weights): one line, one exit.
+        if (g_reporting.exchange(true))
+            for (;;) ::pause();
+        char msg[kPathBytes + 256];
+        size_t n = 0;
+        append(msg, sizeof msg, n, "kimi-cpp: fatal: ");
+        append(msg, sizeof msg, n, r.path);
+        append(msg, sizeof msg, n,
+               " changed on disk while mapped (--mmap): a read of its mapped bytes failed, as the file was "
+               "truncated or rewritten in place; restore it and restart\n");
+        for (size_t done = 0; done < n;) {   // write(2) is async-signal-safe; printf is not
+            const ssize_t w = ::write(STDERR_FILENO, msg + done, n - done);
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) break;
+            done += size_t(w);
+        }
+        ::_exit(1);
+    }
+    // Not a mapped file's fault: die of it as before (the fault recurs on return).
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    ::sigaction(sig, &dfl, nullptr);
+    ::raise(sig);
+}
+
+void install_sigbus_handler() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        struct sigaction sa {};
+        sa.sa_sigaction = on_sigbus;
+        sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+        sigemptyset(&sa.sa_mask);
+        ::sigaction(SIGBUS, &sa, nullptr);
+    });
+}
+
+// The slot now naming [begin, begin + len) as `path`, or -1 when the table is full.
+int register_range(const void* begin, size_t len, const std::string& path) {
+    install_sigbus_handler();
+    for (size_t i = 0; i < kMaxRanges; ++i) {
+        int expected = 0;
+        if (!g_ranges[i].state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) continue;
+        MappedRange& r = g_ranges[i];
+        const size_t k = std::min(path.size(), kPathBytes - 1);
+        std::memcpy(r.path, path.data(), k);
+        r.path[k] = '\0';
+        r.begin.store(reinterpret_cast<uintptr_t>(begin), std::memory_order_relaxed);
+        r.end.store(reinterpret_cast<uintptr_t>(begin) + len, std::memory_order_relaxed);
+        r.state.store(2, std::memory_order_release);
+        return int(i);
+    }
+    return -1;
+}
+
+void unregister_range(int slot) {
+    if (slot >= 0) g_ranges[size_t(slot)].state.store(0, std::memory_order_release);
+}
 
 // Reads [0, size) of fd into dst in 64 MiB chunks taken in turn by several threads: a
 // single reader tops out near 1 GB/s here, as each first touch of a huge page makes the
@@ -114,9 +206,11 @@ MappedFile::MappedFile(const std::string& path, FileMemory mode, const std::func
         map_ = addr_ = nullptr;
         throw Error(path + ": " + failure);
     }
+    if (mode == FileMemory::kMap || mode == FileMemory::kMapLazy) range_slot_ = register_range(map_, map_len_, path_);
 }
 
 MappedFile::~MappedFile() {
+    unregister_range(range_slot_);   // before the range is gone
     if (map_) ::munmap(map_, map_len_);
 }
 

@@ -4,6 +4,10 @@
 // every 4 KiB and stops the hardware prefetchers at every page edge: on the machines we
 // measured, batch-1 decode ran at 30–60 % of the read bandwidth mapped and at ~83 % from huge
 // pages (docs/performance.md). Neither form converts anything: tensors are views of the bytes.
+// A mapped file that is truncated or rewritten in place while mapped makes the next read of a
+// lost page raise SIGBUS: the first mapping installs a handler that turns a fault inside a
+// mapped file into one line on stderr, "kimi-cpp: fatal: PATH changed on disk while mapped
+// (--mmap): ...", and exit status 1; any other SIGBUS keeps its default action.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -41,6 +45,7 @@ private:
     void* addr_ = nullptr;   // the file's first byte
     void* map_ = nullptr;    // what munmap releases (map_len_ bytes)
     size_t size_ = 0, map_len_ = 0;
+    int range_slot_ = -1;   // its entry in the SIGBUS handler's table of mapped files (-1: none)
 };
 
 // Throws kimi::Error unless `path` is a regular file (or does not exist, when missing_ok):

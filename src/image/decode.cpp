@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "image/decode_internal.h"
+#include "image/probe.h"
 
 namespace kimi::image {
 
@@ -82,28 +83,44 @@ size_t pixel_bytes(int32_t width, int32_t height, PixelMode mode) {
 
 }   // namespace detail
 
-DecodedImage decode_image(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
+namespace detail {
+
+DecodedImage decode_unprobed(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
     if (bytes.empty()) throw Error("image: empty input");
     const std::string format = sniff_format(bytes);
     DecodedImage image;
     if (format == "png") {
-        image = detail::decode_png(bytes, limits);
+        image = decode_png(bytes, limits);
     } else if (format == "jpeg") {
-        image = detail::decode_jpeg(bytes, limits);
+        image = decode_jpeg(bytes, limits);
     } else if (format == "webp") {
-        image = detail::decode_webp(bytes, limits);
+        image = decode_webp(bytes, limits);
     } else if (format == "gif") {
-        image = detail::decode_gif(bytes, limits);
+        image = decode_gif(bytes, limits);
     } else if (format == "bmp") {
-        image = detail::decode_bmp(bytes, limits);
+        image = decode_bmp(bytes, limits);
     } else {
         throw Error("image: unrecognized format (not PNG, JPEG, WebP, GIF or BMP)");
     }
     image.format = format;
     KIMI_CHECK(image.width > 0 && image.height > 0, "decoder returned an empty image");
-    KIMI_CHECK(image.pixels.size() == detail::pixel_bytes(image.width, image.height, image.mode),
+    KIMI_CHECK(image.pixels.size() == pixel_bytes(image.width, image.height, image.mode),
                "decoder returned a pixel buffer of the wrong size");
     KIMI_CHECK(image.mode != PixelMode::kP || image.palette.size() == 256 * 4, "palette image without a palette");
+    return image;
+}
+
+}   // namespace detail
+
+DecodedImage decode_image(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
+    // The header first: a size over the limits, or a header the decoder would not agree with, is
+    // refused before any pixel is decoded; and what the probe promised is held to.
+    const ImageHeader header = probe_image(bytes, limits);
+    DecodedImage image = detail::decode_unprobed(bytes, limits);
+    if (image.width != header.width || image.height != header.height || image.mode != header.mode)
+        throw Error(header.format + ": decoded " + std::to_string(image.width) + "x" + std::to_string(image.height) +
+                    " " + pixel_mode_name(image.mode) + " differs from the header's " + std::to_string(header.width) +
+                    "x" + std::to_string(header.height) + " " + pixel_mode_name(header.mode));
     return image;
 }
 

@@ -101,9 +101,21 @@ struct Masks {
     bool operator==(const Masks&) const = default;
 };
 
-}   // namespace
+// Everything the header says, checked up to the pixel data's size: what decode_bmp allocates and
+// reads (probe_bmp stops here).
+struct BmpLayout {
+    int64_t width = 0, height = 0;
+    PixelMode mode = PixelMode::kRGB;
+    Raw raw = Raw::kBGR;
+    bool top_down = false;
+    const uint8_t* palette = nullptr;   // BGR(X) entries of palette_padding bytes (mode P only)
+    uint32_t colors = 0;
+    size_t palette_padding = 3;
+    int64_t stride = 0;
+    uint64_t start = 0;   // offset of the first stored row
+};
 
-DecodedImage decode_bmp(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
+BmpLayout parse_bmp(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
     const size_t size = bytes.size();
     const uint8_t* d = bytes.data();
     if (size < 18) throw Error("bmp: truncated file header");
@@ -115,21 +127,21 @@ DecodedImage decode_bmp(std::span<const uint8_t> bytes, const DecodeLimits& limi
     const uint8_t* h = d + 18;   // Pillow's header_data: the info header after its size field
     size_t pos = 14 + header_size;
 
-    int64_t width = 0, height = 0;
+    BmpLayout l;
+    int64_t& width = l.width;
+    int64_t& height = l.height;
     uint32_t bits = 0, compression = kRaw, colors = 0;
-    size_t palette_padding = 3;
-    bool top_down = false;
     Masks masks{0, 0, 0, 0};
     if (header_size == 12) {
         width = le16(h), height = le16(h + 2), bits = le16(h + 6);
     } else {
-        top_down = h[7] == 0xff;   // Pillow's test for a negative height
+        l.top_down = h[7] == 0xff;   // Pillow's test for a negative height
         width = le32(h);
-        height = top_down ? (int64_t{1} << 32) - le32(h + 4) : le32(h + 4);
+        height = l.top_down ? (int64_t{1} << 32) - le32(h + 4) : le32(h + 4);
         bits = le16(h + 10);
         compression = le32(h + 12);
         colors = le32(h + 28);
-        palette_padding = 4;
+        l.palette_padding = 4;
         if (compression == kBitfields) {
             if (header_size - 4 >= 52) {
                 masks = {le32(h + 36), le32(h + 40), le32(h + 44), le32(h + 48)};
@@ -143,8 +155,8 @@ DecodedImage decode_bmp(std::span<const uint8_t> bytes, const DecodeLimits& limi
     if (colors == 0) colors = bits < 32 ? 1u << bits : 0;
     if (offset == 14 + header_size && bits <= 8) offset += 4 * static_cast<uint64_t>(colors);
 
-    PixelMode mode = PixelMode::kRGB;
-    Raw raw = Raw::kBGR;
+    PixelMode& mode = l.mode;
+    Raw& raw = l.raw;
     switch (bits) {
         case 1: mode = PixelMode::kP, raw = Raw::kP1; break;
         case 4: mode = PixelMode::kP, raw = Raw::kP4; break;
@@ -182,54 +194,73 @@ DecodedImage decode_bmp(std::span<const uint8_t> bytes, const DecodeLimits& limi
     }
     check_dimensions("bmp", width, height, limits);
 
-    DecodedImage img;
-    img.width = static_cast<int32_t>(width);
-    img.height = static_cast<int32_t>(height);
     if (mode == PixelMode::kP) {
         if (colors == 0 || colors > 256) throw Error("bmp: unsupported palette size (" + std::to_string(colors) + ")");
-        if ((size - pos) / palette_padding < colors) throw Error("bmp: truncated palette");
-        const uint8_t* pal = d + pos;
-        pos += palette_padding * colors;
+        if ((size - pos) / l.palette_padding < colors) throw Error("bmp: truncated palette");
+        l.palette = d + pos;
+        l.colors = colors;
+        pos += l.palette_padding * colors;
         // Pillow drops a black/white (2 colours) or grey-ramp palette: mode "1" / L, read as such.
         bool grey = true;
         for (uint32_t i = 0; i < colors && grey; ++i) {
             const uint8_t v = colors == 2 ? (i ? 255 : 0) : static_cast<uint8_t>(i);
-            const uint8_t* e = pal + i * palette_padding;
+            const uint8_t* e = l.palette + i * l.palette_padding;
             grey = e[0] == v && e[1] == v && e[2] == v;
         }
         if (grey) {
             mode = colors == 2 ? PixelMode::k1 : PixelMode::kL;
             raw = colors == 2 ? Raw::k1 : Raw::kL;
-        } else {
-            img.palette.resize(256 * 4);
-            for (uint32_t i = 0; i < 256; ++i) {   // BGR(X) entries; past them Pillow's ramp (i, i, i)
-                uint8_t* out = &img.palette[4 * i];
-                if (i < colors) {
-                    const uint8_t* e = pal + i * palette_padding;
-                    out[0] = e[2], out[1] = e[1], out[2] = e[0];
-                } else {
-                    out[0] = out[1] = out[2] = static_cast<uint8_t>(i);
-                }
-                out[3] = 255;
-            }
         }
     }
-    img.mode = mode;
 
     // Rows of `stride` bytes from the data offset (the end of the palette when it is 0); the last
     // row needs only the bytes the unpacker reads, as in Pillow's raw decoder.
-    const int64_t stride = ((width * bits + 31) >> 3) & ~int64_t{3};
+    l.stride = ((width * bits + 31) >> 3) & ~int64_t{3};
     const int64_t row_bytes = raw_row_bytes(raw, width);
-    if (stride < row_bytes) throw Error("bmp: row stride too small for the pixel layout");
-    const uint64_t start = offset ? offset : pos;
-    const uint64_t needed = static_cast<uint64_t>((height - 1) * stride + row_bytes);
-    if (start > size || size - start < needed) throw Error("bmp: truncated pixel data");
+    if (l.stride < row_bytes) throw Error("bmp: row stride too small for the pixel layout");
+    l.start = offset ? offset : pos;
+    const uint64_t needed = static_cast<uint64_t>((height - 1) * l.stride + row_bytes);
+    if (l.start > size || size - l.start < needed) throw Error("bmp: truncated pixel data");
+    return l;
+}
 
+}   // namespace
+
+ImageHeader probe_bmp(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
+    const BmpLayout l = parse_bmp(bytes, limits);
+    ImageHeader h;
+    h.width = static_cast<int32_t>(l.width);
+    h.height = static_cast<int32_t>(l.height);
+    h.mode = l.mode;
+    // The pixels and the palette; the rows are unpacked straight from the input.
+    h.decode_bytes = l.width * l.height * bytes_per_pixel(l.mode) + 1024 + kDecodeSlackBytes;
+    return h;
+}
+
+DecodedImage decode_bmp(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
+    const BmpLayout l = parse_bmp(bytes, limits);
+    DecodedImage img;
+    img.width = static_cast<int32_t>(l.width);
+    img.height = static_cast<int32_t>(l.height);
+    img.mode = l.mode;
+    if (l.mode == PixelMode::kP) {
+        img.palette.resize(256 * 4);
+        for (uint32_t i = 0; i < 256; ++i) {   // BGR(X) entries; past them Pillow's ramp (i, i, i)
+            uint8_t* out = &img.palette[4 * i];
+            if (i < l.colors) {
+                const uint8_t* e = l.palette + i * l.palette_padding;
+                out[0] = e[2], out[1] = e[1], out[2] = e[0];
+            } else {
+                out[0] = out[1] = out[2] = static_cast<uint8_t>(i);
+            }
+            out[3] = 255;
+        }
+    }
     img.pixels.resize(pixel_bytes(img.width, img.height, img.mode));
-    const size_t w = static_cast<size_t>(width), out_stride = w * static_cast<size_t>(bytes_per_pixel(mode));
-    for (int64_t y = 0; y < height; ++y) {
-        const int64_t out_y = top_down ? y : height - 1 - y;
-        unpack_row(raw, d + start + static_cast<uint64_t>(y * stride),
+    const size_t w = static_cast<size_t>(l.width), out_stride = w * static_cast<size_t>(bytes_per_pixel(l.mode));
+    for (int64_t y = 0; y < l.height; ++y) {
+        const int64_t out_y = l.top_down ? y : l.height - 1 - y;
+        unpack_row(l.raw, bytes.data() + l.start + static_cast<uint64_t>(y * l.stride),
                    img.pixels.data() + static_cast<size_t>(out_y) * out_stride, w);
     }
     return img;

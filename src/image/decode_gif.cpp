@@ -2,9 +2,12 @@
 // mode P with the frame's palette (local, else global), or L when that palette is exactly the
 // grey ramp (i, i, i) or absent; the frame drawn at its offset on the logical screen (grown to
 // fit the frame, as Pillow does), the rest filled with the transparent index, else 0; the
-// transparent index of the preceding graphic control extension → palette alpha 0.
+// transparent index of the preceding graphic control extension → palette alpha 0. Only the first
+// frame is read: giflib is driven record by record (never DGifSlurp), so later frames cost nothing.
+// probe_gif walks the same records up to the first image descriptor without giflib.
 #include <gif_lib.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -53,7 +56,75 @@ bool palette_needed(const ColorMapObject* map) {
     return false;
 }
 
+// Pillow's _is_palette_needed on raw colour table bytes (r, g, b per entry).
+bool raw_palette_needed(const uint8_t* table, int count) {
+    for (int i = 0; i < count; ++i)
+        if (!(table[3 * i] == i && table[3 * i + 1] == i && table[3 * i + 2] == i)) return true;
+    return false;
+}
+
+uint32_t le16(const uint8_t* p) { return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8; }
+
 }   // namespace
+
+ImageHeader probe_gif(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
+    // Header (6), logical screen descriptor (7), global colour table; as giflib's DGifOpen reads them.
+    const size_t n = bytes.size();
+    const uint8_t* d = bytes.data();
+    if (n < 13) throw Error("gif: cannot read the header: truncated file");
+    const int64_t screen_w = le16(d + 6), screen_h = le16(d + 8);
+    check_dimensions("gif", screen_w, screen_h, limits);
+    size_t pos = 13;
+    bool palette = false;
+    if (d[10] & 0x80) {
+        const int count = 1 << ((d[10] & 7) + 1);
+        if (n - pos < static_cast<size_t>(3 * count)) throw Error("gif: cannot read the header: truncated file");
+        palette = raw_palette_needed(d + pos, count);
+        pos += static_cast<size_t>(3 * count);
+    }
+    // Records up to the first image descriptor: extensions are sub-blocks (size byte, data) up to
+    // an empty one; anything but an extension, an image or the trailer is an error for giflib.
+    for (;;) {
+        if (pos >= n) throw Error("gif: cannot read a record: truncated file");
+        const uint8_t type = d[pos++];
+        if (type == ';') throw Error("gif: the file has no image");
+        if (type == '!') {
+            if (pos >= n) throw Error("gif: cannot read an extension: truncated file");
+            ++pos;   // the extension code
+            for (;;) {
+                if (pos >= n) throw Error("gif: cannot read an extension: truncated file");
+                const size_t len = d[pos++];
+                if (len == 0) break;
+                if (n - pos < len) throw Error("gif: cannot read an extension: truncated file");
+                pos += len;
+            }
+            continue;
+        }
+        if (type != ',') throw Error("gif: cannot read a record: wrong record type");
+        break;
+    }
+    if (n - pos < 9) throw Error("gif: cannot read the image descriptor: truncated file");
+    const int64_t left = le16(d + pos), top = le16(d + pos + 2), fw = le16(d + pos + 4), fh = le16(d + pos + 6);
+    const uint8_t flags = d[pos + 8];
+    pos += 9;
+    if (fw <= 0 || fh <= 0) throw Error("gif: invalid frame size");
+    if (flags & 0x80) {   // a local colour table replaces the global one
+        const int count = 1 << ((flags & 7) + 1);
+        if (n - pos < static_cast<size_t>(3 * count))
+            throw Error("gif: cannot read the image descriptor: truncated file");
+        palette = raw_palette_needed(d + pos, count);
+    }
+    // Pillow grows the screen to hold a frame that does not fit in it (and so does decode_gif).
+    ImageHeader h;
+    h.width = static_cast<int32_t>(std::max(screen_w, left + fw));
+    h.height = static_cast<int32_t>(std::max(screen_h, top + fh));
+    check_dimensions("gif", h.width, h.height, limits);
+    h.mode = palette ? PixelMode::kP : PixelMode::kL;
+    // The canvas (1 byte per pixel), one frame row, giflib's decoder state (LZW tables of 16 KiB and
+    // two colour maps) and the palette: all fixed but the canvas.
+    h.decode_bytes = int64_t{h.width} * h.height + fw + 64 * 1024 + kDecodeSlackBytes;
+    return h;
+}
 
 DecodedImage decode_gif(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
     GifSource src{bytes};

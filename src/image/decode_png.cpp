@@ -2,6 +2,11 @@
 // 1 / L (2- and 4-bit grey scaled up) / I;16 / RGB / P (1–8 bit) / LA / RGBA; 16-bit colour keeps
 // the high byte and 16-bit grey+alpha becomes RGBA, as Pillow's "RGB;16B"/"LA;16B" unpackers do.
 // libpng reports errors by longjmp: the setjmp functions below hold only plain C data.
+// libpng is told to skip every ancillary chunk but tRNS (text, iCCP, eXIf, sPLT, ...: nothing the
+// pixels need), so no chunk costs memory. APNG: Debian's libpng has no APNG support and skips
+// acTL / fcTL / fdAT; the image decoded is the default image (IDAT), which is Pillow's first
+// frame. probe_png refuses, as Pillow does at open, an fcTL chunk before IDAT that is truncated,
+// out of sequence or outside the IHDR size, and (stricter) any later fcTL outside it.
 #include <png.h>
 
 #include <csetjmp>
@@ -89,16 +94,34 @@ uint32_t be32(const uint8_t* p) {
 struct HeaderChunks {
     std::span<const uint8_t> plte, trns;
     bool has_plte = false, has_trns = false;
+    // The first IHDR (its 13 bytes), and where the chunks before the first IDAT end.
+    bool has_ihdr = false;
+    uint32_t width = 0, height = 0;
+    uint8_t depth = 0, color_type = 0, compression = 0, filter = 0, interlace = 0;
+    size_t end = 8;
+    bool found_idat = false;
 };
+
+[[noreturn]] void bad_frame(const char* what) { throw Error(std::string("png: APNG contains ") + what); }
+
+// An fcTL chunk's frame region must lie within the IHDR size.
+void check_fctl_region(std::span<const uint8_t> fctl, const HeaderChunks& c) {
+    const uint64_t w = be32(&fctl[4]), h = be32(&fctl[8]), x = be32(&fctl[12]), y = be32(&fctl[16]);
+    if (x + w > c.width || y + h > c.height) bad_frame("a frame outside the image (fcTL)");
+}
 
 HeaderChunks scan_header_chunks(std::span<const uint8_t> bytes) {
     HeaderChunks chunks;
     size_t pos = 8;
+    int64_t seq = -1;   // the last fcTL sequence number (Pillow's _seq_num)
     while (bytes.size() - pos >= 12) {
         const uint32_t length = be32(&bytes[pos]);
         if (length > 0x7fffffffu) throw Error("png: invalid chunk length");
         const uint8_t* type = &bytes[pos + 4];
-        if (std::memcmp(type, "IDAT", 4) == 0) break;
+        if (std::memcmp(type, "IDAT", 4) == 0) {
+            chunks.found_idat = true;
+            break;
+        }
         if (bytes.size() - pos - 12 < length) break;   // truncated: libpng reports it
         const uint32_t crc = crc32_of(type, 4 + static_cast<size_t>(length), 0);
         if (crc != be32(&bytes[pos + 8 + length]))
@@ -107,9 +130,37 @@ HeaderChunks scan_header_chunks(std::span<const uint8_t> bytes) {
         const std::span<const uint8_t> data = bytes.subspan(pos + 8, length);
         if (std::memcmp(type, "PLTE", 4) == 0) chunks.plte = data, chunks.has_plte = true;
         if (std::memcmp(type, "tRNS", 4) == 0) chunks.trns = data, chunks.has_trns = true;
+        if (std::memcmp(type, "IHDR", 4) == 0 && !chunks.has_ihdr) {
+            if (length != 13) throw Error("png: IHDR: invalid");
+            chunks.has_ihdr = true;
+            chunks.width = be32(&data[0]);
+            chunks.height = be32(&data[4]);
+            chunks.depth = data[8], chunks.color_type = data[9], chunks.compression = data[10];
+            chunks.filter = data[11], chunks.interlace = data[12];
+        }
+        if (std::memcmp(type, "fcTL", 4) == 0) {   // Pillow's chunk_fcTL, at open
+            if (length < 26) bad_frame("a truncated fcTL chunk");
+            const int64_t s = be32(&data[0]);
+            if ((seq < 0 && s != 0) || (seq >= 0 && s != seq + 1)) bad_frame("frame sequence errors");
+            seq = s;
+            if (!chunks.has_ihdr) bad_frame("an fcTL chunk before IHDR");
+            check_fctl_region(data, chunks);
+        }
         pos += 12 + static_cast<size_t>(length);
     }
+    chunks.end = pos;
     return chunks;
+}
+
+// The mode decode_once gives a colour type and bit depth.
+PixelMode png_mode(int ct, int depth) {
+    switch (ct) {
+        case PNG_COLOR_TYPE_GRAY: return depth == 1 ? PixelMode::k1 : depth == 16 ? PixelMode::kI16 : PixelMode::kL;
+        case PNG_COLOR_TYPE_RGB: return PixelMode::kRGB;
+        case PNG_COLOR_TYPE_PALETTE: return PixelMode::kP;
+        case PNG_COLOR_TYPE_GRAY_ALPHA: return depth == 16 ? PixelMode::kRGBA : PixelMode::kLA;
+        default: return PixelMode::kRGBA;
+    }
 }
 
 // Called by libpng for every row once its data is fully inflated (a no-op transform).
@@ -134,6 +185,10 @@ bool read_header(PngState* st) {
     png_set_read_fn(st->png, st, png_read_fn);
     png_set_user_limits(st->png, 0x7fffffffu, 0x7fffffffu);   // our own limits are checked by the caller
     png_set_crc_action(st->png, PNG_CRC_WARN_USE, PNG_CRC_WARN_DISCARD);
+    // Every unknown chunk and every ancillary chunk libpng knows but tRNS is skipped unread (-1:
+    // libpng's own list), so none is stored; the cap is for whatever libpng still buffers.
+    png_set_keep_unknown_chunks(st->png, PNG_HANDLE_CHUNK_NEVER, nullptr, -1);
+    png_set_chunk_malloc_max(st->png, 1 << 20);
     png_read_info(st->png, st->info);
     png_get_IHDR(st->png, st->info, &st->width, &st->height, &st->bit_depth, &st->color_type, &st->interlace, nullptr,
                  nullptr);
@@ -179,16 +234,10 @@ DecodedImage decode_once(std::span<const uint8_t> bytes, const HeaderChunks& chu
     img.width = static_cast<int32_t>(st.width);
     img.height = static_cast<int32_t>(st.height);
     const int depth = st.bit_depth, ct = st.color_type;
-    switch (ct) {
-        case PNG_COLOR_TYPE_GRAY:
-            img.mode = depth == 1 ? PixelMode::k1 : depth == 16 ? PixelMode::kI16 : PixelMode::kL;
-            break;
-        case PNG_COLOR_TYPE_RGB: img.mode = PixelMode::kRGB; break;
-        case PNG_COLOR_TYPE_PALETTE: img.mode = PixelMode::kP; break;
-        case PNG_COLOR_TYPE_GRAY_ALPHA: img.mode = depth == 16 ? PixelMode::kRGBA : PixelMode::kLA; break;
-        case PNG_COLOR_TYPE_RGB_ALPHA: img.mode = PixelMode::kRGBA; break;
-        default: throw Error("png: unsupported color type " + std::to_string(ct));
-    }
+    if (ct != PNG_COLOR_TYPE_GRAY && ct != PNG_COLOR_TYPE_RGB && ct != PNG_COLOR_TYPE_PALETTE &&
+        ct != PNG_COLOR_TYPE_GRAY_ALPHA && ct != PNG_COLOR_TYPE_RGB_ALPHA)
+        throw Error("png: unsupported color type " + std::to_string(ct));
+    img.mode = png_mode(ct, depth);
     const int channels = ct == PNG_COLOR_TYPE_RGB ? 3
         : ct == PNG_COLOR_TYPE_GRAY_ALPHA         ? 2
         : ct == PNG_COLOR_TYPE_RGB_ALPHA          ? 4
@@ -198,7 +247,9 @@ DecodedImage decode_once(std::span<const uint8_t> bytes, const HeaderChunks& chu
     if (st.rowbytes != w * static_cast<size_t>(channels) * sample_bytes) throw Error("png: unexpected row layout");
 
     img.pixels.resize(pixel_bytes(img.width, img.height, img.mode));
-    const bool direct = depth == 8 || (ct == PNG_COLOR_TYPE_PALETTE && depth < 8);
+    // 8-bit samples and packed samples (one byte each after png_set_packing) are read straight
+    // into the result (grey < 8 bits is scaled in place); 16-bit samples go through `raw`.
+    const bool direct = depth <= 8;
     std::vector<uint8_t> raw;
     uint8_t* base = img.pixels.data();
     if (!direct) {
@@ -216,12 +267,13 @@ DecodedImage decode_once(std::span<const uint8_t> bytes, const HeaderChunks& chu
 
     uint8_t* out = img.pixels.data();
     const size_t n = w * h;
+    if (depth < 8 && ct == PNG_COLOR_TYPE_GRAY) {   // unpacked to 0..2^depth-1: Pillow's "1", "L;2", "L;4"
+        const uint8_t scale = depth == 1 ? 255 : depth == 2 ? 0x55 : 0x11;
+        for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(out[i] * scale);
+    }
     if (!direct) {
         const uint8_t* in = raw.data();
-        if (depth < 8) {   // grey 1/2/4 bit, unpacked to 0..2^depth-1 (Pillow's "1", "L;2", "L;4")
-            const uint8_t scale = depth == 1 ? 255 : depth == 2 ? 0x55 : 0x11;
-            for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(in[i] * scale);
-        } else if (ct == PNG_COLOR_TYPE_GRAY) {   // 16-bit grey: big-endian in the file, native out
+        if (ct == PNG_COLOR_TYPE_GRAY) {   // 16-bit grey: big-endian in the file, native out
             for (size_t i = 0; i < n; ++i) {
                 const uint16_t v = static_cast<uint16_t>(in[2 * i] << 8 | in[2 * i + 1]);
                 std::memcpy(out + 2 * i, &v, 2);
@@ -270,6 +322,47 @@ DecodedImage decode_once(std::span<const uint8_t> bytes, const HeaderChunks& chu
 }
 
 }   // namespace
+
+ImageHeader probe_png(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
+    const HeaderChunks c = scan_header_chunks(bytes);
+    if (!c.has_ihdr) throw Error("png: no IHDR chunk before the image data (truncated or not a PNG)");
+    // png_check_IHDR's rules: what libpng refuses is refused here.
+    const int depth = c.depth, ct = c.color_type;
+    const bool depth_ok = ct == 0         ? (depth == 1 || depth == 2 || depth == 4 || depth == 8 || depth == 16)
+        : ct == 3                         ? (depth == 1 || depth == 2 || depth == 4 || depth == 8)
+        : (ct == 2 || ct == 4 || ct == 6) ? (depth == 8 || depth == 16)
+                                          : false;
+    if (!depth_ok)
+        throw Error("png: invalid bit depth " + std::to_string(depth) + " for color type " + std::to_string(ct));
+    if (c.compression != 0 || c.filter != 0 || c.interlace > 1) throw Error("png: IHDR: invalid method");
+    if (c.width > 0x7fffffffu || c.height > 0x7fffffffu) throw Error("png: invalid image size");
+    check_dimensions("png", c.width, c.height, limits);
+    // APNG frames after the image data: each fcTL's region must fit the image too.
+    size_t pos = c.end;
+    while (c.found_idat && bytes.size() - pos >= 12) {
+        const uint32_t length = be32(&bytes[pos]);
+        if (length > 0x7fffffffu || bytes.size() - pos - 12 < length) break;   // libpng or nothing will read it
+        if (std::memcmp(&bytes[pos + 4], "fcTL", 4) == 0 && length >= 26)
+            check_fctl_region(bytes.subspan(pos + 8, length), c);
+        if (std::memcmp(&bytes[pos + 4], "IEND", 4) == 0) break;
+        pos += 12 + static_cast<size_t>(length);
+    }
+
+    ImageHeader h;
+    h.width = static_cast<int32_t>(c.width);
+    h.height = static_cast<int32_t>(c.height);
+    h.mode = png_mode(ct, depth);
+    const int64_t w = c.width, hh = c.height;
+    const int64_t channels = ct == 2 ? 3 : ct == 4 ? 2 : ct == 6 ? 4 : 1;
+    const int64_t sample_bytes = depth == 16 ? 2 : 1;
+    // The result; the 16-bit rows (read apart, then narrowed); one row pointer per row; libpng's
+    // two row buffers (rows padded to 8 pixels, plus filter byte and slack); zlib's inflate state
+    // and 32 KiB window; libpng's structs, palette and 8 KiB IDAT buffer.
+    const int64_t row = ((w + 7) & ~int64_t{7}) * channels * sample_bytes + 64;
+    h.decode_bytes = w * hh * bytes_per_pixel(h.mode) + (depth == 16 ? w * hh * channels * 2 : 0) + hh * 8 + 2 * row +
+        (64 << 10) + kDecodeSlackBytes;
+    return h;
+}
 
 DecodedImage decode_png(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
     const HeaderChunks chunks = scan_header_chunks(bytes);

@@ -99,4 +99,23 @@ void apply_orientation(DecodedImage& image, int orientation) {
     image.height = static_cast<int32_t>(oh);
 }
 
+void place_oriented_row(const uint8_t* row, size_t y, size_t w, size_t h, size_t bpp, int orientation, uint8_t* out) {
+    const size_t ow = orientation >= 5 && orientation <= 8 ? h : w;
+    // Where source pixel (x, y) lands: the inverse of apply_orientation's source mapping.
+    for (size_t x = 0; x < w; ++x) {
+        size_t ox = x, oy = y;
+        switch (orientation) {
+            case 2: ox = w - 1 - x; break;
+            case 3: ox = w - 1 - x, oy = h - 1 - y; break;
+            case 4: oy = h - 1 - y; break;
+            case 5: ox = y, oy = x; break;
+            case 6: ox = h - 1 - y, oy = x; break;
+            case 7: ox = h - 1 - y, oy = w - 1 - x; break;
+            case 8: ox = y, oy = w - 1 - x; break;
+            default: break;
+        }
+        std::memcpy(out + (oy * ow + ox) * bpp, row + x * bpp, bpp);
+    }
+}
+
 }   // namespace kimi::image::detail

@@ -1,4 +1,4 @@
-// Image sources, the model's preprocessing settings and the content hash (see image_input.h).
+// Image sources and the model's preprocessing settings (see image_input.h).
 #include "image/image_input.h"
 
 #include <cctype>
@@ -19,7 +19,8 @@ namespace {
 
 bool starts_with(const std::string& s, const char* p) { return s.compare(0, std::strlen(p), p) == 0; }
 
-// %XX escapes of a file:// URL path.
+// %XX escapes of a file:// URL path. A decoded NUL or other control character is refused:
+// `ok.png%00/../x.png` would name one file to the checks and another to open().
 std::string percent_decode(const std::string& s) {
     std::string out;
     for (size_t i = 0; i < s.size(); ++i) {
@@ -29,15 +30,22 @@ std::string percent_decode(const std::string& s) {
         } else {
             out += s[i];
         }
+        if (uint8_t(out.back()) < 0x20 || uint8_t(out.back()) == 0x7f)
+            throw Error("a file:// URL's path must not hold a control character (such as %00)");
     }
     return out;
 }
 
-uint64_t mix(uint64_t h, uint64_t v) {   // splitmix64's finalizer over h ^ v
-    uint64_t x = h ^ (v + 0x9e3779b97f4a7c15ull);
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
+// Whether s starts with the ASCII prefix p, ignoring case (URL schemes, media types).
+bool starts_with_nocase(std::string_view s, std::string_view p) {
+    if (s.size() < p.size()) return false;
+    for (size_t i = 0; i < p.size(); ++i)
+        if (std::tolower(uint8_t(s[i])) != std::tolower(uint8_t(p[i]))) return false;
+    return true;
+}
+
+bool ends_with_nocase(std::string_view s, std::string_view p) {
+    return s.size() >= p.size() && starts_with_nocase(s.substr(s.size() - p.size()), p);
 }
 
 }   // namespace
@@ -60,36 +68,46 @@ std::vector<uint8_t> read_file_bytes(const std::string& path, size_t max_bytes) 
 }
 
 std::vector<uint8_t> bytes_from_url(const std::string& url, const SourcePolicy& policy) {
-    if (starts_with(url, "data:")) {
+    // Schemes, the media type and ";base64" are case-insensitive (RFC 3986 3.1, RFC 2397).
+    if (starts_with_nocase(url, "data:")) {
         const size_t comma = url.find(',');
         if (comma == std::string::npos) throw Error("a data: URL needs a ',' before its data");
         const std::string meta = url.substr(5, comma - 5);
-        if (meta.size() < 7 || meta.compare(meta.size() - 7, 7, ";base64") != 0)
+        if (!ends_with_nocase(meta, ";base64"))
             throw Error("a data: image URL must be base64 (data:image/png;base64,...)");
-        if (!meta.empty() && !starts_with(meta, "image/") && !starts_with(meta, ";"))
+        if (!starts_with_nocase(meta, "image/") && !starts_with(meta, ";"))
             throw Error("a data: URL of type '" + meta.substr(0, meta.size() - 7) + "' is not an image");
         const std::string_view b64 = std::string_view(url).substr(comma + 1);
-        if (b64.size() / 4 * 3 > policy.max_bytes)
-            throw Error("the image is larger than the limit of " + std::to_string(policy.max_bytes) + " bytes");
-        const auto raw = base64_decode(b64);
+        const std::string too_large =
+            "the image is larger than the limit of " + std::to_string(policy.max_bytes) + " bytes";
+        // why: line breaks take up to 1 byte in 39, so this bound never refuses a wrapped image
+        // under the limit; the exact check follows the decode.
+        if (b64.size() / 4 * 3 > policy.max_bytes + policy.max_bytes / 16 + 64) throw Error(too_large);
+        // Lenient: wrapped lines, the URL-safe alphabet and missing '=' padding are taken.
+        const auto raw = base64_decode_lenient(b64);
         if (!raw) throw Error("the data: URL's base64 is invalid");
+        if (raw->size() > policy.max_bytes) throw Error(too_large);
         return std::vector<uint8_t>(raw->begin(), raw->end());
     }
-    if (starts_with(url, "file://")) {
+    if (starts_with_nocase(url, "file://")) {
         if (policy.allowed_local_media_path.empty())
             throw Error("file:// image URLs are refused (the server was not started with --allowed-local-media-path)");
-        std::string path = percent_decode(url.substr(7));
+        std::string path = percent_decode(url.substr(7));   // refuses control characters (%00)
         if (starts_with(path, "localhost/")) path = path.substr(9);
         if (!starts_with(path, "/")) throw Error("a file:// URL needs an absolute path");
+        const std::string outside = "file:// URL '" + url + "' is outside the allowed local media path";
         std::error_code ec;
-        const auto real = std::filesystem::weakly_canonical(path, ec);
+        const auto real = std::filesystem::weakly_canonical(path, ec);   // symlinks resolved
+        if (ec) throw Error(outside);
         const auto root = std::filesystem::weakly_canonical(policy.allowed_local_media_path, ec);
+        if (ec) throw Error(outside);
+        // Outside when the relative path's first component is "..": a file named "..x.png" in
+        // the folder is inside.
         const auto rel = real.lexically_relative(root);
-        if (ec || rel.empty() || starts_with(rel.string(), ".."))
-            throw Error("file:// URL '" + url + "' is outside the allowed local media path");
+        if (rel.empty() || *rel.begin() == "..") throw Error(outside);
         return read_file_bytes(real.string(), policy.max_bytes);
     }
-    if (starts_with(url, "http://") || starts_with(url, "https://"))
+    if (starts_with_nocase(url, "http://") || starts_with_nocase(url, "https://"))
         throw Error("this server does not fetch URLs: send the image inline as a data: URL (base64)");
     throw Error("unsupported image URL (expected a data: URL" +
                 std::string(policy.allowed_local_media_path.empty() ? "" : " or a file:// URL") + ")");
@@ -107,24 +125,6 @@ MediaConfig load_media_config(const std::string& model_dir) {
         throw Error(path + ": invalid JSON: " + e.what());
     }
     return parse_media_config(j, path);
-}
-
-uint64_t content_hash(const PreparedImage& img) {
-    const ImageGeometry& g = img.geom;
-    uint64_t h = 0x6a09e667f3bcc908ull;
-    for (int64_t v : {int64_t(g.width), int64_t(g.height), int64_t(g.new_width), int64_t(g.new_height),
-                      int64_t(g.pad_width), int64_t(g.pad_height)})
-        h = mix(h, uint64_t(v));
-    const size_t n = img.rgb.size();
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        std::memcpy(&w, img.rgb.data() + i, 8);
-        h = mix(h, w);
-    }
-    uint64_t tail = 0;
-    std::memcpy(&tail, img.rgb.data() + i, n - i);
-    return mix(h, tail ^ n);
 }
 
 }   // namespace kimi::image

@@ -1,12 +1,13 @@
 // How an image enters the engine: its bytes from an OpenAI image_url (a base64 data: URL, or a
 // file:// URL under the one directory the server allows; http(s) URLs are refused: the server
-// fetches nothing) or from a file (CLI), the model's preprocessing settings, and the content
-// hash that names a prepared image in the prefix and encoder caches.
+// fetches nothing) or from a file (CLI), the model's preprocessing settings, and a prepared
+// image with the key that names it in the prefix and encoder caches (image_key.h).
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "image/image_key.h"
 #include "image/preprocess.h"
 
 namespace kimi::image {
@@ -24,14 +25,10 @@ std::vector<uint8_t> read_file_bytes(const std::string& path, size_t max_bytes);
 // <model_dir>/preprocessor_config.json, or the published defaults when there is none.
 MediaConfig load_media_config(const std::string& model_dir);
 
-// The image's content hash: its preprocessed pixels and sizes (equal for equal pixels,
-// whatever file format carried them).
-uint64_t content_hash(const PreparedImage& img);
-
 // One image of a prompt, ready for the tower.
 struct PromptImage {
     PreparedImage img;
-    uint64_t hash = 0;   // content_hash(img)
+    ImageKey key;   // image_key(img, the settings that prepared it)
 };
 
 }   // namespace kimi::image

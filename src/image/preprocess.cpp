@@ -186,6 +186,7 @@ PreparedImage prepare_image(const DecodedImage& img, const MediaConfig& c) {
     const size_t pw = static_cast<size_t>(padded_w), ph = static_cast<size_t>(padded_h);
     if (g.pad_width == 0) {
         out.rgb = std::move(rgb);
+        out.rgb.reserve(pw * ph * 3);   // exactly (resize alone may grow the capacity to twice the size)
         out.rgb.resize(pw * ph * 3, 0);
     } else {
         const size_t row = static_cast<size_t>(g.new_width) * 3;
@@ -193,7 +194,7 @@ PreparedImage prepare_image(const DecodedImage& img, const MediaConfig& c) {
         for (size_t y = 0; y < static_cast<size_t>(g.new_height); ++y) {
             std::memcpy(&out.rgb[y * pw * 3], &rgb[y * row], row);
         }
-        rgb = {};
+        std::vector<uint8_t>().swap(rgb);   // freed now (`rgb = {}` would keep its capacity)
     }
 
     // Normalisation: float32(u8 / 255.0) − mean, × float32(1 / std), as a per-channel table.

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "core/human_bytes.h"
 #include "core/mapped_file.h"
 #include "dist/comm.h"
 
@@ -15,16 +16,6 @@ int32_t resolve_max_len(const KimiModel& m, const EngineConfig& c) {
     if (c.max_model_len > 0) return c.max_model_len;
     const int64_t model_max = m.config().max_position_embeddings;
     return int32_t(model_max > 0 ? std::min<int64_t>(model_max, 4096) : 4096);
-}
-std::string human_bytes(int64_t bytes) {
-    char buf[32];
-    if (bytes < (int64_t(1) << 20))
-        std::snprintf(buf, sizeof buf, "%.1f KiB", double(bytes) / 1024.0);
-    else if (bytes < (int64_t(1) << 30))
-        std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / (1024.0 * 1024.0));
-    else
-        std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / (1024.0 * 1024.0 * 1024.0));
-    return buf;
 }
 }   // namespace
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "image/image_key.h"
 #include "runtime/sampling_params.h"
 
 namespace kimi {
@@ -26,21 +27,23 @@ inline const char* finish_reason_name(FinishReason r) {   // "stop", "length", "
 
 // An image in the prompt (K3 vision): its n <|media_pad|> tokens at [offset, offset + n) take
 // the rows of `embeds` ([n, D], the projector's output) in place of the token embedding, and
-// carry the image's content hash into the prefix-cache keys (so only the same image hits).
+// carry the image's key (SHA-256, image_key.h) into the prefix-cache keys (so only the same
+// image hits).
 struct MediaSpan {
     int64_t offset = 0, n = 0;
-    uint64_t hash = 0;
+    image::ImageKey key;
     std::shared_ptr<const std::vector<float>> embeds;
 };
 
-// The prefix-cache key of image token i of the image with content hash h: negative, so it never
-// equals a token id (docs/vision.md#prefix-cache).
-inline int32_t media_cache_key(uint64_t h, int64_t i) {
-    uint64_t x = h + 0x9e3779b97f4a7c15ull * uint64_t(i + 1);
+// The prefix-cache key of image token i of the image with key k: 63 bits drawn from the digest
+// and i, with the top bit set, so it never equals a token id (docs/vision.md#prefix-cache).
+// A forged hit needs every key of the block: 63 bits of SHA-256 output per image token.
+inline uint64_t media_cache_key(const image::ImageKey& k, int64_t i) {
+    uint64_t x = k.word(0) + 0x9e3779b97f4a7c15ull * uint64_t(i + 1);
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
     x ^= x >> 31;
-    return int32_t(uint32_t(x) | 0x80000000u);
+    return (x ^ k.word(1 + int(i % 3))) | (uint64_t(1) << 63);
 }
 
 struct Request {
@@ -64,11 +67,11 @@ struct Request {
         return i < int64_t(prompt.size()) ? prompt[size_t(i)] : output[size_t(i - int64_t(prompt.size()))];
     }
     // What names token i in the prefix cache: its id, or for an image token a key from the
-    // image's content hash.
-    int32_t cache_key_at(int64_t i) const {
+    // image's key.
+    uint64_t cache_key_at(int64_t i) const {
         for (const MediaSpan& m : media)
-            if (i >= m.offset && i < m.offset + m.n) return media_cache_key(m.hash, i - m.offset);
-        return int32_t(token_at(i));
+            if (i >= m.offset && i < m.offset + m.n) return media_cache_key(m.key, i - m.offset);
+        return uint64_t(uint32_t(token_at(i)));
     }
 };
 

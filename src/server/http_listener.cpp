@@ -253,6 +253,13 @@ void HttpListener::serve(int fd) {
     cv_.notify_all();
 }
 
+// Whether the client closed (or reset) the connection: no wait, nothing read.
+bool HttpListener::peer_closed(int fd) {
+    pollfd p{fd, POLLRDHUP, 0};
+    if (::poll(&p, 1, 0) <= 0) return false;
+    return (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
 void HttpListener::serve_requests(int fd) {
     std::string in;
     RequestParser parser(cfg_.limits);
@@ -314,6 +321,9 @@ void HttpListener::serve_requests(int fd) {
         if (!complete) break;
         first = false;
         HttpResponse res;
+        // A client that half-closed after sending its request still waits for the answer; one
+        // that closes while the request is handled has gone.
+        if (!peer_done) req.client_gone = [this, fd] { return force_close_ || peer_closed(fd); };
         try {
             handler_(req, res);
         } catch (const std::bad_alloc&) {   // even its answer could not be made: serve() sends one made at start

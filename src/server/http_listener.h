@@ -82,6 +82,7 @@ private:
     void serve(int fd);   // one connection's thread: nothing escapes it
     void serve_requests(int fd);
     void refuse(int fd);
+    static bool peer_closed(int fd);
     bool write_all(int fd, std::string_view data);
     bool send_response(int fd, const HttpRequest* req, HttpResponse& res);
     void send_error(int fd, int status, const std::string& message);

@@ -7,6 +7,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,6 +24,9 @@ struct HttpRequest {
     int minor_version = 1;                                      // HTTP/1.x
     std::vector<std::pair<std::string, std::string>> headers;   // names as sent, values trimmed
     std::string body;
+    // Set by the listener while the request is handled: whether the client has closed its
+    // connection (a long handler stops its work when it has). Null: unknown (never gone).
+    std::function<bool()> client_gone;
 
     // Case-insensitive lookups; header() is "" when absent.
     bool has_header(std::string_view name) const;

@@ -2,10 +2,15 @@
 // HttpListener's.
 #include "server/http_server.h"
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <ctime>
+#include <optional>
+#include <string_view>
 
 #include "core/error.h"
+#include "core/human_bytes.h"
 #include "server/api_error.h"
 #include "server/openai_generate.h"
 #include "server/openai_request.h"
@@ -25,6 +30,46 @@ void send_error(HttpResponse& res, const ApiError& e) { send_json(res, e.status,
 
 bool needs_auth(const std::string& path) {
     return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize";
+}
+
+bool is_space(char c) { return c == ' ' || c == '\t'; }
+
+bool equals_nocase(std::string_view a, std::string_view b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+        if (std::tolower(uint8_t(a[i])) != std::tolower(uint8_t(b[i]))) return false;
+    return true;
+}
+
+// Whether `given` equals `key`, in time that depends on given's length only: every byte of
+// `given` is compared (with the key's bytes, cycled), nothing exits early, and a length
+// difference is folded into the same flag. So the time tells a guesser nothing about the key.
+bool same_secret(std::string_view given, std::string_view key) {
+    if (key.empty()) return false;
+    volatile uint8_t diff = given.size() == key.size() ? 0 : 1;
+    for (size_t i = 0; i < given.size(); ++i) diff = diff | uint8_t(given[i] ^ key[i % key.size()]);
+    return diff == 0;
+}
+
+// The token of "Authorization: Bearer TOKEN": the scheme is case-insensitive (RFC 9110 11.1),
+// one or more spaces follow it. nullopt for another scheme or none.
+std::optional<std::string_view> bearer_token(std::string_view v) {
+    size_t i = 0;
+    while (i < v.size() && !is_space(v[i])) ++i;
+    if (!equals_nocase(v.substr(0, i), "bearer") || i == v.size()) return std::nullopt;
+    while (i < v.size() && is_space(v[i])) ++i;
+    size_t end = v.size();
+    while (end > i && is_space(v[end - 1])) --end;
+    return v.substr(i, end - i);
+}
+
+// Whether a Content-Type names JSON: the media type application/json in any case, with or
+// without parameters ("; charset=utf-8").
+bool is_json_media_type(std::string_view v) {
+    v = v.substr(0, std::min(v.find(';'), v.size()));
+    while (!v.empty() && is_space(v.front())) v.remove_prefix(1);
+    while (!v.empty() && is_space(v.back())) v.remove_suffix(1);
+    return equals_nocase(v, "application/json");
 }
 
 // An embedded file of the page, with the headers every one gets.
@@ -56,7 +101,8 @@ HttpServer::HttpServer(ServerConfig cfg)
           [](int status, const std::string& message) {
               return ApiError(status, message, "", status == 408 ? "request_timeout" : "").to_json().dump();
           },
-          [this](int status) { metrics_.on_http_request(status); }) {
+          [this](int status) { metrics_.on_http_request(status); }),
+      image_budget_(cfg_.image_memory_bytes) {
     started_at_ = int64_t(std::time(nullptr));
     out_of_memory_event_ = "data: " + out_of_memory().to_json().dump() + "\n\ndata: [DONE]\n\n";
     routes();
@@ -87,11 +133,25 @@ void HttpServer::shutdown() {
 
 bool HttpServer::pre_route(const HttpRequest& req, HttpResponse& res) {
     if (!cfg_.api_key.empty() && needs_auth(req.path)) {
-        const std::string want = "Bearer " + cfg_.api_key;
-        if (req.header("Authorization") != want) {
+        const std::string auth = req.header("Authorization");   // the token is a view of it
+        const std::optional<std::string_view> token = bearer_token(auth);
+        if (!token || !same_secret(*token, cfg_.api_key)) {
             send_error(res,
                        ApiError(401, "Incorrect or missing API key (send \"Authorization: Bearer KEY\")", "",
                                 "invalid_api_key"));
+            return true;
+        }
+    }
+    // why: a body a browser may send cross-site without a CORS preflight (text/plain, a form)
+    // never reaches a handler; every POST route reads JSON.
+    const auto is_post_route = [&req](const Route& r) { return r.method == "POST" && r.path == req.path; };
+    if (req.method == "POST" && std::any_of(routes_.begin(), routes_.end(), is_post_route)) {
+        const std::string type = req.header("Content-Type");
+        if (!is_json_media_type(type)) {
+            const std::string why = type.empty() ? "the request has no Content-Type"
+                                                 : "unsupported Content-Type '" + type.substr(0, 200) + "'";
+            send_error(res,
+                       ApiError(415, why + ": send \"Content-Type: application/json\"", "", "unsupported_media_type"));
             return true;
         }
     }
@@ -149,18 +209,52 @@ void HttpServer::set_media(const MediaLoader* loader, VisionEncoder* encoder) {
     encoder_ = encoder;
 }
 
-// Each prompt's images, encoded (or taken from the encoder cache) into the rows their
-// <|media_pad|> tokens get.
-void HttpServer::encode_images(GenerationJob& job) {
+// Each prompt's images, decoded and encoded (or taken from the encoder cache) into the rows
+// their <|media_pad|> tokens get. The request's share of the image budget is taken before any
+// pixel is decoded; the encodes stop between tower blocks once the client is gone, the server
+// shuts down or --request-timeout has passed since the request arrived.
+void HttpServer::encode_images(GenerationJob& job, const HttpRequest& req) {
+    int64_t need = 0;
+    for (const PromptInput& p : job.prompts)
+        for (const PendingImage& img : p.images) need += img.memory;
+    if (need == 0) return;
+    KIMI_CHECK(encoder_ != nullptr && media_ != nullptr, "images without an encoder");
+    VisionEncoder::Control ctl;
+    ctl.deadline = std::chrono::steady_clock::now() +
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                       std::chrono::duration<double>(cfg_.request_timeout_s));
+    ctl.cancelled = [this, &req] { return abort_all_.load() || (req.client_gone && req.client_gone()); };
+    if (need > image_budget_.total())
+        throw ApiError(400,
+                       "decoding this request's images needs " + human_bytes(need) +
+                           ", more than the server's image memory of " + human_bytes(image_budget_.total()) +
+                           " (--mm-memory)",
+                       "messages", "invalid_image");
+    const ImageBudget::Lease lease = image_budget_.acquire(need, ctl.deadline, ctl.cancelled);
+    if (!lease) {
+        if (ctl.cancelled()) throw ApiError(499, "the client went away while its request waited for image memory");
+        throw ApiError(503,
+                       "other requests' images hold the server's image memory (--mm-memory " +
+                           human_bytes(image_budget_.total()) + "); retry later",
+                       "", "image_memory_busy");
+    }
     for (PromptInput& p : job.prompts) {
         if (p.images.empty()) continue;
-        KIMI_CHECK(encoder_ != nullptr, "images without an encoder");
         try {
-            p.media = encoder_->encode_prompt(p.ids, p.images);
-        } catch (const Error& e) {
+            std::vector<PromptImage> ready;
+            ready.reserve(p.images.size());
+            for (const PendingImage& img : p.images) {
+                if (ctl.cancelled()) throw EncodeStopped("the client went away", false);
+                ready.push_back(media_->load(img));
+            }
+            p.images = {};   // the encoded bytes are not needed any more
+            p.media = encoder_->encode_prompt(p.ids, ready, ctl);
+        } catch (const EncodeStopped& e) {
+            if (e.timed_out) throw ApiError(408, e.what(), "", "request_timeout");
+            throw ApiError(499, e.what());
+        } catch (const Error& e) {   // ImageError included
             throw ApiError(400, e.what(), "messages", "invalid_image");
         }
-        p.images = {};   // the pixels are not needed any more
     }
 }
 
@@ -168,7 +262,7 @@ void HttpServer::generate(const HttpRequest& req, HttpResponse& res, bool chat) 
     const J b = parse_body(req.body);
     const ParseContext pc = parse_context(engine_->max_model_len(), cfg_.max_request_tokens);
     GenerationJob parsed = chat ? parse_chat_request(b, pc) : parse_completion_request(b, pc);
-    encode_images(parsed);
+    encode_images(parsed, req);
     auto job = std::make_shared<const GenerationJob>(std::move(parsed));
     if (job->params.structured) metrics_.on_grammar_compiled(job->grammar_compile_s);
     const GenerateContext gc{*engine_, *tok_, metrics_, std::string("fp_kimi_cpp_") + kVersion + "_" + cfg_.precision,

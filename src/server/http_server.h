@@ -18,6 +18,7 @@
 #include "runtime/engine.h"
 #include "runtime/vision_encoder.h"
 #include "server/http_listener.h"
+#include "server/image_budget.h"
 #include "server/media_loader.h"
 #include "server/openai_request.h"
 #include "server/metrics.h"
@@ -39,7 +40,8 @@ struct ServerConfig {
     double request_timeout_s = 30.0;     // a request's head + body must arrive within it
     double keep_alive_timeout_s = 5.0;   // an idle connection closes after it
     double shutdown_grace_s = 5.0;
-    std::string precision = "f32";   // for system_fingerprint (set from the engine when ready)
+    int64_t image_memory_bytes = int64_t(4) << 30;   // the images of all requests in flight (--mm-memory)
+    std::string precision = "f32";                   // for system_fingerprint (set from the engine when ready)
 };
 
 class HttpServer {
@@ -69,7 +71,9 @@ private:
     bool pre_route(const HttpRequest& req, HttpResponse& res);   // true: answered here
     void generate(const HttpRequest& req, HttpResponse& res, bool chat);
     ParseContext parse_context(int32_t max_model_len, int64_t max_request_tokens) const;
-    void encode_images(GenerationJob& job);   // each prompt's images → its media spans
+    // Each prompt's images decoded and encoded into its media spans, within the image budget,
+    // the request's deadline, and only while its client is there.
+    void encode_images(GenerationJob& job, const HttpRequest& req);
 
     ServerConfig cfg_;
     std::vector<Route> routes_;
@@ -82,6 +86,7 @@ private:
     const ModelConfig* model_ = nullptr;
     const MediaLoader* media_ = nullptr;
     VisionEncoder* encoder_ = nullptr;
+    ImageBudget image_budget_;
     ServerMetrics metrics_;
     int64_t started_at_ = 0;
     // A stream's out-of-memory error event and [DONE], made at start: sent when even the error

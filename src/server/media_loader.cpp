@@ -1,7 +1,9 @@
 // MediaLoader implementation (see media_loader.h).
 #include "server/media_loader.h"
 
+#include "core/human_bytes.h"
 #include "image/decode.h"
+#include "image/image_key.h"
 
 namespace kimi::server {
 
@@ -42,25 +44,48 @@ MediaLoader::MediaLoader(image::MediaConfig media, MediaLimits limits, std::stri
       limits_(std::move(limits)),
       unavailable_(std::move(unavailable)) {}
 
-PromptImage MediaLoader::load_bytes(const std::vector<uint8_t>& bytes, const std::string& where) const {
+PendingImage MediaLoader::probe_bytes(std::vector<uint8_t> bytes, const std::string& where) const {
     if (!unavailable_.empty()) throw ImageError(unavailable_);
-    PromptImage p;
+    PendingImage p;
+    p.where = where;
     try {
-        const image::DecodedImage decoded = image::decode_image(bytes);
-        // the padding to whole cells can put an image a row or column of cells over the cap
-        image::MediaConfig m = media_;
-        while (limits_.max_image_tokens > 0 && m.in_patch_limit > 4 &&
-               image::image_geometry(decoded.width, decoded.height, m).n_tokens > limits_.max_image_tokens)
-            m.in_patch_limit = m.in_patch_limit * 3 / 4;
-        p.img = image::prepare_image(decoded, m);
+        image::DecodeLimits dl;
+        dl.max_pixels = limits_.max_image_pixels;
+        p.header = image::probe_image(bytes, dl);
     } catch (const Error& e) {
-        throw ImageError(where + ": " + e.what());
+        const std::string what = e.what();
+        const bool pixels = what.find("exceeds the limit of") != std::string::npos;
+        throw ImageError(where + ": " + what + (pixels ? " (--max-image-pixels)" : ""));
     }
-    p.hash = image::content_hash(p.img);
+    // the padding to whole cells can put an image a row or column of cells over the cap
+    p.config = media_;
+    while (limits_.max_image_tokens > 0 && p.config.in_patch_limit > 4 &&
+           image::image_geometry(p.header.width, p.header.height, p.config).n_tokens > limits_.max_image_tokens)
+        p.config.in_patch_limit = p.config.in_patch_limit * 3 / 4;
+    p.geom = image::image_geometry(p.header.width, p.header.height, p.config);
+    p.memory = p.header.decode_bytes + image::prepare_bytes(p.header, p.config) + int64_t(bytes.size());
+    p.bytes = std::move(bytes);
     return p;
 }
 
-PromptImage MediaLoader::load_part(const J& part, const std::string& where) const {
+PromptImage MediaLoader::load(const PendingImage& p) const {
+    PromptImage out;
+    try {
+        image::DecodeLimits dl;
+        dl.max_pixels = limits_.max_image_pixels;
+        const image::DecodedImage decoded = image::decode_image(p.bytes, dl);
+        if (decoded.width != p.header.width || decoded.height != p.header.height)
+            throw Error("the image decodes to " + std::to_string(decoded.width) + "x" + std::to_string(decoded.height) +
+                        ", its header says " + std::to_string(p.header.width) + "x" + std::to_string(p.header.height));
+        out.img = image::prepare_image(decoded, p.config);
+    } catch (const Error& e) {
+        throw ImageError(p.where + ": " + e.what());
+    }
+    out.key = image::image_key(out.img, p.config);
+    return out;
+}
+
+PendingImage MediaLoader::probe_part(const J& part, const std::string& where) const {
     if (!unavailable_.empty()) throw ImageError(unavailable_);
     const std::string url = part_url(part, where);
     std::vector<uint8_t> bytes;
@@ -69,7 +94,25 @@ PromptImage MediaLoader::load_part(const J& part, const std::string& where) cons
     } catch (const Error& e) {
         throw ImageError(where + ": " + e.what());
     }
-    return load_bytes(bytes, where);
+    return probe_bytes(std::move(bytes), where);
+}
+
+chat::ImageResolver MediaLoader::probe_resolver(std::vector<PendingImage>& out) const {
+    return [this, &out](const J& part, const std::string& where) {
+        if (int64_t(out.size()) >= limits_.images_per_prompt)
+            throw ImageError(where + ": more than " + std::to_string(limits_.images_per_prompt) +
+                             " images in one prompt (--limit-mm-per-prompt image=N)");
+        PendingImage p = probe_part(part, where);
+        int64_t total = p.memory;
+        for (const PendingImage& q : out) total += q.memory;
+        if (total > limits_.request_bytes)
+            throw ImageError(where + ": decoding this request's images would take " + human_bytes(total) +
+                             ", more than the limit of " + human_bytes(limits_.request_bytes) +
+                             " (--mm-request-memory)");
+        out.push_back(std::move(p));
+        const image::ImageGeometry& g = out.back().geom;
+        return chat::ImagePrompt{g.width, g.height, g.n_tokens};
+    };
 }
 
 chat::ImageResolver MediaLoader::resolver(std::vector<PromptImage>& out) const {
@@ -77,7 +120,7 @@ chat::ImageResolver MediaLoader::resolver(std::vector<PromptImage>& out) const {
         if (int64_t(out.size()) >= limits_.images_per_prompt)
             throw ImageError(where + ": more than " + std::to_string(limits_.images_per_prompt) +
                              " images in one prompt (--limit-mm-per-prompt image=N)");
-        out.push_back(load_part(part, where));
+        out.push_back(load(probe_part(part, where)));
         const image::ImageGeometry& g = out.back().img.geom;
         return chat::ImagePrompt{g.width, g.height, g.n_tokens};
     };

@@ -177,6 +177,10 @@ std::string ServerMetrics::render(const EngineSnapshot* e, bool ready, const Lis
         counter(out, "kimi:mm_encode_seconds_total", "Time spent encoding images", vision->encode_ms / 1e3);
         gauge(out, "kimi:mm_encoder_cache_images", "Images in the encoder cache", double(vision->cached_images));
         gauge(out, "kimi:mm_encoder_cache_bytes", "Bytes of the encoder cache", double(vision->cached_bytes));
+        counter(out, "kimi:mm_encodes_stopped_total",
+                "Encodes given up between tower blocks (client gone or past --request-timeout)",
+                double(vision->stopped));
+        gauge(out, "kimi:mm_encodes_running", "Images being encoded now", double(vision->in_flight));
     }
     return out;
 }

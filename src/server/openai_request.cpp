@@ -3,6 +3,7 @@
 
 #include "chat/kimi_linear.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -227,6 +228,26 @@ PromptInput prompt_from_text(const std::string& s, const ParseContext& c) {
     return p;
 }
 
+// The roles of OpenAI's chat API. Both chat formats render or skip each of them (docs/chat.md);
+// any other role is a client's mistake, refused by name rather than rendered as a system
+// header (Kimi Linear) or silently dropped (K3). A missing or non-string role is left to the
+// formats' own message checks.
+void check_roles(const J& msgs) {
+    static constexpr const char* kRoles[] = {"system", "developer", "user", "assistant", "tool", "function"};
+    for (size_t i = 0; i < msgs.size(); ++i) {
+        if (!msgs[i].is_object()) continue;
+        const auto it = msgs[i].find("role");
+        if (it == msgs[i].end() || !it->is_string()) continue;
+        const std::string& role = it->get_ref<const std::string&>();
+        if (std::find(std::begin(kRoles), std::end(kRoles), role) != std::end(kRoles)) continue;
+        std::string allowed;
+        for (const char* r : kRoles) allowed += (allowed.empty() ? "" : ", ") + std::string(r);
+        throw bad_param("messages",
+                        "messages[" + std::to_string(i) + "].role '" + role.substr(0, 100) +
+                            "' is not a chat role (allowed: " + allowed + ")");
+    }
+}
+
 }   // namespace
 
 nlohmann::ordered_json parse_body(const std::string& body) {
@@ -293,6 +314,7 @@ GenerationJob parse_chat_request(const J& b, const ParseContext& c) {
     const J* msgs = field(b, "messages");
     if (!msgs) throw ApiError(400, "messages is required", "messages", "missing_required_parameter");
     if (!msgs->is_array() || msgs->empty()) throw bad_param("messages", "messages must be a non-empty array");
+    check_roles(*msgs);
     const bool k3 = c.format && std::string(c.format->name()) == "kimi-k3";
     std::vector<chat::ChatMessage> messages;
     if (!k3) {   // Kimi Linear: the messages as its renderer reads them
@@ -345,7 +367,7 @@ GenerationJob parse_chat_request(const J& b, const ParseContext& c) {
     }
 
     tok::ChatPrompt rendered;
-    std::vector<PromptImage> images;
+    std::vector<PendingImage> images;
     if (k3) {
         // The K3 format renders the request as a whole (chat_template_kwargs, reasoning_effort,
         // tool results matched to calls, JSON-string arguments parsed as vLLM does).
@@ -353,7 +375,7 @@ GenerationJob parse_chat_request(const J& b, const ParseContext& c) {
             chat::ChatRequest r = chat::chat_request_from_body(b);
             r.allow_special_in_content = false;   // no control-token injection through message text
             if (c.media)
-                r.images = c.media->resolver(images);
+                r.images = c.media->probe_resolver(images);
             else
                 r.images = [](const J&, const std::string& where) -> chat::ImagePrompt {
                     throw ImageError(where + ": image content is not supported (no vision tower is served)");

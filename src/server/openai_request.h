@@ -25,9 +25,9 @@ enum class Endpoint { kCompletions, kChat };
 
 struct PromptInput {
     std::vector<int32_t> ids;
-    std::string text;                  // the prompt as text (for echo)
-    std::vector<PromptImage> images;   // K3 chat: its images, in prompt order (their pad runs in ids)
-    std::vector<MediaSpan> media;      // the same, encoded (set after parsing: HttpServer)
+    std::string text;                   // the prompt as text (for echo)
+    std::vector<PendingImage> images;   // K3 chat: its images, in prompt order (their pad runs in ids), headers read
+    std::vector<MediaSpan> media;       // the same, encoded (set after parsing: HttpServer)
 };
 
 struct GenerationJob {

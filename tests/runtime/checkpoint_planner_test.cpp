@@ -32,7 +32,7 @@ struct Harness {
         return g;
     }
     CheckpointPlanner::TokenAt token_at() const {
-        return [this](int64_t t) { return tokens[size_t(t)]; };
+        return [this](int64_t t) { return uint64_t(uint32_t(tokens[size_t(t)])); };
     }
     std::vector<int32_t> positions() const {
         std::vector<int32_t> at;

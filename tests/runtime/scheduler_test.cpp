@@ -111,7 +111,7 @@ TEST(Pools, BlockAndStatePools) {
 TEST(Pools, CachedBlocksLruAndSharing) {
     BlockPool b(4);
     const int32_t x = *b.allocate(), y = *b.allocate(), z = *b.allocate();
-    const std::vector<int32_t> t1{1, 2, 3, 4}, t2{5, 6, 7, 8};
+    const std::vector<uint64_t> t1{1, 2, 3, 4}, t2{5, 6, 7, 8};
     const uint64_t h1 = block_hash(0, t1, 7), h2 = block_hash(h1, t2, 7);
     EXPECT_NE(h1, h2);
     EXPECT_NE(block_hash(0, t1, 8), h1);   // the salt (e.g. precision) is part of the name

@@ -105,7 +105,8 @@ class T13Connections(unittest.TestCase):
                     s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
                 else:
                     body = b'{"prompt":"hello"}'
-                    s.sendall(b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+                    s.sendall(b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                              b"Content-Length: %d\r\n\r\n" % len(body) + body)
                 s.shutdown(socket.SHUT_WR)
                 data = recv_all(s)
             answered += data.startswith(b"HTTP/1.1 200")
@@ -197,7 +198,8 @@ class T13Connections(unittest.TestCase):
             reader = self.connect(srv.port)   # a long stream nobody reads
             reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             body = json.dumps({"prompt": "hi", "max_tokens": 3000, "ignore_eos": True, "stream": True}).encode()
-            reader.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+            reader.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                           b"Content-Length: %d\r\n\r\n" % len(body) + body)
             socks = [slow, idle, reader]
             time.sleep(1.0)
             t0 = time.monotonic()

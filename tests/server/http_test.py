@@ -40,6 +40,9 @@ What is checked (one shared server for most tests; extra servers where flags dif
                      11. forced tool calls on Kimi Linear and K3, K3 response_format
   http_hostile.py    12. hostile input that once crashed the server (deep GBNF, JSON Schema
                          text and tool-call arguments) on Kimi Linear and K3
+  http_images.py     15. images  cache poisoning by a colliding image, bomb GIFs refused from their
+                                   headers (peak RSS), an abandoned large encode beside a small one,
+                                   one encode for the same image at once, the encode deadline
   http_common.py      the helpers they share (servers, HTTP, SSE, metrics, request bodies)
 Exits non-zero on any failure. Every server started is killed at the end (also on failure).
 """
@@ -56,7 +59,7 @@ import http_common as hc  # noqa: E402
 
 TEST_MODULES = ["http_shapes", "http_generation", "http_bad_input", "http_fuzz", "http_lifecycle", "http_k3",
                 "http_prefix_cache", "http_structured", "http_structured_tools", "http_hostile",
-                "http_connections"]
+                "http_connections", "http_images", "http_strict"]
 
 
 def collect_tests():

@@ -81,8 +81,10 @@ int cmd_bench_vision(int argc, char** argv) {
     const VisionConfig& v = model->config().vision;
 
     const image::MediaConfig mc = image::load_media_config(model_dir);
-    const image::PreparedImage img = image::prepare_image(synthetic_image(int32_t(width), int32_t(height)), mc);
-    const int64_t n_patches = int64_t(img.geom.grid_h) * img.geom.grid_w;
+    image::PromptImage img;
+    img.img = image::prepare_image(synthetic_image(int32_t(width), int32_t(height)), mc);
+    img.key = image::image_key(img.img, mc);
+    const int64_t n_patches = int64_t(img.img.geom.grid_h) * img.img.geom.grid_w;
     VisionEncoder encoder(*model, run.precision, run.threads, 0);   // no cache: every rep encodes
 
     ThreadPool pool(run.threads);
@@ -92,9 +94,11 @@ int cmd_bench_vision(int argc, char** argv) {
     std::vector<double> ms;
     for (int64_t r = 0; r <= reps; ++r) {   // rep 0 warms up (arena growth, first touch)
         const auto t0 = std::chrono::steady_clock::now();
-        encoder.encode(img, uint64_t(r), [&](int64_t done, int64_t total) {
+        VisionEncoder::Control ctl;
+        ctl.progress = [&](int64_t done, int64_t total) {
             bar.update(double(r * total + done), double((reps + 1) * total), "blocks");
-        });
+        };
+        encoder.encode(img, ctl);
         if (r > 0)
             ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
@@ -109,9 +113,10 @@ int cmd_bench_vision(int argc, char** argv) {
              {"threads", run.threads},
              {"precision", bf16 ? "bf16" : "f32"},
              {"tower", {{"blocks", v.n_layers}, {"width", v.hidden}, {"heads", v.n_heads}, {"mlp", v.intermediate}}},
-             {"image", {{"width", width}, {"height", height}, {"resized", {img.geom.new_width, img.geom.new_height}}}},
+             {"image",
+              {{"width", width}, {"height", height}, {"resized", {img.img.geom.new_width, img.img.geom.new_height}}}},
              {"patches", n_patches},
-             {"tokens", img.geom.n_tokens},
+             {"tokens", img.img.geom.n_tokens},
              {"encode_ms", {{"min", ms.front()}, {"median", median}, {"max", ms.back()}}},
              {"gflop", {{"matmul", f.gemm / 1e9}, {"attention", f.attention / 1e9}}},
              {"gflops", gflops},
@@ -122,7 +127,8 @@ int cmd_bench_vision(int argc, char** argv) {
     std::printf("  tower      %lld blocks x %lld wide (%lld heads, MLP %lld)\n", (long long)v.n_layers,
                 (long long)v.hidden, (long long)v.n_heads, (long long)v.intermediate);
     std::printf("  image      %lldx%lld -> %dx%d: %lld patches, %lld tokens\n", (long long)width, (long long)height,
-                img.geom.new_width, img.geom.new_height, (long long)n_patches, (long long)img.geom.n_tokens);
+                img.img.geom.new_width, img.img.geom.new_height, (long long)n_patches,
+                (long long)img.img.geom.n_tokens);
     std::printf("  encode     %.1f ms median (min %.1f, max %.1f, %lld reps)\n", median, ms.front(), ms.back(),
                 (long long)reps);
     std::printf(

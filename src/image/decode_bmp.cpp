@@ -232,6 +232,7 @@ ImageHeader probe_bmp(std::span<const uint8_t> bytes, const DecodeLimits& limits
     h.width = static_cast<int32_t>(l.width);
     h.height = static_cast<int32_t>(l.height);
     h.mode = l.mode;
+    h.transparency = false;
     // The pixels and the palette; the rows are unpacked straight from the input.
     h.decode_bytes = l.width * l.height * bytes_per_pixel(l.mode) + 1024 + kDecodeSlackBytes;
     return h;

@@ -83,19 +83,22 @@ ImageHeader probe_gif(std::span<const uint8_t> bytes, const DecodeLimits& limits
         pos += static_cast<size_t>(3 * count);
     }
     // Records up to the first image descriptor: extensions are sub-blocks (size byte, data) up to
-    // an empty one; anything but an extension, an image or the trailer is an error for giflib.
+    // an empty one; anything but an extension, an image or the trailer is an error for giflib. A
+    // graphic control extension with its transparency flag makes decode_gif set a transparent index.
+    bool transparency = false;
     for (;;) {
         if (pos >= n) throw Error("gif: cannot read a record: truncated file");
         const uint8_t type = d[pos++];
         if (type == ';') throw Error("gif: the file has no image");
         if (type == '!') {
             if (pos >= n) throw Error("gif: cannot read an extension: truncated file");
-            ++pos;   // the extension code
-            for (;;) {
+            const uint8_t code = d[pos++];
+            for (bool first = true;; first = false) {
                 if (pos >= n) throw Error("gif: cannot read an extension: truncated file");
                 const size_t len = d[pos++];
                 if (len == 0) break;
                 if (n - pos < len) throw Error("gif: cannot read an extension: truncated file");
+                if (first && code == GRAPHICS_EXT_FUNC_CODE && len >= 4 && (d[pos] & 1)) transparency = true;
                 pos += len;
             }
             continue;
@@ -120,6 +123,7 @@ ImageHeader probe_gif(std::span<const uint8_t> bytes, const DecodeLimits& limits
     h.height = static_cast<int32_t>(std::max(screen_h, top + fh));
     check_dimensions("gif", h.width, h.height, limits);
     h.mode = palette ? PixelMode::kP : PixelMode::kL;
+    h.transparency = transparency;
     // The canvas (1 byte per pixel), one frame row, giflib's decoder state (LZW tables of 16 KiB and
     // two colour maps) and the palette: all fixed but the canvas.
     h.decode_bytes = int64_t{h.width} * h.height + fw + 64 * 1024 + kDecodeSlackBytes;

@@ -275,6 +275,7 @@ ImageHeader probe_jpeg(std::span<const uint8_t> bytes, const DecodeLimits& limit
     h.width = static_cast<int32_t>(swap ? f.height : f.width);
     h.height = static_cast<int32_t>(swap ? f.width : f.height);
     h.orientation = orientation;
+    h.transparency = false;
     h.mode = f.components == 1 ? PixelMode::kL : f.components == 3 ? PixelMode::kRGB : PixelMode::kCMYK;
     const int64_t out = f.width * f.height * f.components;
     h.decode_bytes = out + (orientation != 1 ? f.width * f.components : 0) + jpeg_library_bytes(f) + kDecodeSlackBytes;

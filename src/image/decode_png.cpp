@@ -352,6 +352,7 @@ ImageHeader probe_png(std::span<const uint8_t> bytes, const DecodeLimits& limits
     h.width = static_cast<int32_t>(c.width);
     h.height = static_cast<int32_t>(c.height);
     h.mode = png_mode(ct, depth);
+    h.transparency = c.has_trns;
     const int64_t w = c.width, hh = c.height;
     const int64_t channels = ct == 2 ? 3 : ct == 4 ? 2 : ct == 6 ? 4 : 1;
     const int64_t sample_bytes = depth == 16 ? 2 : 1;

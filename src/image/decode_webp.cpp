@@ -386,7 +386,8 @@ Frame read_frame(std::span<const uint8_t> bytes, size_t pos, size_t end) {
 struct WebpLayout {
     int64_t canvas_w = 0, canvas_h = 0;
     bool animated = false, has_alpha = false;
-    Frame frame;   // the first frame
+    Frame frame;          // the first frame
+    int64_t chunks = 0;   // top-level chunks (the demuxer keeps at most a record for each)
 };
 
 WebpLayout read_layout(std::span<const uint8_t> bytes) {
@@ -397,6 +398,8 @@ WebpLayout read_layout(std::span<const uint8_t> bytes) {
     if (uint64_t{riff_size} > n - 8) throw Error("webp: truncated file");
     const size_t end = static_cast<size_t>(riff_size) + 8;
     WebpLayout l;
+    Chunk c;
+    for (size_t pos = 12; read_chunk(bytes, pos, end, c) && c.next <= end; pos = c.next) ++l.chunks;
     Chunk first;
     read_chunk(bytes, 12, end, first);
     if (!is(first, "VP8X")) {   // a simple file: one VP8 / VP8L chunk
@@ -423,7 +426,6 @@ WebpLayout read_layout(std::span<const uint8_t> bytes) {
     // Animated: the first ANMF frame (16 bytes of offsets, size, duration and flags, then its
     // bitstreams), whose bitstream size (the demuxer's frame size) must fit the canvas there.
     l.has_alpha = alpha_flag;
-    Chunk c;
     for (size_t pos = first.next; read_chunk(bytes, pos, end, c); pos = c.next) {
         if (c.next > end) throw Error("webp: truncated file");
         if (!is(c, "ANMF")) continue;
@@ -497,10 +499,11 @@ ImageHeader probe_webp(std::span<const uint8_t> bytes, const DecodeLimits& limit
     h.width = static_cast<int32_t>(l.canvas_w);
     h.height = static_cast<int32_t>(l.canvas_h);
     h.mode = l.has_alpha ? PixelMode::kRGBA : PixelMode::kRGB;
+    h.transparency = false;   // RGB or RGBA: the mode says it
     const int64_t p = l.canvas_w * l.canvas_h;
     const int64_t out = p * bytes_per_pixel(h.mode);
-    // The demuxer's frame and chunk records (at most one per 8 bytes of file).
-    const int64_t demux = 4 * static_cast<int64_t>(bytes.size()) + 8 * 1024;
+    // The demuxer: its struct, and a frame or chunk record (under 256 bytes) per chunk.
+    const int64_t demux = 256 * (l.chunks + 1) + 8 * 1024;
     const int64_t frame = frame_bytes(l.frame);
     if (l.animated) {   // two RGBA canvases; the frame is decoded into one, then copied out
         h.decode_bytes = demux + 8 * p + std::max(frame, out) + kDecodeSlackBytes;

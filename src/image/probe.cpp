@@ -77,11 +77,12 @@ int64_t resize_bytes(int64_t w, int64_t h, PixelMode m, int64_t nw, int64_t nh) 
     }
 }
 
-// to_rgb of an n-pixel image in mode m: convert_to_rgba + composite (any mode that can carry alpha
-// or a transparent value), or convert_to_rgb.
-int64_t to_rgb_bytes(int64_t n, PixelMode m) {
-    const bool may_have_alpha = m != PixelMode::kRGB && m != PixelMode::kCMYK;
-    return may_have_alpha ? 7 * n : 3 * n;
+// to_rgb of an n-pixel image in mode m: convert_to_rgba + composite (an alpha band, or a
+// transparent index / grey value), or convert_to_rgb.
+int64_t to_rgb_bytes(int64_t n, PixelMode m, bool transparency) {
+    const bool alpha =
+        m == PixelMode::kRGBA || m == PixelMode::kLA || (transparency && m != PixelMode::kRGB && m != PixelMode::kCMYK);
+    return alpha ? 7 * n : 3 * n;
 }
 
 }   // namespace
@@ -99,12 +100,12 @@ int64_t prepare_bytes(const ImageHeader& h, const MediaConfig& c) {
     if (c.fill_after_resize) {
         if (resize) {
             peak = std::max(peak, resize_bytes(w, hh, m, nw, nh));
-            peak = std::max(peak, n * bytes_per_pixel(resized_mode) + to_rgb_bytes(n, resized_mode));
+            peak = std::max(peak, n * bytes_per_pixel(resized_mode) + to_rgb_bytes(n, resized_mode, h.transparency));
         } else {
-            peak = std::max(peak, to_rgb_bytes(p, m));
+            peak = std::max(peak, to_rgb_bytes(p, m, h.transparency));
         }
     } else {
-        peak = std::max(peak, to_rgb_bytes(p, m));
+        peak = std::max(peak, to_rgb_bytes(p, m, h.transparency));
         if (resize) peak = std::max(peak, 3 * p + bicubic_bytes(w, hh, 3, 1, nw, nh));
     }
     peak = std::max(peak, 3 * n + 3 * q);    // the padded copy next to the resized image

@@ -24,6 +24,8 @@ struct ImageHeader {
     int64_t decode_bytes = 0;            // upper bound of the peak heap bytes decode_image(bytes) uses
     PixelMode mode = PixelMode::kRGBA;   // the mode decode_image returns (prepare_bytes depends on it)
     int orientation = 1;                 // JPEG: the EXIF orientation applied (1..8); 1 otherwise
+    bool transparency = true;            // modes P / 1 / L / I;16: a transparent index or grey value may be set
+                                         // (the image then goes through RGBA); false when the header rules it out
 };
 
 // Reads only headers and chunk tables; throws kimi::Error (a one-line message starting with the

@@ -11,7 +11,8 @@
 - Stalls: a large image whose client hangs up after 2 s does not hold up another client's small
   image (answered within 10 s), and its encode stops between tower blocks (the
   kimi:mm_encodes_stopped_total counter); two requests for the same new image at once encode it
-  once; an encode past --request-timeout is a 408.
+  once; an encode past --request-timeout is a 408; past --mm-memory (the images of all requests in
+  flight) a request waits, then gets a 503 naming the flag.
 Run through http_test.py.
 """
 import base64
@@ -29,14 +30,17 @@ from http_common import Server, check_error, metrics, post
 NORMAL = None   # --max-model-len 512
 LARGE = None    # --max-model-len 40000: large images are accepted
 SLOW = None     # --request-timeout 2
+TIGHT = None    # --mm-memory 0.1: one 2000x2000 image at a time
 
 
 def setUpModule():
-    global NORMAL, LARGE, SLOW
+    global NORMAL, LARGE, SLOW, TIGHT
     model = hc.make_model(seed=13, preset="k3-tiny")
     NORMAL = Server("--max-model-len", "512", model=model)
     LARGE = Server("--max-model-len", "40000", "--mm-request-memory", "3", "--mm-memory", "6", model=model)
     SLOW = Server("--max-model-len", "40000", "--mm-request-memory", "3", "--request-timeout", "2", model=model)
+    TIGHT = Server("--max-model-len", "40000", "--mm-request-memory", "0.1", "--mm-memory", "0.1", "--request-timeout",
+                   "2", model=model)
 
 
 # ---------------------------------------------------------------------------------------- images
@@ -205,3 +209,24 @@ class T15Images(unittest.TestCase):
         check_error(self, r, 408, msg="encode past --request-timeout 2")
         self.assertLess(time.monotonic() - t0, 60)
         hc.wait_metrics(SLOW.port, lambda m: m.get("kimi:mm_encodes_stopped_total", 0) >= 1, timeout=5)
+
+    def test_f_past_the_global_image_memory_a_request_waits_then_gets_a_503(self):
+        out = {}
+
+        def go(name, side):
+            out[name] = post(TIGHT.port, "/v1/chat/completions", image_chat(data_url(gif_screen(side, side), "image/gif")),
+                             timeout=120)
+
+        first = threading.Thread(target=go, args=("first", 2000))   # ~62 MiB of the 102 MiB budget
+        first.start()
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        go("second", 2001)   # another ~62 MiB: waits for room until its deadline
+        waited = time.monotonic() - t0
+        first.join()
+        check_error(self, out["second"], 503, msg="past --mm-memory")
+        self.assertIn("--mm-memory", out["second"].json()["error"]["message"])
+        self.assertGreaterEqual(waited, 1.5, "it waited for room first")
+        check_error(self, out["first"], 408, msg="the first one ran past --request-timeout 2")
+        r = post(TIGHT.port, "/v1/chat/completions", image_chat(data_url(png(bytes(28 * 28 * 3), 28, 28), "image/png")))
+        self.assertEqual(r.status, 200, r)   # the budget is given back

@@ -15,7 +15,6 @@ On a random k3-tiny checkpoint, per binary:
 Needs Debian's python3-pil. Prints one JSON object per binary; never fails on the figures.
 """
 import argparse
-import http.client
 import json
 import os
 import sys
@@ -54,18 +53,8 @@ def measure(model):
                                "vm_hwm_growth_mib": (hi.vm_hwm_kib(s) - h0) // 1024}
     s.stop()
     big_server = Server("--max-model-len", "40000", model=model)
-    big = json.dumps(hi.image_chat(hi.data_url(hi.gif_screen(2800, 2800), "image/gif"))).encode()
-
-    def abandon():
-        c = http.client.HTTPConnection("127.0.0.1", big_server.port, timeout=300)
-        c.putrequest("POST", "/v1/chat/completions")
-        c.putheader("Content-Type", "application/json")
-        c.putheader("Content-Length", str(len(big)))
-        c.endheaders(big)
-        time.sleep(2.0)
-        c.sock.close()
-
-    t = threading.Thread(target=abandon)
+    big = hi.image_chat(hi.data_url(hi.gif_screen(2800, 2800), "image/gif"))
+    t = threading.Thread(target=hi.send_and_hang_up, args=(big_server.port, big, 2.0))
     t.start()
     time.sleep(0.5)
     t0 = time.monotonic()

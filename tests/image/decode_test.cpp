@@ -14,11 +14,12 @@
 #include "core/error.h"
 #include "image/decode.h"
 #include "image/decode_internal.h"
+#include "byte_writer.h"
 
 namespace kimi::image {
 namespace {
 
-using Bytes = std::vector<uint8_t>;
+using namespace test;   // Bytes, put_*, png_chunk, zlib_stored (byte_writer.h)
 
 // --- embedded files, written by Pillow 9.4 -------------------------------------------------------
 // kJpegOrient6: 3×2 RGB, quality 95, EXIF orientation 6; kGifTrns: 3×2 P, indices {0,1,2,3,1,0},
@@ -83,35 +84,6 @@ Bytes to_bytes(const uint8_t* p, size_t n) { return Bytes(p, p + n); }
 
 // --- hand-made PNG (stored deflate blocks) and BMP ----------------------------------------------
 
-uint32_t crc32(const uint8_t* p, size_t n) {
-    uint32_t c = 0xffffffffu;
-    for (size_t i = 0; i < n; ++i) {
-        c ^= p[i];
-        for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
-    }
-    return ~c;
-}
-
-void put_be32(Bytes& b, uint32_t v) {
-    for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<uint8_t>(v >> s));
-}
-void put_le16(Bytes& b, uint32_t v) {
-    b.push_back(static_cast<uint8_t>(v));
-    b.push_back(static_cast<uint8_t>(v >> 8));
-}
-void put_le32(Bytes& b, uint32_t v) {
-    put_le16(b, v & 0xffff);
-    put_le16(b, v >> 16);
-}
-
-void png_chunk(Bytes& out, const char* type, const Bytes& data) {
-    put_be32(out, static_cast<uint32_t>(data.size()));
-    Bytes td(type, type + 4);
-    td.insert(td.end(), data.begin(), data.end());
-    out.insert(out.end(), td.begin(), td.end());
-    put_be32(out, crc32(td.data(), td.size()));
-}
-
 // A PNG with the given IHDR fields; `raw` is the filtered scanline data (filter bytes included).
 Bytes make_png(uint32_t w, uint32_t h, uint8_t depth, uint8_t color_type, const Bytes& raw, const Bytes& plte = {},
                const Bytes& trns = {}) {
@@ -123,21 +95,7 @@ Bytes make_png(uint32_t w, uint32_t h, uint8_t depth, uint8_t color_type, const 
     png_chunk(out, "IHDR", ihdr);
     if (!plte.empty()) png_chunk(out, "PLTE", plte);
     if (!trns.empty()) png_chunk(out, "tRNS", trns);
-    Bytes z = {0x78, 0x01};   // zlib, stored blocks of up to 65535 bytes
-    size_t pos = 0;
-    do {
-        const size_t n = std::min<size_t>(raw.size() - pos, 65535);
-        z.push_back(pos + n == raw.size() ? 1 : 0);
-        put_le16(z, static_cast<uint32_t>(n));
-        put_le16(z, static_cast<uint32_t>(~n & 0xffff));
-        z.insert(z.end(), raw.begin() + static_cast<std::ptrdiff_t>(pos),
-                 raw.begin() + static_cast<std::ptrdiff_t>(pos + n));
-        pos += n;
-    } while (pos < raw.size());
-    uint32_t a = 1, b = 0;
-    for (uint8_t v : raw) a = (a + v) % 65521, b = (b + a) % 65521;
-    put_be32(z, b << 16 | a);
-    png_chunk(out, "IDAT", z);
+    png_chunk(out, "IDAT", zlib_stored(raw));
     png_chunk(out, "IEND", {});
     return out;
 }

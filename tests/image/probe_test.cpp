@@ -30,6 +30,7 @@
 #include "image/decode_internal.h"
 #include "image/preprocess.h"
 #include "image/probe.h"
+#include "byte_writer.h"
 
 // --- heap meter: live bytes and their peak, over every allocation of the process ---------------
 
@@ -138,7 +139,7 @@ int posix_memalign(void** out, size_t align, size_t n) noexcept {
 namespace kimi::image {
 namespace {
 
-using Bytes = std::vector<uint8_t>;
+using namespace test;   // Bytes, put_*, png_chunk, zlib_stored (byte_writer.h)
 
 // The heap peak of fn() above the heap in use when it starts.
 int64_t peak_of(const std::function<void()>& fn) {
@@ -159,18 +160,6 @@ Bytes pixels(int w, int h, int channels) {
                 p[(static_cast<size_t>(y) * static_cast<size_t>(w) + static_cast<size_t>(x)) * channels + c] =
                     pattern(x, y, c);
     return p;
-}
-
-void put_le16(Bytes& b, uint32_t v) {
-    b.push_back(static_cast<uint8_t>(v));
-    b.push_back(static_cast<uint8_t>(v >> 8));
-}
-void put_le32(Bytes& b, uint32_t v) {
-    put_le16(b, v & 0xffff);
-    put_le16(b, v >> 16);
-}
-void put_be32(Bytes& b, uint32_t v) {
-    for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<uint8_t>(v >> s));
 }
 
 // --- encoders -------------------------------------------------------------------------------------
@@ -278,23 +267,6 @@ Bytes encode_png(int w, int h, uint32_t format) {
     return out;
 }
 
-uint32_t crc32(const uint8_t* p, size_t n) {
-    uint32_t c = 0xffffffffu;
-    for (size_t i = 0; i < n; ++i) {
-        c ^= p[i];
-        for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
-    }
-    return ~c;
-}
-
-void png_chunk(Bytes& out, const char* type, const Bytes& data) {
-    put_be32(out, static_cast<uint32_t>(data.size()));
-    Bytes td(type, type + 4);
-    td.insert(td.end(), data.begin(), data.end());
-    out.insert(out.end(), td.begin(), td.end());
-    put_be32(out, crc32(td.data(), td.size()));
-}
-
 // A hand-made PNG (stored deflate blocks): 8-bit palette (16 entries) or 1-bit grey, optionally
 // Adam7-interlaced, with extra chunks before / after the image data.
 Bytes make_png(uint32_t w, uint32_t h, bool palette, bool interlace,
@@ -340,21 +312,7 @@ Bytes make_png(uint32_t w, uint32_t h, bool palette, bool interlace,
             }
         }
     }
-    Bytes z = {0x78, 0x01};
-    size_t pos = 0;
-    do {
-        const size_t n = std::min<size_t>(raw.size() - pos, 65535);
-        z.push_back(pos + n == raw.size() ? 1 : 0);
-        put_le16(z, static_cast<uint32_t>(n));
-        put_le16(z, static_cast<uint32_t>(~n & 0xffff));
-        z.insert(z.end(), raw.begin() + static_cast<std::ptrdiff_t>(pos),
-                 raw.begin() + static_cast<std::ptrdiff_t>(pos + n));
-        pos += n;
-    } while (pos < raw.size());
-    uint32_t a = 1, b = 0;
-    for (uint8_t v : raw) a = (a + v) % 65521, b = (b + a) % 65521;
-    put_be32(z, b << 16 | a);
-    png_chunk(out, "IDAT", z);
+    png_chunk(out, "IDAT", zlib_stored(raw));
     for (const auto& [type, data] : after) png_chunk(out, type.c_str(), data);
     png_chunk(out, "IEND", {});
     return out;

@@ -99,6 +99,19 @@ def vm_hwm_kib(server):
     raise AssertionError("no VmHWM")
 
 
+def send_and_hang_up(port, body, after_s):
+    """POSTs `body` (JSON) to /v1/chat/completions and closes the connection after `after_s`
+    seconds without reading the answer."""
+    data = json.dumps(body).encode()
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+    c.putrequest("POST", "/v1/chat/completions")
+    c.putheader("Content-Type", "application/json")
+    c.putheader("Content-Length", str(len(data)))
+    c.endheaders(data)
+    time.sleep(after_s)
+    c.sock.close()
+
+
 def counter(server, name):
     return metrics(server.port).get(name, 0.0)
 
@@ -154,18 +167,8 @@ class T15Images(unittest.TestCase):
 
     def test_c_abandoned_large_encode_does_not_stall_a_small_one(self):
         stopped0 = counter(LARGE, "kimi:mm_encodes_stopped_total")
-        big = json.dumps(image_chat(data_url(gif_screen(2800, 2800), "image/gif"))).encode()
-
-        def abandon():
-            c = http.client.HTTPConnection("127.0.0.1", LARGE.port, timeout=30)
-            c.putrequest("POST", "/v1/chat/completions")
-            c.putheader("Content-Type", "application/json")
-            c.putheader("Content-Length", str(len(big)))
-            c.endheaders(big)
-            time.sleep(2.0)
-            c.sock.close()   # hang up while the image is encoded
-
-        t = threading.Thread(target=abandon)
+        big = image_chat(data_url(gif_screen(2800, 2800), "image/gif"))
+        t = threading.Thread(target=send_and_hang_up, args=(LARGE.port, big, 2.0))
         t.start()
         time.sleep(0.5)
         small = data_url(png(bytes(range(256)) * 9 + bytes(48), 28, 28), "image/png")

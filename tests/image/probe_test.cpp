@@ -12,8 +12,6 @@
 #include <webp/encode.h>
 #include <webp/mux.h>
 
-#include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -31,123 +29,12 @@
 #include "image/preprocess.h"
 #include "image/probe.h"
 #include "byte_writer.h"
-
-// --- heap meter: live bytes and their peak, over every allocation of the process ---------------
-
-namespace {
-std::atomic<int64_t> g_live{0}, g_peak{0};
-// While g_recording, the requested size of every allocation is noted (up to kMaxRecorded).
-constexpr int kMaxRecorded = 1 << 14;
-std::atomic<bool> g_recording{false};
-std::atomic<int> g_num_recorded{0};
-size_t g_recorded[kMaxRecorded];
-void record(size_t n) {
-    if (!g_recording.load(std::memory_order_relaxed)) return;
-    const int i = g_num_recorded.fetch_add(1, std::memory_order_relaxed);
-    if (i < kMaxRecorded) g_recorded[i] = n;
-}
-void heap_add(int64_t n) {
-    const int64_t v = g_live.fetch_add(n, std::memory_order_relaxed) + n;
-    int64_t p = g_peak.load(std::memory_order_relaxed);
-    while (v > p && !g_peak.compare_exchange_weak(p, v, std::memory_order_relaxed)) {}
-}
-}   // namespace
-
-#if defined(__SANITIZE_ADDRESS__)
-#define KIMI_HEAP_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define KIMI_HEAP_ASAN 1
-#endif
-#endif
-
-#ifdef KIMI_HEAP_ASAN
-// Under ASan the allocator reports every malloc and free to these hooks.
-extern "C" int __sanitizer_install_malloc_and_free_hooks(void (*)(const volatile void*, size_t),
-                                                         void (*)(const volatile void*));
-extern "C" size_t __sanitizer_get_allocated_size(const volatile void*);
-namespace {
-void on_malloc(const volatile void*, size_t n) {
-    record(n);
-    heap_add(static_cast<int64_t>(n));
-}
-void on_free(const volatile void* p) {
-    if (p) heap_add(-static_cast<int64_t>(__sanitizer_get_allocated_size(p)));
-}
-const bool g_hooks = __sanitizer_install_malloc_and_free_hooks(on_malloc, on_free) != 0;
-}   // namespace
-#else
-// Otherwise malloc and friends are replaced by counting wrappers around glibc's allocator
-// (sizes as malloc_usable_size reports them, so frees match allocations).
-extern "C" {
-void* __libc_malloc(size_t);
-void __libc_free(void*);
-void* __libc_calloc(size_t, size_t);
-void* __libc_realloc(void*, size_t);
-void* __libc_memalign(size_t, size_t);
-size_t malloc_usable_size(void*) noexcept;
-}
-namespace {
-void* counted(void* p) {
-    if (p) heap_add(static_cast<int64_t>(malloc_usable_size(p)));
-    return p;
-}
-void uncount(void* p) {
-    if (p) heap_add(-static_cast<int64_t>(malloc_usable_size(p)));
-}
-const bool g_hooks = true;
-}   // namespace
-extern "C" {
-void* malloc(size_t n) noexcept {
-    record(n);
-    return counted(__libc_malloc(n));
-}
-void free(void* p) noexcept {
-    uncount(p);
-    __libc_free(p);
-}
-void* calloc(size_t a, size_t b) noexcept {
-    record(a * b);
-    return counted(__libc_calloc(a, b));
-}
-void* realloc(void* p, size_t n) noexcept {
-    record(n);
-    uncount(p);
-    void* q = __libc_realloc(p, n);
-    if (q) return counted(q);
-    if (p && n) counted(p);   // failed: p is still there
-    return nullptr;
-}
-void* memalign(size_t align, size_t n) noexcept {
-    record(n);
-    return counted(__libc_memalign(align, n));
-}
-void* aligned_alloc(size_t align, size_t n) noexcept {
-    record(n);
-    return counted(__libc_memalign(align, n));
-}
-int posix_memalign(void** out, size_t align, size_t n) noexcept {
-    record(n);
-    void* p = __libc_memalign(align, n);
-    if (!p) return ENOMEM;
-    *out = counted(p);
-    return 0;
-}
-}
-#endif
+#include "heap_meter.h"
 
 namespace kimi::image {
 namespace {
 
 using namespace test;   // Bytes, put_*, png_chunk, zlib_stored (byte_writer.h)
-
-// The heap peak of fn() above the heap in use when it starts.
-int64_t peak_of(const std::function<void()>& fn) {
-    const int64_t start = g_live.load();
-    g_peak.store(start);
-    fn();
-    return g_peak.load() - start;
-}
 
 // A test pattern: byte c of pixel (x, y).
 uint8_t pattern(int x, int y, int c) { return static_cast<uint8_t>((x * 7 + y * 13 + c * 61 + (x * y) / 5) & 0xff); }
@@ -446,7 +333,7 @@ Bytes gif_bomb() {
 // --- tests ----------------------------------------------------------------------------------------
 
 TEST(ImageProbe, HeapMeterWorks) {
-    ASSERT_TRUE(g_hooks);
+    ASSERT_TRUE(meter_installed());
     const int64_t peak = peak_of([] {
         std::vector<uint8_t> v(1 << 20, 1);
         EXPECT_EQ(v[100], 1);
@@ -553,13 +440,7 @@ TEST(ImageProbe, LosslessWebpScanFollowsTheEncoder) {
                 const detail::Vp8lScan scan =
                     detail::scan_vp8l(std::span<const uint8_t>(webp).subspan(20), true, c.w, c.h);
                 ASSERT_TRUE(scan.parsed) << what;
-                g_num_recorded = 0;
-                g_recording = true;
-                decode_image(webp);
-                g_recording = false;
-                bool found = false;
-                for (int i = 0; i < std::min(g_num_recorded.load(), kMaxRecorded); ++i)
-                    found = found || static_cast<int64_t>(g_recorded[i]) == scan.table_bytes;
+                const bool found = allocates(scan.table_bytes, [&] { decode_image(webp); });
                 EXPECT_TRUE(found) << what << ": no allocation of " << scan.table_bytes << " bytes (" << scan.groups
                                    << " groups)";
                 groups_seen = std::max(groups_seen, scan.groups);

@@ -73,16 +73,19 @@ PromptImage MediaLoader::load(const PendingImage& p) const {
     try {
         image::DecodeLimits dl;
         dl.max_pixels = limits_.max_image_pixels;
-        const image::DecodedImage decoded = image::decode_image(p.bytes, dl);
-        if (decoded.width != p.header.width || decoded.height != p.header.height)
-            throw Error("the image decodes to " + std::to_string(decoded.width) + "x" + std::to_string(decoded.height) +
-                        ", its header says " + std::to_string(p.header.width) + "x" + std::to_string(p.header.height));
-        out.img = image::prepare_image(decoded, p.config);
+        // decode_image probes again and refuses pixels of another size than the header's
+        out.img = image::prepare_image(image::decode_image(p.bytes, dl), p.config);
     } catch (const Error& e) {
         throw ImageError(p.where + ": " + e.what());
     }
     out.key = image::image_key(out.img, p.config);
     return out;
+}
+
+void MediaLoader::check_count(size_t images_so_far, const std::string& where) const {
+    if (int64_t(images_so_far) >= limits_.images_per_prompt)
+        throw ImageError(where + ": more than " + std::to_string(limits_.images_per_prompt) +
+                         " images in one prompt (--limit-mm-per-prompt image=N)");
 }
 
 PendingImage MediaLoader::probe_part(const J& part, const std::string& where) const {
@@ -99,9 +102,7 @@ PendingImage MediaLoader::probe_part(const J& part, const std::string& where) co
 
 chat::ImageResolver MediaLoader::probe_resolver(std::vector<PendingImage>& out) const {
     return [this, &out](const J& part, const std::string& where) {
-        if (int64_t(out.size()) >= limits_.images_per_prompt)
-            throw ImageError(where + ": more than " + std::to_string(limits_.images_per_prompt) +
-                             " images in one prompt (--limit-mm-per-prompt image=N)");
+        check_count(out.size(), where);
         PendingImage p = probe_part(part, where);
         int64_t total = p.memory;
         for (const PendingImage& q : out) total += q.memory;
@@ -117,9 +118,7 @@ chat::ImageResolver MediaLoader::probe_resolver(std::vector<PendingImage>& out) 
 
 chat::ImageResolver MediaLoader::resolver(std::vector<PromptImage>& out) const {
     return [this, &out](const J& part, const std::string& where) {
-        if (int64_t(out.size()) >= limits_.images_per_prompt)
-            throw ImageError(where + ": more than " + std::to_string(limits_.images_per_prompt) +
-                             " images in one prompt (--limit-mm-per-prompt image=N)");
+        check_count(out.size(), where);
         out.push_back(load(probe_part(part, where)));
         const image::ImageGeometry& g = out.back().img.geom;
         return chat::ImagePrompt{g.width, g.height, g.n_tokens};

@@ -71,6 +71,7 @@ public:
 
 private:
     PendingImage probe_part(const nlohmann::ordered_json& part, const std::string& where) const;
+    void check_count(size_t images_so_far, const std::string& where) const;   // --limit-mm-per-prompt
 
     image::MediaConfig media_;
     MediaLimits limits_;

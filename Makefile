@@ -52,13 +52,14 @@ build-asan: deps $(BUILD_ASAN)/build.ninja
 	cmake --build $(BUILD_ASAN) -j $(JOBS) --target core_tests loader_tests grammar_tests regex_tests image_decode_tests image_preprocess_tests
 
 # Sanitized tests, then a short run of every fuzz target (FUZZ_TEST_SECONDS each), then the rest
-# (the 10-minute soak is `ctest -L soak`; the benchmarks are `make bench`).
+# (the 10-minute soak is `ctest -L soak`; the benchmarks are `make bench`; the AMX emulation
+# against real tiles is `ctest -L amx`, on a machine with AMX).
 FUZZ_TEST_SECONDS ?= 20
 test: build build-asan build-fuzz
 	$(MAKE) --no-print-directory format-check
 	ctest --test-dir $(BUILD_ASAN) -L sanitize --output-on-failure
 	python3 fuzz/run.py $(BUILD_FUZZ) $(FUZZ_TEST_SECONDS) $(BUILD_FUZZ)/fuzz-test.json --parallel $(JOBS)
-	ctest --test-dir $(BUILD) -LE 'slow|sanitize|soak' --output-on-failure -j $(JOBS)
+	ctest --test-dir $(BUILD) -LE 'slow|sanitize|soak|amx' --output-on-failure -j $(JOBS)
 
 # C++ layout (.clang-format, 120 columns): `make format` rewrites, `make format-check` (part of
 # `make test`) fails on any file that differs.
@@ -72,7 +73,7 @@ format-check:
 # The inner loop: the C++ suites (ops, model, golden, loader, runtime, grammar, chat, dist) without
 # the sanitizers, fuzzing, the tokenizer oracles and the end-to-end CLI and HTTP tests.
 test-fast: build
-	ctest --test-dir $(BUILD) -L 'unit|ops|model|golden|chat' -LE 'slow|sanitize|soak' --output-on-failure -j $(JOBS)
+	ctest --test-dir $(BUILD) -L 'unit|ops|model|golden|chat' -LE 'slow|sanitize|soak|amx' --output-on-failure -j $(JOBS)
 
 # libFuzzer targets (fuzz/, clang + ASan + UBSan): `make fuzz` runs each for FUZZ_SECONDS on a copy
 # of its seed corpus; crash inputs land in $(BUILD_FUZZ)/fuzz-crashes/, the summary in fuzz-results.json.

@@ -129,7 +129,7 @@ MediaConfig parse_media_config(const nlohmann::json& preprocessor_config, const 
             if (it->size() != 2) r.fail("merge_kernel_size", "must be an integer or a list of 2", *it);
             const int64_t kh = r.integer_value((*it)[0], "merge_kernel_size", 1, kMaxMergeKernel);
             const int64_t kw = r.integer_value((*it)[1], "merge_kernel_size", 1, kMaxMergeKernel);
-            if (kh != kw) r.fail("merge_kernel_size", "must be square (non-square merging is not implemented)", *it);
+            if (kh != kw) r.fail("merge_kernel_size", "must be square: the token merge takes square cells only", *it);
             c.merge_kernel_size = static_cast<int32_t>(kh);
         } else {
             c.merge_kernel_size = static_cast<int32_t>(r.integer_value(*it, "merge_kernel_size", 1, kMaxMergeKernel));
@@ -166,7 +166,7 @@ MediaConfig parse_media_config(const nlohmann::json& preprocessor_config, const 
     c.fill_after_resize = stage == "after_resize";
 
     if (const auto it = m.find("fixed_output_tokens"); it != m.end() && !it->is_null()) {
-        r.fail("fixed_output_tokens", "is not implemented (only null)", *it);
+        r.fail("fixed_output_tokens", "must be null: image tokens are always sized from the image", *it);
     }
     return c;
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """End-to-end tests of the measuring commands on a random tiny model: bench decode --ab,
-bench serve against our server, eval gsm8k --limit 5 against our server, eval compare.
+bench serve against our server, eval gsm8k --limit 5 against our server, eval compare; and
+bench machine, bench matmul (with --compare-torch where /usr/bin/python3 has torch).
 
 Run as: cli_bench_test.py --kimi build/bin/kimi-cpp [unittest args]. Standard library only."""
 import argparse
@@ -20,6 +21,18 @@ WORK = None
 MODEL = None
 SERVER = None
 URL = None
+
+
+def torch_importable():
+    """Whether Debian's /usr/bin/python3 can import torch (for the --compare-torch tests)."""
+    try:
+        return subprocess.run(["/usr/bin/python3", "-c", "import torch"], capture_output=True,
+                              timeout=120).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+HAVE_TORCH = torch_importable()
 
 
 def run(*args, timeout=300):
@@ -92,6 +105,19 @@ class BenchMachine(unittest.TestCase):
                 self.assertLessEqual(part[t]["min"], part[t]["median"])
                 self.assertLessEqual(part[t]["median"], part[t]["max"])
         self.assertIn("| read bandwidth |", out)
+        # The AMX tile peak: measured where this process may use the tiles, else null and why.
+        self.assertIn("amx_bf16_gflops", j)
+        self.assertIn("amx_why_not", j)
+        if j["amx_bf16_gflops"] is None:
+            self.assertTrue(j["amx_why_not"])
+            self.assertIn("AMX tile peak: not measured (" + j["amx_why_not"] + ")", out)
+        else:
+            self.assertIsNone(j["amx_why_not"])
+            self.assertEqual(j["amx_bf16_gflops"]["isa"], "amx-bf16 (tdpbf16ps)")
+            for t in ("1_thread", "all_threads"):
+                p = j["amx_bf16_gflops"][t]
+                self.assertTrue(0 < p["min"] <= p["median"] <= p["max"])
+            self.assertIn("| bf16 tile peak (amx-bf16 (tdpbf16ps)) |", out)
 
 
 class BenchModel(unittest.TestCase):
@@ -173,6 +199,32 @@ class BenchMatmul(unittest.TestCase):
         rc, _, err = run("bench", "matmul", "--shapes", "12x", "--quiet")
         self.assertEqual(rc, 1)
         self.assertIn("is not OUTxIN", err)
+
+    @unittest.skipUnless(HAVE_TORCH, "/usr/bin/python3 cannot import torch (Debian python3-torch)")
+    def test_compare_torch(self):
+        js = os.path.join(WORK, "matmul_torch.json")
+        rc, out, err = run("bench", "matmul", "--shapes", "64x128,96x256", "--tokens", "1,16", "--reps", "1",
+                           "--working-set-mb", "1", "--compare-torch", "--quiet", "--json", js)
+        self.assertEqual(rc, 0, err)
+        j = json.load(open(js))
+        self.assertTrue(j["torch"]["version"])
+        self.assertEqual([(r["shape"], r["tokens"]) for r in j["rows"]],
+                         [("64x128", 1), ("64x128", 16), ("96x256", 1), ("96x256", 16)])
+        for r in j["rows"]:
+            t = r["torch_ms"]
+            self.assertTrue(0 < t["min"] <= t["median"] <= t["max"], r)
+            self.assertGreater(r["torch_gflops"], 0)
+            self.assertAlmostEqual(r["speedup_vs_torch"], r["gflops"] / r["torch_gflops"], places=6)
+            self.assertIn(f"| {r['shape']} | {r['tokens']} |", out)
+        self.assertIn("| torch ms | torch GFLOP/s | ratio |", out)
+        # A missing script is a clear error before any work; so are products torch is not asked for.
+        rc, _, err = run("bench", "matmul", "--shapes", "64x128", "--compare-torch", "--torch-script",
+                         "/nonexistent.py", "--quiet")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("/nonexistent.py", err)
+        rc, _, err = run("bench", "matmul", "--shapes", "64x128", "--compare-torch", "--activation-dtype", "f32")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("bf16", err)
 
 
 class BenchServe(unittest.TestCase):

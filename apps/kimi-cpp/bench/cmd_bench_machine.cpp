@@ -1,7 +1,9 @@
 // `kimi-cpp bench machine`: the limits the engine is measured against — streaming read
 // bandwidth (a buffer far larger than the last-level cache, 1 thread and all threads) and
 // the peak f32 / bf16 multiply-add rate of register-only loops for the best instruction set
-// present. Repetitions with min/median/max; a table and --json.
+// present, and of the AMX-BF16 tiles (TDPBF16PS) where this process may use them (else the
+// reason, in one line under the table and in the JSON). Repetitions with min/median/max; a
+// table and --json.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "args.h"
+#include "backend/cpu/amx_support.h"
 #include "backend/cpu/cpu_features.h"
 #include "bench/stats.h"
 #include "commands.h"
@@ -47,10 +50,11 @@ int cmd_bench_machine(int argc, char** argv) {
     ThreadPool pool{int(threads)};
     const ProbeBuffer buf(pool, size_mb * (int64_t(1) << 20) / 8);
     Progress bar("bench machine", quiet);
-    const double total_steps = double(reps) * 6;
+    const cpu::AmxSupport& amx = cpu::amx_support();
+    const double total_steps = double(reps) * (amx.usable ? 8 : 6);
     double done = 0;
-    std::vector<double> bw1, bwn, f1, fn, b1, bn;
-    std::string isa_f32, isa_bf16;
+    std::vector<double> bw1, bwn, f1, fn, b1, bn, a1, an;
+    std::string isa_f32, isa_bf16, isa_amx;
     for (int64_t r = 0; r < reps; ++r) {
         bw1.push_back(read_gbs(buf, nullptr));
         bar.update(++done, total_steps, "probes");
@@ -63,6 +67,11 @@ int cmd_bench_machine(int argc, char** argv) {
         b1.push_back(peak_gflops(true, nullptr, isa_bf16));
         bar.update(++done, total_steps, "probes");
         bn.push_back(peak_gflops(true, &pool, isa_bf16));
+        bar.update(++done, total_steps, "probes");
+        if (!amx.usable) continue;
+        a1.push_back(amx_peak_gflops(nullptr, isa_amx));
+        bar.update(++done, total_steps, "probes");
+        an.push_back(amx_peak_gflops(&pool, isa_amx));
         bar.update(++done, total_steps, "probes");
     }
     bar.finish();
@@ -79,6 +88,11 @@ int cmd_bench_machine(int argc, char** argv) {
              {"peak_gflops",
               {{"f32", {{"isa", isa_f32}, {"1_thread", stats_json(f1)}, {"all_threads", stats_json(fn)}}},
                {"bf16", {{"isa", isa_bf16}, {"1_thread", stats_json(b1)}, {"all_threads", stats_json(bn)}}}}}};
+    // The tile peak beside the vector one: an object shaped like peak_gflops.bf16, or null
+    // with the reason the tiles are not usable here.
+    out["amx_bf16_gflops"] =
+        amx.usable ? J{{"isa", isa_amx}, {"1_thread", stats_json(a1)}, {"all_threads", stats_json(an)}} : J(nullptr);
+    out["amx_why_not"] = amx.usable ? J(nullptr) : J(amx.why_not);
     std::printf("machine: %s (%s), %lld threads; caches L1d %lld KiB, L2 %lld KiB, L3 %lld MiB\n\n",
                 out["cpu"].get<std::string>().c_str(), out["cpu_flags"].get<std::string>().c_str(), (long long)threads,
                 (long long)(cpu::cache_sizes().l1d >> 10), (long long)(cpu::cache_sizes().l2 >> 10),
@@ -95,6 +109,11 @@ int cmd_bench_machine(int argc, char** argv) {
         out["peak_gflops"]["f32"]["all_threads"], "GFLOP/s");
     row(("bf16 FMA peak (" + isa_bf16 + ")").c_str(), out["peak_gflops"]["bf16"]["1_thread"],
         out["peak_gflops"]["bf16"]["all_threads"], "GFLOP/s");
+    if (amx.usable)
+        row(("bf16 tile peak (" + isa_amx + ")").c_str(), out["amx_bf16_gflops"]["1_thread"],
+            out["amx_bf16_gflops"]["all_threads"], "GFLOP/s");
+    else
+        std::printf("\nAMX tile peak: not measured (%s)\n", amx.why_not.c_str());
     if (!json_path.empty()) {
         std::ofstream f(json_path);
         if (!f) throw Error(json_path + ": cannot create");

@@ -7,6 +7,10 @@
 // rate (GFLOP/s, against the measured peak). Prints a table; --json.
 // --weight-dtype Q4_K (any GGUF block type, by ggml's name) times the block products instead,
 // on blocks of random bytes whose 16-bit fields are kept below 1 in f16 (no Inf/NaN scales).
+// --compare-torch (bf16 activations and BF16 weights) then runs torch.nn.functional.linear in
+// bf16 over the same shapes, token counts, reps and working set with the same threads
+// (tools/torch_baseline/torch_matmul.py, torch_compare.h), and the table and rows gain torch's
+// time, its GFLOP/s and the ratio of ours to it (> 1: kimi.cpp faster).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -23,6 +27,7 @@
 #include "machine_limits.h"
 #include "ops/ops.h"
 #include "progress.h"
+#include "torch_compare.h"
 
 namespace kimi::app {
 
@@ -41,6 +46,41 @@ std::pair<int64_t, int64_t> parse_shape(const std::string& s) {
 }
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// Adds torch's figures to each of our rows (matched by out, in and tokens): torch_ms,
+// torch_gflops and speedup_vs_torch (our GFLOP/s over torch's).
+void join_torch_matmul(J& rows, const J& torch_rows) {
+    for (J& row : rows) {
+        const J* hit = nullptr;
+        for (const J& t : torch_rows)
+            if (t.value("out", int64_t(-1)) == row["out"].get<int64_t>() &&
+                t.value("in", int64_t(-1)) == row["in"].get<int64_t>() &&
+                t.value("tokens", -1) == row["tokens"].get<int>())
+                hit = &t;
+        if (!hit || !hit->contains("ms") || !hit->contains("gflops"))
+            throw Error("--compare-torch: the PyTorch baseline has no row for " + row["shape"].get<std::string>() +
+                        " at " + std::to_string(row["tokens"].get<int>()) + " tokens");
+        const double theirs = (*hit)["gflops"].get<double>();
+        row["torch_ms"] = (*hit)["ms"];
+        row["torch_gflops"] = theirs;
+        row["speedup_vs_torch"] = theirs > 0 ? row["gflops"].get<double>() / theirs : 0.0;
+    }
+}
+
+// One table row from a JSON row; with torch's columns once they are joined.
+void print_row(const J& r, bool torch) {
+    const J& ms = r["ms"];
+    std::printf("| %s | %d | %.3f [%.3f, %.3f] | %.1f | %.1f%% | %.1f | %.1f%% |",
+                r["shape"].get<std::string>().c_str(), r["tokens"].get<int>(), ms["median"].get<double>(),
+                ms["min"].get<double>(), ms["max"].get<double>(), r["weight_gbs"].get<double>(),
+                r["pct_of_probe"].get<double>(), r["gflops"].get<double>(), r["pct_of_peak"].get<double>());
+    if (torch) {
+        const J& t = r["torch_ms"];
+        std::printf(" %.3f [%.3f, %.3f] | %.1f | %.2f |", t["median"].get<double>(), t["min"].get<double>(),
+                    t["max"].get<double>(), r["torch_gflops"].get<double>(), r["speedup_vs_torch"].get<double>());
+    }
+    std::printf("\n");
+}
 }   // namespace
 
 int cmd_bench_matmul(int argc, char** argv) {
@@ -56,6 +96,10 @@ int cmd_bench_matmul(int argc, char** argv) {
     const std::string dtype = args.str("--activation-dtype", "bf16"), json_path = args.str("--json", "");
     const std::string wdtype_name = args.str("--weight-dtype", "BF16");
     const bool quiet = args.flag("--quiet");
+    const bool compare_torch = args.flag("--compare-torch");
+    TorchMatmulOptions torch_opt;
+    torch_opt.script = args.str("--torch-script", default_torch_matmul_script());
+    torch_opt.python = args.str("--python", torch_opt.python);
     args.done();
     DType wdtype = DType::kBF16;
     if (!dtype_from_name(wdtype_name, wdtype) || (wdtype != DType::kBF16 && !is_block_quant(wdtype)))
@@ -68,6 +112,12 @@ int cmd_bench_matmul(int argc, char** argv) {
     for (int32_t t : tokens)
         if (t < 1 || t > 65536) throw Error("--tokens must be in [1, 65536]");
     const Precision prec = dtype == "bf16" ? Precision::kBF16 : Precision::kF32;
+    if (compare_torch) {
+        if (dtype != "bf16" || wdtype != DType::kBF16)
+            throw Error(
+                "--compare-torch compares bf16 products only: --activation-dtype bf16 with --weight-dtype BF16");
+        check_torch_script(torch_opt.python, torch_opt.script);
+    }
 
     ThreadPool pool{int(threads)};
     const ProbeBuffer probe(pool, int64_t(512) << 17);
@@ -85,9 +135,15 @@ int cmd_bench_matmul(int argc, char** argv) {
     const double total = double(shape_args.size() * tokens.size());
     double done = 0;
     J rows = J::array();
-    std::printf(
-        "| shape (out x in) | tokens | ms (median [min, max]) | weight GB/s | %% of probe | GFLOP/s | %% of peak |\n");
-    std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
+    // With --compare-torch the table waits for the baseline, which runs after all our rows.
+    auto print_header = [compare_torch] {
+        std::printf(
+            "| shape (out x in) | tokens | ms (median [min, max]) | weight GB/s | %% of probe | GFLOP/s | %% of peak "
+            "|%s\n",
+            compare_torch ? " torch ms | torch GFLOP/s | ratio |" : "");
+        std::printf("| --- | --- | --- | --- | --- | --- | --- |%s\n", compare_torch ? " --- | --- | --- |" : "");
+    };
+    if (!compare_torch) print_header();
     for (const std::string& sa : shape_args) {
         const auto [out, in] = parse_shape(sa);
         if (in % blk.elems != 0)
@@ -131,32 +187,58 @@ int cmd_bench_matmul(int argc, char** argv) {
                             {"pct_of_probe", 100.0 * gbs / row_gbs},
                             {"gflops", gflops},
                             {"pct_of_peak", 100.0 * gflops / peak}});
-            std::printf("| %s | %d | %.3f [%.3f, %.3f] | %.1f | %.1f%% | %.1f | %.1f%% |\n", sa.c_str(), t, med,
-                        ms.front(), ms.back(), gbs, 100.0 * gbs / row_gbs, gflops, 100.0 * gflops / peak);
+            if (!compare_torch) print_row(rows.back(), false);
             bar.update(++done, total, "rows");
         }
     }
     bar.finish();
+    J torch_info = nullptr;
+    if (compare_torch) {
+        torch_opt.shapes = shape_args;
+        torch_opt.tokens = tokens;
+        torch_opt.reps = reps;
+        torch_opt.working_set_mb = ws_mb;
+        torch_opt.threads = int(threads);
+        torch_opt.quiet = quiet;
+        const J t = run_torch_matmul(torch_opt);
+        join_torch_matmul(rows, t["rows"]);
+        torch_info = t.value("torch", J::object());
+        torch_info["benchmark"] = t.value("benchmark", "");
+        torch_info["script"] = torch_opt.script;
+        torch_info["rows"] = t["rows"];
+        print_header();
+        for (const J& r : rows) print_row(r, true);
+    }
     std::printf(
         "\n%s, %lld threads: read bandwidth %.1f GB/s (median of %zu probes; min %.1f, max %.1f), %s peak %.1f "
         "GFLOP/s; %s weights, %s activations\n",
         cpu_model().c_str(), (long long)threads, bws.median(), bws.gbs.size(), bws.min(), bws.max(), isa.c_str(), peak,
         dtype_name(wdtype), dtype.c_str());
+    if (compare_torch) {
+        auto str = [&](const char* k) {
+            return torch_info.contains(k) && torch_info[k].is_string() ? torch_info[k].get<std::string>() : "?";
+        };
+        std::printf(
+            "against torch %s F.linear (bf16 x, bf16 w; oneDNN %s, %s, implementation %s), same threads, shapes, "
+            "reps and working set; ratio = our GFLOP/s / torch's (> 1: kimi.cpp faster)\n",
+            str("version").c_str(), str("onednn_version").c_str(), str("onednn_isa").c_str(),
+            str("onednn_impl").c_str());
+    }
     if (!json_path.empty()) {
         std::ofstream f(json_path);
         if (!f) throw Error(json_path + ": cannot create");
-        f << J{{"benchmark", "matmul"},
-               {"cpu", cpu_model()},
-               {"threads", threads},
-               {"activation_dtype", dtype},
-               {"weight_dtype", dtype_name(wdtype)},
-               {"read_bandwidth_gbs", bws.median()},
-               {"read_bandwidth_samples_gbs", bws.gbs},
-               {"peak_gflops", peak},
-               {"peak_isa", isa},
-               {"rows", rows}}
-                 .dump(2)
-          << "\n";
+        J j{{"benchmark", "matmul"},
+            {"cpu", cpu_model()},
+            {"threads", threads},
+            {"activation_dtype", dtype},
+            {"weight_dtype", dtype_name(wdtype)},
+            {"read_bandwidth_gbs", bws.median()},
+            {"read_bandwidth_samples_gbs", bws.gbs},
+            {"peak_gflops", peak},
+            {"peak_isa", isa},
+            {"rows", rows}};
+        if (compare_torch) j["torch"] = torch_info;
+        f << j.dump(2) << "\n";
     }
     return 0;
 }

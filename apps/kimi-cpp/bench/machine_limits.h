@@ -55,6 +55,9 @@ double read_gbs(const ProbeBuffer& b, ThreadPool* pool);
 // worker of `pool` at once; `isa` receives the instruction set used.
 double peak_gflops(bool bf16, ThreadPool* pool, std::string& isa);
 
+// The same for the AMX-BF16 tile loop (cpu::amx_bf16_loop); only when cpu::amx_support().usable.
+double amx_peak_gflops(ThreadPool* pool, std::string& isa);
+
 // The CPU's model name (/proc/cpuinfo), for every reported figure.
 std::string cpu_model();
 

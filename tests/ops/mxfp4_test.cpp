@@ -242,11 +242,33 @@ TEST_P(Mxfp4Ops, GroupedExpertsMatchSeparateProducts) {
     }
 }
 
-// AVX-512 BF16: the bf16 MXFP4 product is, bit for bit, the bf16-weight product of the
+// The 16-lane dot order of the AVX-512 BF16 MXFP4 kernel (matmul_kernel.h) on bf16 operands
+// x and w (I a multiple of 32), in scalar: lane l sums pair l of each 32-element chunk (odd
+// product, then even, each rounded; denormal inputs and results as zero), then the lanes
+// upper half onto lower, twice, then (a0 + a2) + (a1 + a3).
+float dot_order(const uint16_t* x, const uint16_t* w, int64_t in) {
+    const auto v = [](const uint16_t* p, int64_t i) {
+        const uint16_t b = (p[i] & 0x7f80) == 0 ? uint16_t(p[i] & 0x8000) : p[i];
+        return bf16_to_f32(b);
+    };
+    const auto ftz = [](float f) { return std::fpclassify(f) == FP_SUBNORMAL ? std::copysign(0.0f, f) : f; };
+    float l[16] = {};
+    for (int64_t c = 0; c < in; c += 32)
+        for (int64_t k = 0; k < 16; ++k) {
+            l[k] = ftz(std::fma(v(x, c + 2 * k + 1), v(w, c + 2 * k + 1), l[k]));
+            l[k] = ftz(std::fma(v(x, c + 2 * k), v(w, c + 2 * k), l[k]));
+        }
+    float s[8], a[4];
+    for (int i = 0; i < 8; ++i) s[i] = l[i] + l[i + 8];
+    for (int i = 0; i < 4; ++i) a[i] = s[i] + s[i + 4];
+    return (a[0] + a[2]) + (a[1] + a[3]);
+}
+
+// AVX-512 BF16: the bf16 MXFP4 product is, bit for bit, the 16-lane dot order over the
 // permuted activations P·x and the permuted weights P·W dequantized to bf16, on the direct
 // (1-3 token rows) and the blocked path, with partial spans, and with extreme scale bytes
 // (exact decode, inf weights included) in some rows.
-TEST_P(Mxfp4Ops, Bf16KernelIsTheBf16KernelOnPermutedOperands) {
+TEST_P(Mxfp4Ops, Bf16KernelIsTheDotOrderOnPermutedOperands) {
     if (!cpu::kernel_takes_bf16_bits(DType::kMXFP4))
         GTEST_SKIP() << "AVX-512 BF16 kernels off (the CPU lacks AVX-512 BF16, or KIMI_ISA lowers it)";
     Rng rng(34);
@@ -261,16 +283,18 @@ TEST_P(Mxfp4Ops, Bf16KernelIsTheBf16KernelOnPermutedOperands) {
                 for (int64_t i = 0; i < in; ++i)
                     wp[size_t(o * in + i)] =
                         f32_to_bf16(mxfp4_element(w.packed.data(), w.scale.data(), o * in + col[size_t(i)]));
-            Tensor wpt(wp.data(), DType::kBF16, {out, in});
             for (int64_t t : {1, 2, 3, 5, 16}) {
-                std::vector<float> x(size_t(t * in)), xp(size_t(t * in)), y(size_t(t * out)), yp(size_t(t * out));
+                std::vector<float> x(size_t(t * in)), y(size_t(t * out)), yp(size_t(t * out));
+                std::vector<uint16_t> xp(size_t(t * in));
                 for (auto& v : x) v = float(rng.normal());
                 for (int64_t r = 0; r < t; ++r)
-                    for (int64_t i = 0; i < in; ++i) xp[size_t(r * in + i)] = x[size_t(r * in + col[size_t(i)])];
-                Tensor xt(x.data(), DType::kF32, {t, in}), xpt(xp.data(), DType::kF32, {t, in});
-                Tensor yt(y.data(), DType::kF32, {t, out}), ypt(yp.data(), DType::kF32, {t, out});
+                    for (int64_t i = 0; i < in; ++i)
+                        xp[size_t(r * in + i)] = f32_to_bf16(x[size_t(r * in + col[size_t(i)])]);
+                for (int64_t r = 0; r < t; ++r)
+                    for (int64_t o = 0; o < out; ++o)
+                        yp[size_t(r * out + o)] = dot_order(xp.data() + r * in, wp.data() + o * in, in);
+                Tensor xt(x.data(), DType::kF32, {t, in}), yt(y.data(), DType::kF32, {t, out});
                 ops::matmul(r.ex, xt, w.t, Precision::kBF16, yt);
-                ops::matmul(r.ex, xpt, wpt, Precision::kBF16, ypt);
                 ASSERT_EQ(0, std::memcmp(y.data(), yp.data(), y.size() * 4))
                     << "I=" << in << " T=" << t << (extreme ? " extreme" : "");
             }

@@ -29,7 +29,8 @@ float* thread_scratch(int64_t in) {
         float* at = nullptr;
     };
     thread_local Aligned s;
-    const int64_t n = matmul_scratch_floats(in) + kMatmulColumnBlock * in + 16;   // + decoded block-type rows
+    const int64_t kernel = std::max(matmul_scratch_floats(in), use_avx512_bf16() ? outer_scratch_floats() : 0);
+    const int64_t n = kernel + kMatmulColumnBlock * in + 16;   // + decoded block-type rows
     if (int64_t(s.buf.size()) < n) {
         s.buf.resize(size_t(n));
         s.at = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(s.buf.data()) + 63) & ~uintptr_t(63));
@@ -98,11 +99,13 @@ namespace {
 struct RoundedRows {
     const float* x = nullptr;
     const uint16_t* xb = nullptr;
+    const uint32_t* xv = nullptr;     // the activation panel of every group with more than
+    const int64_t* xv_at = nullptr;   // kOuterDirectMaxRows rows, group g's from xv + xv_at[g]
     const uint16_t* xp = nullptr;
     const uint16_t* xq[kLaneFamilies] = {};
     const float* xq_sums[kLaneFamilies] = {};
 };
-struct RowForms {   // which forms round_rows makes
+struct RowForms {   // which forms round_rows makes (bf16 weights: the bits, and the panel of large groups)
     bool bits = false, spans = false, values = false, lanes[kLaneFamilies] = {};
     void add(DType w_dtype) {
         if (!kernel_takes_bf16_bits(w_dtype))
@@ -112,14 +115,19 @@ struct RowForms {   // which forms round_rows makes
         else if (lane_family(w_dtype) >= 0)
             lanes[lane_family(w_dtype)] = true;
         else
-            bits = true;
+            bits = true, panel = panel || w_dtype == DType::kBF16;
     }
+    bool panel = false;
 };
 
-void give_rows(MatmulArgs& a, const RoundedRows& r, int64_t r0) {   // the form a's weight type takes, from row r0
+// The form a's weight type takes, for group g (rows from r0).
+void give_rows(MatmulArgs& a, const RoundedRows& r, int64_t r0, int64_t g) {
     const int64_t in = a.in;
     const int f = lane_family(a.w_dtype);
-    if (r.xp && a.w_dtype == DType::kMXFP4) {
+    if (r.xv && a.w_dtype == DType::kBF16 && a.n_rows > kOuterDirectMaxRows) {
+        a.xv = r.xv + r.xv_at[g];
+        a.xb = r.xb + r0 * in;   // (the tails)
+    } else if (r.xp && a.w_dtype == DType::kMXFP4) {
         a.xp = r.xp + r0 * in;
     } else if (f >= 0 && r.xq[f]) {
         a.xq = r.xq[f] + r0 * in;
@@ -129,14 +137,43 @@ void give_rows(MatmulArgs& a, const RoundedRows& r, int64_t r0) {   // the form 
     }
 }
 
-RoundedRows round_rows(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, int64_t in, RowForms want) {
+// The activation panels (pack_token_pairs_avx512) of the groups (rows starts[g] .. starts[g + 1] of xb)
+// with more than kOuterDirectMaxRows rows, for bf16 weights; none where no group has as many.
+void pack_panels(Exec& ex, const uint16_t* xb, int64_t in, std::span<const int32_t> starts, RoundedRows& r) {
+    const int64_t n_groups = int64_t(starts.size()) - 1;
+    auto* at = static_cast<int64_t*>(ex.arena->alloc_bytes(size_t(n_groups + 1) * sizeof(int64_t)));
+    auto* blocks = static_cast<int64_t*>(ex.arena->alloc_bytes(size_t(n_groups + 1) * sizeof(int64_t)));
+    at[0] = blocks[0] = 0;
+    for (int64_t g = 0; g < n_groups; ++g) {
+        const int64_t n = starts[size_t(g) + 1] - starts[size_t(g)];
+        const bool panel = n > kOuterDirectMaxRows;
+        at[g + 1] = at[g] + (panel ? panel_dwords(n, in) : 0);
+        blocks[g + 1] = blocks[g] + (panel ? (n + 15) / 16 : 0);   // tasks of 16 rows
+    }
+    if (blocks[n_groups] == 0) return;
+    auto* xv = static_cast<uint32_t*>(ex.arena->alloc_bytes(size_t(at[n_groups]) * sizeof(uint32_t)));
+    ex.pool->parallel_ranges(blocks[n_groups], [&](int64_t b0, int64_t b1, int) {
+        for (int64_t b = b0; b < b1; ++b) {   // token block b: block b − blocks[g] of group g
+            const int64_t g = std::upper_bound(blocks, blocks + n_groups + 1, b) - blocks - 1;
+            const int64_t tb = b - blocks[g], r0 = starts[size_t(g)] + 16 * tb;
+            const int64_t n = std::min<int64_t>(16, starts[size_t(g) + 1] - r0);
+            pack_token_pairs_avx512(xb + r0 * in, n, in, xv + at[g] + panel_dwords(16 * tb, in));
+        }
+    });
+    r.xv = xv;
+    r.xv_at = at;
+}
+
+RoundedRows round_rows(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, int64_t in, RowForms want,
+                       std::span<const int32_t> starts) {
     const auto alloc = [&](size_t elem, bool want) {
         return want ? ex.arena->alloc_bytes(size_t(n_rows * in) * elem) : nullptr;
     };
     float* xr = static_cast<float*>(alloc(sizeof(float), want.values));
     uint16_t* xb = static_cast<uint16_t*>(alloc(sizeof(uint16_t), want.bits));
     uint16_t* xp = static_cast<uint16_t*>(alloc(sizeof(uint16_t), want.spans));   // only with AVX-512 BF16
-    RoundedRows r{xr, xb, xp};
+    RoundedRows r{xr, xb};
+    r.xp = xp;
     uint16_t* xq[kLaneFamilies] = {};
     float* xq_sums[kLaneFamilies] = {};
     for (int f = 0; f < kLaneFamilies; ++f) {   // only with AVX-512 BF16
@@ -156,6 +193,7 @@ RoundedRows round_rows(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, in
                 bf16_round_rows_lanes_avx512(f, x + t0 * ldx, t1 - t0, ldx, in, xq[f] + t0 * in,
                                              xq_sums[f] + t0 * (in / lane_sub_elems(f)));
     });
+    if (want.panel && n_rows > kOuterDirectMaxRows) pack_panels(ex, xb, in, starts, r);   // (decode: none)
     return r;
 }
 }   // namespace
@@ -168,13 +206,14 @@ void matmul_strided(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, const
     if (p == Precision::kBF16) {
         RowForms want;
         want.add(w.dtype);
-        r = round_rows(ex, x, n_rows, ldx, in, want);
+        const int32_t starts[2] = {0, int32_t(n_rows)};
+        r = round_rows(ex, x, n_rows, ldx, in, want, starts);
         x = r.x;
         ldx = in;
     }
     MatmulArgs a{x, n_rows, ldx, w.data, w.dtype, in, y, ldy};
     a.w_scale = w.scale;
-    give_rows(a, r, 0);
+    give_rows(a, r, 0, 0);
     const MatmulKernel kernel = matmul_kernel();
     // Blocks of output columns; each column is computed entirely by one task.
     constexpr int64_t kBlock = kMatmulColumnBlock;
@@ -196,7 +235,7 @@ void matmul_grouped(Exec& ex, const Tensor& x, std::span<const Tensor* const> ws
         RowForms want;
         for (size_t g = 0; g < ws.size(); ++g)
             if (starts[g] != starts[g + 1]) want.add(ws[g]->dtype);
-        r = round_rows(ex, xs, x.dim(0), in, in, want);
+        r = round_rows(ex, xs, x.dim(0), in, in, want, starts);
         xs = r.x;
     }
     constexpr int64_t kBlock = kMatmulColumnBlock;   // as matmul_strided: each column block entirely by one task
@@ -223,7 +262,7 @@ void matmul_grouped(Exec& ex, const Tensor& x, std::span<const Tensor* const> ws
             const Tensor& w = *ws[size_t(g)];
             MatmulArgs a{xs ? xs + r0 * in : nullptr, r1 - r0, in, w.data, w.dtype, in, ys + r0 * out, out};
             a.w_scale = w.scale;
-            give_rows(a, r, r0);
+            give_rows(a, r, r0, g);
             run_range(kernel, a, b0 * kBlock, std::min(out, b1 * kBlock), scratch);
         }
     });

@@ -5,13 +5,14 @@
 // Per output element the reduction order is fixed by the kernel the process picked at
 // start-up (matmul_isa()) and the product's (activation, weight) types: the scalar and AVX2
 // kernels sum 8 lane partial sums over i ≡ lane (mod 8) for i < I - I % 8, reduce the lanes
-// pairwise in a fixed order, then add the tail i in order; the AVX-512 BF16 kernel (bf16
-// activations × bf16 weights) sums 16 lanes of bf16 pairs (kernels/matmul_avx512.cpp), and
-// with MXFP4 weights does the same on the weights decoded exactly to bf16 (E2M1 × 2^125 from
-// a LUT, the scale 2^(s − 127) applied by a saturating subtract on the exponent field; scale
-// bytes outside [2, 252] by a slower exact decode) in the span order below, so it equals the
-// bf16 kernel on the permuted activations and weights bit for bit. So within a process the
-// result never depends on n_rows, the o range, the blocking or the thread.
+// pairwise in a fixed order, then add the tail i in order; the AVX-512 BF16 kernels (bf16
+// activations) take bf16 weights in the lane order below (kernels/matmul_outer_avx512.cpp),
+// and MXFP4 weights in the 16-lane dot order (kernels/matmul_avx512.cpp: lane l sums pair l of
+// each 32 columns, then the lanes upper half onto lower, twice, then pairwise) on the weights
+// decoded exactly to bf16 (E2M1 × 2^125 from a LUT, the scale 2^(s − 127) applied by a
+// saturating subtract on the exponent field; scale bytes outside [2, 252] by a slower exact
+// decode) in the span order below. So within a process the result never depends on n_rows,
+// the o range, the blocking or the thread.
 //
 // The span order (AVX-512 BF16 × MXFP4): each full span of 128 columns [128k, 128k + 128)
 // holds at position 32n + w the column 4w + n (n < 4, w < 32), i.e. x'[32n + w] = x[4w + n]:
@@ -44,7 +45,31 @@ struct MatmulArgs {
     // (I / lane_sub_elems floats a row): given instead of xb with those weights.
     const uint16_t* xq = nullptr;
     const float* xq_sums = nullptr;
+    // The same bits as the activation panel of the lane order (pack_token_pairs_avx512): given beside
+    // xb with bf16 weights when n_rows > kOuterDirectMaxRows.
+    const uint32_t* xv = nullptr;
 };
+
+// The lane order (AVX-512 BF16 × bf16 weights, kernels/matmul_outer_avx512.cpp): per output
+// y[t, o], the steps s = 0 .. ⌊I/16⌋ − 1 of 16 elements feed 8 chains; chain c is an f32 sum
+// from +0 over the steps in order, each step acc += x[16s+2c+1]·w[16s+2c+1], then
+// acc += x[16s+2c]·w[16s+2c], each rounded to nearest even (bf16 inputs that are denormal read
+// as zero, denormal results flushed: one vdpbf16ps lane). Then
+// y = ((c0 + c4) + (c2 + c6)) + ((c1 + c5) + (c3 + c7)), then y += x[i]·w[i] for the tail
+// i = 16·⌊I/16⌋ .. I − 1 in order. A vector holds the 8 chains of two outputs: a few token rows
+// run it on two weight rows per vector (one shuffle of the rows as stored), more on two tokens
+// per vector (the activation panel), and both give the same bits.
+//
+// The activation panel: token rows in pairs (an odd last row paired with zeros), each pair
+// ⌊I/16⌋ × 16 dwords: step s of the first row's elements (16s .. 16s + 15) in dwords 0..7, of the
+// second row's in dwords 8..15.
+constexpr int64_t kOuterDirectMaxRows = 4;   // token rows up to which the lane order runs direct
+constexpr int64_t panel_dwords(int64_t n_rows, int64_t in) { return (n_rows + 1) / 2 * 16 * (in / 16); }
+void pack_token_pairs_avx512(const uint16_t* xb, int64_t n_rows, int64_t in, uint32_t* panel);
+// bf16 activations (xb, or xv for more than kOuterDirectMaxRows rows) × bf16 weights in the
+// pair order. scratch: outer_scratch_floats() floats, 64-byte aligned.
+void outer_range_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch);
+int64_t outer_scratch_floats();
 
 // Byte offset of element e (flat, row-major) of a weight matrix of dtype dt.
 constexpr int64_t weight_byte(DType dt, int64_t e) {

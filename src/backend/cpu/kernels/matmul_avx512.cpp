@@ -1,14 +1,13 @@
 // AVX-512 matrix-product kernels (this TU alone is compiled with -mavx512f/bw/vl/bf16 and is
-// only called after cpu_features() confirmed them). Three operand modes:
-// - bf16 activations × bf16 weights: vdpbf16ps on the stored weight bits and the activations
-//   rounded to bf16, no widening at all. Per output element: 16 lanes, each adding its pair of
-//   products (odd element, then even) per 32 elements for i < I − I % 32;
-// - bf16 activations × MXFP4 weights: the same vdpbf16ps arithmetic on the weights decoded
-//   exactly to bf16 in registers (vpermw of the nibbles in a LUT of E2M1 × 2^125, then one
-//   saturating 16-bit subtract of (252 − s) << 7 applies the group scale 2^(s − 127)), with
+// only called after cpu_features() confirmed them; bf16 activations × bf16 weights are the lane
+// order's, kernels/matmul_outer_avx512.cpp). Two operand modes:
+// - bf16 activations × MXFP4 weights: vdpbf16ps on the activations rounded to bf16 and the
+//   weights decoded exactly to bf16 in registers (vpermw of the nibbles in a LUT of E2M1 ×
+//   2^125, then one saturating 16-bit subtract of (252 − s) << 7 applies the group scale
+//   2^(s − 127)). Per output element: 16 lanes, each adding its pair of products (odd element,
+//   then even) per 32 elements, with
 //   weights and activations in the span order (128 columns: column 4w + n in lane w of vector
-//   n, matmul_kernel.h). Bit for bit the bf16 × bf16 product of the permuted operands; scale
-//   bytes outside [2, 252] take an exact slower decode, tile by tile;
+//   n, matmul_kernel.h); scale bytes outside [2, 252] take an exact slower decode, tile by tile;
 // - f32 activations (any weight dtype; also bf16 activations with f16/f32 weights): 512-bit
 //   FMA on weights widened exactly to f32, 16 lanes, lane l summing i ≡ l (mod 16) in index
 //   order for i < I − I % 16.
@@ -16,7 +15,7 @@
 // AVX2 kernel) and the tail added in order. Two paths with that one order, so a row's result
 // depends on nothing but that row:
 // - few token rows: weights streamed from memory 8 or 4 rows at a time, prefetched ahead;
-// - many token rows: blocks of weight rows (bf16: as stored, the next block prefetched into
+// - many token rows: blocks of weight rows (f32: as stored, the next block prefetched into
 //   L2 meanwhile; otherwise decoded once into a per-thread scratch, MXFP4 to bf16 in span
 //   order) against 6-token × 4-row micro-tiles over the whole reduction, accumulators in registers.
 #include <immintrin.h>
@@ -72,7 +71,7 @@ inline float weight1(DType dt, const WRef& w, int64_t e) {
     }
 }
 
-// bf16 activations × bf16 weights: vdpbf16ps on the stored bits.
+// bf16 activations × bf16 weights (the MXFP4 weights decoded to bf16): vdpbf16ps.
 struct DotBf16Mode {
     using X = uint16_t;
     static constexpr DType kW = DType::kBF16;
@@ -539,12 +538,6 @@ void mxfp4_bf16_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float
     mxfp4_blocked(a, o_begin, o_end, scratch);
 }
 
-void bf16_range(const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
-    const Operands<DotBf16Mode> op{a.xb, a.in, WRef{a.w}};
-    if (a.n_rows <= kDirectMaxRows) return direct_range(a, op, o_begin, o_end);
-    blocked_range(a, op, o_begin, o_end);
-}
-
 }   // namespace
 
 void bf16_round_rows_avx512(const float* x, int64_t n_rows, int64_t ldx, int64_t in, float* xr, uint16_t* xb) {
@@ -571,7 +564,7 @@ void bf16_round_rows_spans_avx512(const float* x, int64_t n_rows, int64_t ldx, i
 
 void matmul_range_avx512(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch) {
     if (a.xp && a.w_dtype == DType::kMXFP4) return mxfp4_bf16_range(a, o_begin, o_end, scratch);
-    if (a.xb && a.w_dtype == DType::kBF16) return bf16_range(a, o_begin, o_end);
+    if ((a.xb || a.xv) && a.w_dtype == DType::kBF16) return outer_range_avx512(a, o_begin, o_end, scratch);
     switch (a.w_dtype) {
         case DType::kBF16: return f32_range<DType::kBF16>(a, o_begin, o_end, scratch);
         case DType::kF16: return f32_range<DType::kF16>(a, o_begin, o_end, scratch);

@@ -72,7 +72,7 @@ TEST_P(LaneOrder, MatmulEqualsTheScalarOrder) {
     Rng rng(31);
     for (int64_t in : {1, 2, 3, 31, 32, 33, 64, 255, 256, 257, 300, 1001})
         for (int64_t out : {1, 17, 70})
-            for (int64_t n : {1, 2, 5, 8, 9, 16, 17, 50}) {
+            for (int64_t n : {1, 2, 3, 4, 5, 8, 9, 16, 17, 50}) {
                 Buf x(DType::kF32, {n, in}, &rng), w(DType::kBF16, {out, in}, &rng, 0.05), y(DType::kF32, {n, out});
                 ops::matmul(r.ex, x.t, w.t, Precision::kBF16, y.t);
                 expect_lane_order(x.t, w.t, y.t,

@@ -11,7 +11,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/matmul_kernel.h"

@@ -252,7 +252,10 @@ TEST_P(MatmulOps, WideRowsManyTokensAgreeBitForBit) {
                 yr(DType::kF32, {n, out});
             ops::matmul(r.ex, x.t, w.t, p, y.t);
             ref::matmul(r.ex, x.t, w.t, p, yr.t);
-            EXPECT_LT(rel_err(y.t, yr.t), 2e-6) << what(wt, p, n, in, out);
+            // the tile order (bf16 products on AMX) sums each output in one chain of I terms, not 8
+            // or 16 lanes: its rounding error grows about 3x faster with I (√I·u against √(I/8)·u)
+            const bool one_chain = cpu::use_amx() && p == Precision::kBF16 && wt == DType::kBF16;
+            EXPECT_LT(rel_err(y.t, yr.t), one_chain ? 6e-6 : 2e-6) << what(wt, p, n, in, out);
             for (int64_t t = 0; t < n; t += 7) {
                 Buf y1(DType::kF32, {1, out});
                 ops::matmul(r.ex, x.t.rows(t, t + 1), w.t, p, y1.t);

@@ -78,8 +78,8 @@ void tdpbf16ps(Tile& c, const Tile& a, const Tile& b) {
         for (int k = 0; k < n_pairs; ++k) {
             const float a0 = bf16_daz(a.bf16(m, 2 * k)), a1 = bf16_daz(a.bf16(m, 2 * k + 1));
             for (int n = 0; n < n_cols; ++n) {
-                acc[n] = ftz(acc[n] + a0 * bf16_daz(b.bf16(k, 2 * n)));
-                acc[n] = ftz(acc[n] + a1 * bf16_daz(b.bf16(k, 2 * n + 1)));
+                acc[n] = ftz(std::fma(a0, bf16_daz(b.bf16(k, 2 * n)), acc[n]));
+                acc[n] = ftz(std::fma(a1, bf16_daz(b.bf16(k, 2 * n + 1)), acc[n]));
             }
         }
         std::memcpy(c.data[m], acc, size_t(n_cols) * 4);

@@ -7,7 +7,8 @@
 //
 // TDPBF16PS, per output element c[m][n] (n counts f32 columns), for each pair k in order:
 //   c += f32(a[m][2k]) · f32(b[k][2n]);  c += f32(a[m][2k+1]) · f32(b[k][2n+1])
-// each product exact in f32 (8-bit significands), each sum rounded to nearest even; bf16 inputs
+// each product exact (8-bit significands, no intermediate rounding even where it would underflow
+// f32), each sum rounded to nearest even; bf16 inputs
 // that are denormal count as zero, and f32 results that are denormal are flushed to zero.
 #pragma once
 #include <cstdint>

@@ -83,8 +83,9 @@ Isa matmul_isa() {
                 want = Isa::kScalar;
             else if (std::strcmp(cap, "avx2") == 0)
                 want = Isa::kAvx2;
-            else if (std::strcmp(cap, "avx512") != 0)
-                std::fprintf(stderr, "kimi: ignoring KIMI_ISA=%s (expected scalar, avx2 or avx512)\n", cap);
+            else if (std::strcmp(cap, "avx512") != 0 && std::strcmp(cap, "amx") != 0 &&
+                     std::strcmp(cap, "amx-emulated") != 0)
+                std::fprintf(stderr, "kimi: ignoring KIMI_ISA=%s (expected amx, avx512, avx2 or scalar)\n", cap);
             best = std::min(best, want);
         }
         return best;

@@ -23,7 +23,8 @@ bool use_avx2();                     // avx2 + fma + f16c, unless KIMI_FORCE_SCA
 
 // The instruction set the matrix-product kernels use: the best one present, capped by
 // KIMI_ISA=scalar|avx2|avx512 (tests run the lesser kernels on a bigger machine) and by
-// KIMI_FORCE_SCALAR. Chosen once per process.
+// KIMI_FORCE_SCALAR. Chosen once per process. KIMI_ISA=amx (the default where the tiles run) or
+// amx-emulated adds the AMX tiles on top (use_amx(), matmul_kernel.h).
 enum class Isa { kScalar, kAvx2, kAvx512 };
 Isa matmul_isa();
 bool use_avx512();        // matmul_isa() == kAvx512 (avx512f/bw/vl + the avx2 set)

@@ -14,6 +14,7 @@
 namespace kimi::cpu {
 
 bool kernel_takes_bf16_bits(DType w_dtype) {
+    if (use_amx() && (w_dtype == DType::kBF16 || w_dtype == DType::kMXFP4)) return true;
     return use_avx512_bf16() && (w_dtype == DType::kBF16 || w_dtype == DType::kMXFP4 || block_type_takes_bf16(w_dtype));
 }
 
@@ -82,8 +83,10 @@ void run_range(MatmulKernel kernel, const MatmulArgs& a, int64_t o_begin, int64_
 }
 }   // namespace
 
-// The kernel of the ISA chosen at start-up.
-MatmulKernel matmul_kernel() {
+// The tiles where they run, else the kernel of the ISA chosen at start-up.
+MatmulKernel matmul_kernel() { return use_amx() ? matmul_range_amx : vector_kernel(); }
+
+MatmulKernel vector_kernel() {
     switch (matmul_isa()) {
         case Isa::kAvx512: return matmul_range_avx512;
         case Isa::kAvx2: return matmul_range_avx2;
@@ -102,13 +105,16 @@ struct RoundedRows {
     const uint32_t* xv = nullptr;     // the activation panel of every group with more than
     const int64_t* xv_at = nullptr;   // kOuterDirectMaxRows rows, group g's from xv + xv_at[g]
     const uint16_t* xp = nullptr;
+    const uint16_t* xt = nullptr;   // the tile panel of all rows, group by group (pack_amx_panel)
     const uint16_t* xq[kLaneFamilies] = {};
     const float* xq_sums[kLaneFamilies] = {};
 };
 struct RowForms {   // which forms round_rows makes (bf16 weights: the bits, and the panel of large groups)
     bool bits = false, spans = false, values = false, lanes[kLaneFamilies] = {};
     void add(DType w_dtype) {
-        if (!kernel_takes_bf16_bits(w_dtype))
+        if (use_amx() && (w_dtype == DType::kBF16 || w_dtype == DType::kMXFP4))
+            bits = tiles = true;
+        else if (!kernel_takes_bf16_bits(w_dtype))
             values = true;
         else if (w_dtype == DType::kMXFP4)
             spans = true;
@@ -117,14 +123,17 @@ struct RowForms {   // which forms round_rows makes (bf16 weights: the bits, and
         else
             bits = true, panel = panel || w_dtype == DType::kBF16;
     }
-    bool panel = false;
+    bool panel = false, tiles = false;
 };
 
 // The form a's weight type takes, for group g (rows from r0).
 void give_rows(MatmulArgs& a, const RoundedRows& r, int64_t r0, int64_t g) {
     const int64_t in = a.in;
     const int f = lane_family(a.w_dtype);
-    if (r.xv && a.w_dtype == DType::kBF16 && a.n_rows > kOuterDirectMaxRows) {
+    if (r.xt && (a.w_dtype == DType::kBF16 || a.w_dtype == DType::kMXFP4)) {
+        a.xt = r.xt + r0 * amx_panel_elems(1, in);
+        a.xb = r.xb + r0 * in;
+    } else if (r.xv && a.w_dtype == DType::kBF16 && a.n_rows > kOuterDirectMaxRows) {
         a.xv = r.xv + r.xv_at[g];
         a.xb = r.xb + r0 * in;   // (the tails)
     } else if (r.xp && a.w_dtype == DType::kMXFP4) {
@@ -164,6 +173,26 @@ void pack_panels(Exec& ex, const uint16_t* xb, int64_t in, std::span<const int32
     r.xv_at = at;
 }
 
+// The tile panel (pack_amx_panel) of each group (rows starts[g] .. starts[g + 1] of xb), group g's
+// from row starts[g]'s place: blocks of 16 rows from each group's first.
+void pack_tile_panels(Exec& ex, const uint16_t* xb, int64_t in, std::span<const int32_t> starts, RoundedRows& r) {
+    const int64_t n_groups = int64_t(starts.size()) - 1, n_rows = starts[size_t(n_groups)];
+    auto* xt = static_cast<uint16_t*>(ex.arena->alloc_bytes(size_t(amx_panel_elems(n_rows, in)) * sizeof(uint16_t)));
+    auto* blocks = static_cast<int64_t*>(ex.arena->alloc_bytes(size_t(n_groups + 1) * sizeof(int64_t)));
+    blocks[0] = 0;
+    for (int64_t g = 0; g < n_groups; ++g)
+        blocks[g + 1] = blocks[g] + (starts[size_t(g) + 1] - starts[size_t(g)] + 15) / 16;
+    ex.pool->parallel_ranges(blocks[n_groups], [&](int64_t b0, int64_t b1, int) {
+        for (int64_t b = b0; b < b1; ++b) {   // token block b: block b − blocks[g] of group g
+            const int64_t g = std::upper_bound(blocks, blocks + n_groups + 1, b) - blocks - 1;
+            const int64_t r0 = starts[size_t(g)] + 16 * (b - blocks[g]);
+            const int64_t n = std::min<int64_t>(16, starts[size_t(g) + 1] - r0);
+            pack_amx_panel(xb + r0 * in, n, in, xt + r0 * amx_panel_elems(1, in));
+        }
+    });
+    r.xt = xt;
+}
+
 RoundedRows round_rows(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, int64_t in, RowForms want,
                        std::span<const int32_t> starts) {
     const auto alloc = [&](size_t elem, bool want) {
@@ -194,6 +223,7 @@ RoundedRows round_rows(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, in
                                              xq_sums[f] + t0 * (in / lane_sub_elems(f)));
     });
     if (want.panel && n_rows > kOuterDirectMaxRows) pack_panels(ex, xb, in, starts, r);   // (decode: none)
+    if (want.tiles) pack_tile_panels(ex, xb, in, starts, r);
     return r;
 }
 }   // namespace

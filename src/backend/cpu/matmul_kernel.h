@@ -3,7 +3,7 @@
 // Weights: F32, BF16, F16, or MXFP4 (E2M1 values × E8M0 group scales, decoded exactly); the
 // GGUF block types go through block_quant_range (decoded to f32 rows, then the F32 kernel).
 // Per output element the reduction order is fixed by the kernel the process picked at
-// start-up (matmul_isa()) and the product's (activation, weight) types: the scalar and AVX2
+// start-up (matmul_isa() and use_amx(): the tile order below) and the product's (activation, weight) types: the scalar and AVX2
 // kernels sum 8 lane partial sums over i ≡ lane (mod 8) for i < I - I % 8, reduce the lanes
 // pairwise in a fixed order, then add the tail i in order; the AVX-512 BF16 kernels (bf16
 // activations) take bf16 weights in the lane order below (kernels/matmul_outer_avx512.cpp),
@@ -48,7 +48,37 @@ struct MatmulArgs {
     // The same bits as the activation panel of the lane order (pack_token_pairs_avx512): given beside
     // xb with bf16 weights when n_rows > kOuterDirectMaxRows.
     const uint32_t* xv = nullptr;
+    // The same bits as the tile panel (pack_amx_panel): given beside xb with bf16 and MXFP4
+    // weights when the tiles run the product (use_amx), at every row count.
+    const uint16_t* xt = nullptr;
 };
+
+// The tile order (AMX-BF16, where use_amx(): the CPU has the tiles, Linux granted them, they passed
+// the start-up self-check, and KIMI_ISA does not lower them): bf16 activations × bf16 weights, and
+// × MXFP4 weights decoded exactly to bf16 (E2M1 · 2^(scale − 127); denormal results read as zero
+// like any bf16 input), at every row count, one token of decode included. Per output y[t, o],
+// one f32 chain from +0 over the I elements padded with zeros to a multiple of 32, in order, each
+// pair 2k, 2k + 1 as acc += w[2k]·x[2k], then acc += w[2k+1]·x[2k+1]: each an exact product rounded
+// once into the sum to nearest even, bf16 inputs that are denormal read as zero, denormal sums
+// flushed to zero (TDPBF16PS as amx_tile.h emulates it; the tiles are held to that emulation bit
+// for bit before they are used, else the process keeps the vector kernels with a one-line notice).
+// The product's plan: weights [O, I] are the A tiles as stored (16 rows × 32 bf16, the row
+// pitch apart; the last 32 columns zero-padded in a copy when I % 32 ≠ 0; MXFP4 rows decoded a
+// row block at a time into L2), the activations the B tiles of the panel below, C tiles of
+// 16 rows × up to 16 tokens, 2 × 2 of them per block (amx_matmul_body.h).
+//
+// The tile panel: token rows in blocks of 16 (the last one nt ≤ 16 rows), each block
+// ⌈I/32⌉ steps × 16 pairs × nt tokens × 2 bf16: element (s, k, t, e) = x[16j + t][32s + 2k + e]
+// (zero past I); block j starts at j · ⌈I/32⌉ · 512.
+constexpr int64_t amx_panel_elems(int64_t n_rows, int64_t in) { return n_rows * 32 * ((in + 31) / 32); }
+void pack_amx_panel(const uint16_t* xb, int64_t n_rows, int64_t in, uint16_t* panel);
+bool use_amx();              // the tile order (above) runs this process's bf16 and MXFP4 products
+bool amx_tiles_emulated();   // ... on the emulated tiles (KIMI_ISA=amx-emulated: tests, any machine)
+// bf16/MXFP4 weights with MatmulArgs::xt on the tiles (emulated or real); other products on the
+// vector kernel of matmul_isa().
+void matmul_range_amx(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch);
+void amx_range_emulated(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch);
+void amx_range_hw(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch);
 
 // The lane order (AVX-512 BF16 × bf16 weights, kernels/matmul_outer_avx512.cpp): per output
 // y[t, o], the steps s = 0 .. ⌊I/16⌋ − 1 of 16 elements feed 8 chains; chain c is an f32 sum
@@ -123,7 +153,8 @@ static inline void bf16_round_rows_body(const float* __restrict x, int64_t n_row
             for (int64_t i = 0; i < in; ++i) xr[t * in + i] = bf16_to_f32(f32_to_bf16(row[i]));
     }
 }
-MatmulKernel matmul_kernel();   // the kernel of matmul_isa()
+MatmulKernel vector_kernel();   // the vector (or scalar) kernel of matmul_isa()
+MatmulKernel matmul_kernel();   // matmul_range_amx where use_amx(), else vector_kernel()
 
 // A GGUF block-type weight (is_block_quant): the factored bf16 product when xb is given, else
 // rows decoded exactly to f32 into scratch (which must hold matmul_scratch_floats(I) +

@@ -12,6 +12,7 @@
 
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/matmul_kernel.h"
 #include "core/arena.h"
 
 namespace kimi::cpu {
@@ -116,14 +117,14 @@ void rope_2d(Exec& ex, Tensor& qkv, int64_t n_heads, int64_t head_dim, int64_t g
 
 void attention_scores(Exec& ex, const float* x, int64_t n_rows, int64_t ldx, const Tensor& k, Precision p, float* s,
                       int64_t lds) {
-    if (p == Precision::kBF16 && k.dtype == DType::kBF16 && use_avx512_bf16())
+    if (p == Precision::kBF16 && k.dtype == DType::kBF16 && use_avx512_bf16() && !use_amx())
         return attention_scores_avx512_bf16(ex, x, n_rows, ldx, k, s, lds);
-    matmul_strided(ex, x, n_rows, ldx, k, p, s, lds);   // elsewhere: the matrix-product kernels
+    matmul_strided(ex, x, n_rows, ldx, k, p, s, lds);   // elsewhere (the tiles too): the matrix products
 }
 
 void attention_values(Exec& ex, const float* p, int64_t n_rows, int64_t ldp, const Tensor& v, Precision prec, float* o,
                       int64_t ldo) {
-    if (prec == Precision::kBF16 && v.dtype == DType::kBF16 && use_avx512_bf16())
+    if (prec == Precision::kBF16 && v.dtype == DType::kBF16 && use_avx512_bf16() && !use_amx())
         return attention_values_avx512_bf16(ex, p, n_rows, ldp, v, o, ldo);
     // elsewhere: the matrix-product kernels on the values transposed ([Dv, N], scratch)
     const int64_t n = v.dim(0), width = v.dim(1);

@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/cpu/matmul_kernel.h"
 #include "args.h"
 #include "bench/stats.h"
 #include "commands.h"
@@ -124,7 +125,7 @@ int cmd_bench_matmul(int argc, char** argv) {
     BandwidthSamples bws;
     std::string isa;
     double peak = 0;
-    for (int r = 0; r < 2; ++r) peak = std::max(peak, peak_gflops(prec == Precision::kBF16, &pool, isa));
+    for (int r = 0; r < 2; ++r) peak = std::max(peak, unit_peak_gflops(prec == Precision::kBF16, &pool, isa));
     Arena arena(size_t(64) << 20);
     Exec ex;
     ex.pool = &pool;
@@ -229,6 +230,7 @@ int cmd_bench_matmul(int argc, char** argv) {
         if (!f) throw Error(json_path + ": cannot create");
         J j{{"benchmark", "matmul"},
             {"cpu", cpu_model()},
+            {"matmul_units", cpu::matmul_units()},
             {"threads", threads},
             {"activation_dtype", dtype},
             {"weight_dtype", dtype_name(wdtype)},

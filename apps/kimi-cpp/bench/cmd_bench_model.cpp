@@ -20,6 +20,7 @@
 
 #include "args.h"
 #include "backend/cpu/cpu_features.h"
+#include "backend/cpu/matmul_kernel.h"
 #include "bench/plot.h"
 #include "bench/stats.h"
 #include "commands.h"
@@ -137,7 +138,7 @@ int cmd_bench_model(int argc, char** argv) {
     sample_bandwidth(probe, pool, 3, bws);
     double peak = 0;
     std::string isa;
-    for (int r = 0; r < 2; ++r) peak = std::max(peak, peak_gflops(cfg.precision == Precision::kBF16, &pool, isa));
+    for (int r = 0; r < 2; ++r) peak = std::max(peak, unit_peak_gflops(cfg.precision == Precision::kBF16, &pool, isa));
 
     Rng rng(12345);
     Progress bar("bench model", quiet);
@@ -358,6 +359,7 @@ int cmd_bench_model(int argc, char** argv) {
              {"activation_dtype", cfg.precision == Precision::kBF16 ? "bf16" : "f32"},
              {"weight_memory", file_memory_name(model->store().file_memory())},
              {"cpu_flags", cpu::cpu_features_string()},
+             {"matmul_units", cpu::matmul_units()},
              {"read_bandwidth_gbs", bw},
              {"read_bandwidth_samples_gbs", bws.gbs},
              {"read_bandwidth_spread_gbs", {{"min", bws.min()}, {"median", bw}, {"max", bws.max()}}},

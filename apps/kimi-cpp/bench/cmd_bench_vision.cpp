@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/cpu/matmul_kernel.h"
 #include "args.h"
 #include "bench/stats.h"
 #include "commands.h"
@@ -89,7 +90,7 @@ int cmd_bench_vision(int argc, char** argv) {
 
     ThreadPool pool(run.threads);
     std::string isa;
-    const double peak = peak_gflops(bf16, &pool, isa);
+    const double peak = unit_peak_gflops(bf16, &pool, isa);
     Progress bar("bench vision", quiet);
     std::vector<double> ms;
     for (int64_t r = 0; r <= reps; ++r) {   // rep 0 warms up (arena growth, first touch)
@@ -109,6 +110,7 @@ int cmd_bench_vision(int argc, char** argv) {
     const double gflops = (f.gemm + f.attention) / (median * 1e6);
     J out = {{"benchmark", "vision"},
              {"cpu", cpu_model()},
+             {"matmul_units", cpu::matmul_units()},
              {"model", model_dir},
              {"threads", run.threads},
              {"precision", bf16 ? "bf16" : "f32"},

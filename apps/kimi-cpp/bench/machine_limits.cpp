@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/cpu/machine_probe.h"
+#include "backend/cpu/matmul_kernel.h"
 #include "core/error.h"
 
 namespace kimi::app {
@@ -114,6 +115,11 @@ double peak_gflops(bool bf16, ThreadPool* pool, std::string& isa) {
 
 double amx_peak_gflops(ThreadPool* pool, std::string& isa) {
     return run_peak([] { return cpu::amx_bf16_loop(kAmxIters); }, pool, isa);
+}
+
+double unit_peak_gflops(bool bf16, ThreadPool* pool, std::string& isa) {
+    if (bf16 && cpu::use_amx() && !cpu::amx_tiles_emulated()) return amx_peak_gflops(pool, isa);
+    return peak_gflops(bf16, pool, isa);
 }
 
 std::string cpu_model() {

@@ -58,6 +58,10 @@ double peak_gflops(bool bf16, ThreadPool* pool, std::string& isa);
 // The same for the AMX-BF16 tile loop (cpu::amx_bf16_loop); only when cpu::amx_support().usable.
 double amx_peak_gflops(ThreadPool* pool, std::string& isa);
 
+// The peak of the unit the engine's matrix products run on, for "% of peak": the tile loop
+// where the bf16 products run on real AMX tiles (cpu::use_amx), else peak_gflops.
+double unit_peak_gflops(bool bf16, ThreadPool* pool, std::string& isa);
+
 // The CPU's model name (/proc/cpuinfo), for every reported figure.
 std::string cpu_model();
 

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 
 #include "backend/cpu/amx_matmul_body.h"
 #include "backend/cpu/amx_support.h"
@@ -108,20 +109,46 @@ bool amx_tiles_emulated() {
     return on;
 }
 
-bool use_amx() {
-    static const bool on = [] {
-        if (amx_tiles_emulated()) return true;
-        const char* e = isa_env();
-        if (e && std::strcmp(e, "amx") != 0) return false;   // KIMI_ISA below amx
-        if (!use_avx512_bf16() || !amx_support().usable) return false;
-        std::string why;
-        if (!tiles_match_emulation(why)) {
-            std::fprintf(stderr, "kimi: not using AMX: %s; the AVX-512 BF16 kernels run instead\n", why.c_str());
-            return false;
+namespace {
+struct AmxChoice {
+    bool on = false;
+    std::string why_off;
+};
+const AmxChoice& amx_choice() {
+    static const AmxChoice c = [] {
+        AmxChoice r;
+        if (amx_tiles_emulated()) {
+            r.on = true;
+            return r;
         }
-        return true;
+        const char* e = isa_env();
+        if (e && std::strcmp(e, "amx") != 0) {
+            r.why_off = std::string("KIMI_ISA=") + e;
+        } else if (!amx_support().usable) {
+            r.why_off = amx_support().why_not;
+        } else if (!use_avx512_bf16()) {
+            r.why_off = "the AVX-512 BF16 kernels are off";
+        } else if (!tiles_match_emulation(r.why_off)) {
+            std::fprintf(stderr, "kimi: not using AMX: %s; the AVX-512 BF16 kernels run instead\n", r.why_off.c_str());
+        } else {
+            r.on = true;
+        }
+        return r;
     }();
-    return on;
+    return c;
+}
+}   // namespace
+
+bool use_amx() { return amx_choice().on; }
+const std::string& amx_why_off() { return amx_choice().why_off; }
+
+std::string matmul_units() {
+    if (use_amx()) return amx_tiles_emulated() ? "amx-bf16 tiles, emulated (tile order)" : "amx-bf16 tiles (tile order)";
+    switch (matmul_isa()) {
+        case Isa::kAvx512: return use_avx512_bf16() ? "avx512-bf16 (lane order)" : "avx512";
+        case Isa::kAvx2: return "avx2";
+        default: return "scalar";
+    }
 }
 
 void amx_range_emulated(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float*) {

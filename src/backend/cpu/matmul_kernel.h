@@ -20,6 +20,7 @@
 // partial span (I % 128 = 32, 64 or 96) keeps the natural order.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "core/dtype.h"
 
@@ -74,6 +75,8 @@ constexpr int64_t amx_panel_elems(int64_t n_rows, int64_t in) { return n_rows * 
 void pack_amx_panel(const uint16_t* xb, int64_t n_rows, int64_t in, uint16_t* panel);
 bool use_amx();              // the tile order (above) runs this process's bf16 and MXFP4 products
 bool amx_tiles_emulated();   // ... on the emulated tiles (KIMI_ISA=amx-emulated: tests, any machine)
+const std::string& amx_why_off();   // why not, in one line ("" where they run)
+std::string matmul_units();   // what runs the bf16 products, e.g. "amx-bf16 tiles (tile order)", for logs and JSON
 // bf16/MXFP4 weights with MatmulArgs::xt on the tiles (emulated or real); other products on the
 // vector kernel of matmul_isa().
 void matmul_range_amx(const MatmulArgs& a, int64_t o_begin, int64_t o_end, float* scratch);

@@ -74,8 +74,8 @@ bool tiles_match_emulation(std::string& why) {
         for (auto& v : xb) v = bf16();
         for (auto& v : wb) v = bf16();
         for (auto& v : packed) v = uint8_t(rng());
-        // every scale byte of the slow decode that keeps the sums finite (0, 1 and 253+ would be inf/NaN
-        // territory, where NaN payloads are not part of the order), the fast path around 2^-5..2^6
+        // scale bytes 0..139 (0 and 1 through the exact decode) and many near 2^0; none higher, where
+        // sums could overflow to NaN, whose payload is no part of the order
         for (size_t i = 0; i < scale.size(); ++i) scale[i] = uint8_t(i % 7 == 0 ? i % 140 : 122 + rng() % 12);
         pack_amx_panel(xb.data(), n, in, panel.data());
         std::vector<float> y_hw(size_t(n * out)), y_emu(size_t(n * out));

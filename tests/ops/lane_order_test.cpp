@@ -16,26 +16,19 @@ namespace kimi {
 namespace {
 
 using test::Buf;
-
-float daz_ftz(float v) {   // denormal → zero of the same sign
-    uint32_t u;
-    std::memcpy(&u, &v, 4);
-    if ((u & 0x7f800000u) == 0) u &= 0x80000000u;
-    std::memcpy(&v, &u, 4);
-    return v;
-}
+using test::flush_denormal;
 
 // One output of the lane order: 8 chains over the 16-element steps (chain c: pair c of each
 // step, the odd product then the even one, each an exact product rounded once into the sum),
 // the fixed tree over the chains, then the tail in order.
 float lane_order(const uint16_t* x, const uint16_t* w, int64_t in) {
-    const auto v = [](const uint16_t* p, int64_t i) { return daz_ftz(bf16_to_f32(p[i])); };
+    const auto v = [](const uint16_t* p, int64_t i) { return flush_denormal(bf16_to_f32(p[i])); };
     float c[8] = {};
     for (int64_t s = 0; s < in / 16; ++s)
         for (int64_t k = 0; k < 8; ++k) {
             const int64_t e = 16 * s + 2 * k;
-            c[k] = daz_ftz(std::fma(v(x, e + 1), v(w, e + 1), c[k]));
-            c[k] = daz_ftz(std::fma(v(x, e), v(w, e), c[k]));
+            c[k] = flush_denormal(std::fma(v(x, e + 1), v(w, e + 1), c[k]));
+            c[k] = flush_denormal(std::fma(v(x, e), v(w, e), c[k]));
         }
     float y = ((c[0] + c[4]) + (c[2] + c[6])) + ((c[1] + c[5]) + (c[3] + c[7]));
     for (int64_t i = in - in % 16; i < in; ++i) y += bf16_to_f32(x[i]) * bf16_to_f32(w[i]);
@@ -63,7 +56,8 @@ class LaneOrder : public ::testing::TestWithParam<int> {
 protected:
     void SetUp() override {
         if (!cpu::kernel_takes_bf16_bits(DType::kBF16) || cpu::use_amx())
-            GTEST_SKIP() << "no AVX-512 BF16 kernels (the CPU lacks AVX-512 BF16, KIMI_ISA lowers it, or the tiles run)";
+            GTEST_SKIP()
+                << "no AVX-512 BF16 kernels (the CPU lacks AVX-512 BF16, KIMI_ISA lowers it, or the tiles run)";
     }
     test::Runner r{GetParam()};
 };

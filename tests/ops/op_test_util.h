@@ -17,6 +17,16 @@
 
 namespace kimi::test {
 
+// A denormal f32 as the zero of its sign (what vdpbf16ps and TDPBF16PS make of denormal inputs
+// and sums): for the scalar renderings of the kernels' orders.
+inline float flush_denormal(float v) {
+    uint32_t u;
+    std::memcpy(&u, &v, 4);
+    if ((u & 0x7f800000u) == 0) u &= 0x80000000u;
+    std::memcpy(&v, &u, 4);
+    return v;
+}
+
 // A tensor with its own storage. With an Rng: normal values × scale (F32, BF16, F16), or for
 // MXFP4 random nibbles under scale bytes 2^-9 .. 2^2 (scale unused). Without: F32 is all NaN,
 // so an element that no kernel writes fails every comparison; I32 is -1, the rest zeros.

@@ -18,22 +18,16 @@ namespace kimi {
 namespace {
 
 using test::Buf;
-
-float flush(float v) {   // denormal → zero of the same sign
-    uint32_t u;
-    std::memcpy(&u, &v, 4);
-    if ((u & 0x7f800000u) == 0) u &= 0x80000000u;
-    std::memcpy(&v, &u, 4);
-    return v;
-}
+using test::flush_denormal;
 
 // One output of the tile order: one chain over I padded with zeros to a multiple of 32, each
 // element an exact product rounded once into the sum, denormal inputs and sums as zero.
 float tile_order(const uint16_t* x, const uint16_t* w, int64_t in) {
     float acc = 0.0f;
     for (int64_t i = 0; i < (in + 31) / 32 * 32; ++i) {
-        const float xv = i < in ? flush(bf16_to_f32(x[i])) : 0.0f, wv = i < in ? flush(bf16_to_f32(w[i])) : 0.0f;
-        acc = flush(std::fma(wv, xv, acc));
+        const float xv = i < in ? flush_denormal(bf16_to_f32(x[i])) : 0.0f;
+        const float wv = i < in ? flush_denormal(bf16_to_f32(w[i])) : 0.0f;
+        acc = flush_denormal(std::fma(wv, xv, acc));
     }
     return acc;
 }
@@ -43,8 +37,9 @@ std::vector<uint16_t> weight_bits(const Tensor& w) {
     const int64_t n = w.numel();
     std::vector<uint16_t> out(static_cast<size_t>(n));
     for (int64_t e = 0; e < n; ++e)
-        out[size_t(e)] = w.dtype == DType::kBF16 ? static_cast<const uint16_t*>(w.data)[e]
-                                                 : f32_to_bf16(mxfp4_element(static_cast<const uint8_t*>(w.data), w.scale, e));
+        out[size_t(e)] = w.dtype == DType::kBF16
+            ? static_cast<const uint16_t*>(w.data)[e]
+            : f32_to_bf16(mxfp4_element(static_cast<const uint8_t*>(w.data), w.scale, e));
     return out;
 }
 
@@ -117,7 +112,8 @@ TEST(TileOrder, RowBlocksScalesAndDenormals) {
         if (dt == DType::kMXFP4)
             for (size_t i = 0; i < w.scales.size(); ++i) w.scales[i] = uint8_t(i % 256 == 255 ? 0 : i % 256);
         else
-            for (int64_t e = 0; e < out * in; e += 7) static_cast<uint16_t*>(w.t.data)[e] = uint16_t(e % 2 ? 0x0003 : 0x8000);
+            for (int64_t e = 0; e < out * in; e += 7)
+                static_cast<uint16_t*>(w.t.data)[e] = uint16_t(e % 2 ? 0x0003 : 0x8000);
         for (int64_t e = 0; e < n * in; e += 5) x.t.f32()[e] = e % 2 ? 1e-39f : 0.0f;
         std::vector<float> y;
         std::vector<uint16_t> xb;

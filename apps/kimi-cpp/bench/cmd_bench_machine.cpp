@@ -95,11 +95,12 @@ int cmd_bench_machine(int argc, char** argv) {
         amx.usable ? J{{"isa", isa_amx}, {"1_thread", stats_json(a1)}, {"all_threads", stats_json(an)}} : J(nullptr);
     out["amx_why_not"] = amx.usable ? J(nullptr) : J(amx.why_not);
     out["matmul_units"] = cpu::matmul_units();   // what the engine's bf16 products run on here
-    std::printf("machine: %s (%s), %lld threads; caches L1d %lld KiB, L2 %lld KiB, L3 %lld MiB\n"
-                "the engine's bf16 matrix products run on: %s\n\n",
-                out["cpu"].get<std::string>().c_str(), out["cpu_flags"].get<std::string>().c_str(), (long long)threads,
-                (long long)(cpu::cache_sizes().l1d >> 10), (long long)(cpu::cache_sizes().l2 >> 10),
-                (long long)(cpu::cache_sizes().l3 >> 20), cpu::matmul_units().c_str());
+    std::printf(
+        "machine: %s (%s), %lld threads; caches L1d %lld KiB, L2 %lld KiB, L3 %lld MiB\n"
+        "the engine's bf16 matrix products run on: %s\n\n",
+        out["cpu"].get<std::string>().c_str(), out["cpu_flags"].get<std::string>().c_str(), (long long)threads,
+        (long long)(cpu::cache_sizes().l1d >> 10), (long long)(cpu::cache_sizes().l2 >> 10),
+        (long long)(cpu::cache_sizes().l3 >> 20), cpu::matmul_units().c_str());
     std::printf("| probe | 1 thread (median [min, max]) | %lld threads (median [min, max]) |\n| --- | --- | --- |\n",
                 (long long)threads);
     auto row = [&](const char* name, const J& a, const J& b, const char* unit) {

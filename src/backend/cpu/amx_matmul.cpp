@@ -79,8 +79,8 @@ bool tiles_match_emulation(std::string& why) {
         for (size_t i = 0; i < scale.size(); ++i) scale[i] = uint8_t(i % 7 == 0 ? i % 140 : 122 + rng() % 12);
         pack_amx_panel(xb.data(), n, in, panel.data());
         std::vector<float> y_hw(size_t(n * out)), y_emu(size_t(n * out));
-        MatmulArgs a{nullptr, n, in, dt == DType::kBF16 ? static_cast<const void*>(wb.data()) : packed.data(), dt, in,
-                     y_hw.data(), out};
+        MatmulArgs a{nullptr, n,  in,          dt == DType::kBF16 ? static_cast<const void*>(wb.data()) : packed.data(),
+                     dt,      in, y_hw.data(), out};
         a.w_scale = scale.data();
         a.xb = xb.data();
         a.xt = panel.data();
@@ -88,8 +88,8 @@ bool tiles_match_emulation(std::string& why) {
         a.y = y_emu.data();
         amx_range_emulated(a, 0, out, nullptr);
         if (std::memcmp(y_hw.data(), y_emu.data(), y_hw.size() * 4) != 0) {
-            why = std::string("the tiles' TDPBF16PS does not give the documented order's bits (") +
-                dtype_name(dt) + " self-check)";
+            why = std::string("the tiles' TDPBF16PS does not give the documented order's bits (") + dtype_name(dt) +
+                " self-check)";
             return false;
         }
     }
@@ -145,7 +145,8 @@ bool use_amx() { return amx_choice().on; }
 const std::string& amx_why_off() { return amx_choice().why_off; }
 
 std::string matmul_units() {
-    if (use_amx()) return amx_tiles_emulated() ? "amx-bf16 tiles, emulated (tile order)" : "amx-bf16 tiles (tile order)";
+    if (use_amx())
+        return amx_tiles_emulated() ? "amx-bf16 tiles, emulated (tile order)" : "amx-bf16 tiles (tile order)";
     switch (matmul_isa()) {
         case Isa::kAvx512: return use_avx512_bf16() ? "avx512-bf16 (lane order)" : "avx512";
         case Isa::kAvx2: return "avx2";

@@ -117,7 +117,8 @@ void range(Tiles& tl, const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
     const auto* w = static_cast<const uint16_t*>(a.w);
     const int64_t rb = row_block(steps);
     Buffers& buf = buffers();
-    if (mx && int64_t(buf.dec.size()) < rb * steps * kStepElems + 32) buf.dec.resize(size_t(rb * steps * kStepElems + 32));
+    if (mx && int64_t(buf.dec.size()) < rb * steps * kStepElems + 32)
+        buf.dec.resize(size_t(rb * steps * kStepElems + 32));
     uint16_t* dec = reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(buf.dec.data()) + 63) & ~uintptr_t(63));
     Shape cur;
     tl.begin();
@@ -148,7 +149,9 @@ void range(Tiles& tl, const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
                             for (int m = 0; m < 16; ++m) {
                                 uint16_t* t = buf.tail[i] + m * kStepElems;
                                 std::memset(t, 0, 64);
-                                if (m < sh.m[i]) std::memcpy(t, ap[i] + m * in + full * kStepElems, size_t(2 * (in - full * kStepElems)));
+                                if (m < sh.m[i])
+                                    std::memcpy(t, ap[i] + m * in + full * kStepElems,
+                                                size_t(2 * (in - full * kStepElems)));
                             }
                 }
                 tl.zero(sh);
@@ -158,7 +161,8 @@ void range(Tiles& tl, const MatmulArgs& a, int64_t o_begin, int64_t o_end) {
                     const int64_t as = direct ? a_stride : 64;
                     const uint16_t* a0 = mx ? ap[0] + s * 512 : s < full ? ap[0] + s * kStepElems : buf.tail[0];
                     const uint16_t* a1 = mx ? ap[1] + s * 512 : s < full ? ap[1] + s * kStepElems : buf.tail[1];
-                    if (!mx && s + 4 < full) tl.prefetch_rows(ap[0] + (s + 4) * kStepElems, a_stride, sh.m[0] + sh.m[1]);
+                    if (!mx && s + 4 < full)
+                        tl.prefetch_rows(ap[0] + (s + 4) * kStepElems, a_stride, sh.m[0] + sh.m[1]);
                     step(tl, sh, a0, a1, as, bp[0] + s * 16 * 2 * sh.nt[0], bp[1] + s * 16 * 2 * sh.nt[1], b_stride);
                 }
                 // C_ij → y: tile rows are weight rows, columns tokens

@@ -73,8 +73,8 @@ struct MatmulArgs {
 // (zero past I); block j starts at j · ⌈I/32⌉ · 512.
 constexpr int64_t amx_panel_elems(int64_t n_rows, int64_t in) { return n_rows * 32 * ((in + 31) / 32); }
 void pack_amx_panel(const uint16_t* xb, int64_t n_rows, int64_t in, uint16_t* panel);
-bool use_amx();              // the tile order (above) runs this process's bf16 and MXFP4 products
-bool amx_tiles_emulated();   // ... on the emulated tiles (KIMI_ISA=amx-emulated: tests, any machine)
+bool use_amx();                     // the tile order (above) runs this process's bf16 and MXFP4 products
+bool amx_tiles_emulated();          // ... on the emulated tiles (KIMI_ISA=amx-emulated: tests, any machine)
 const std::string& amx_why_off();   // why not, in one line ("" where they run)
 std::string matmul_units();   // what runs the bf16 products, e.g. "amx-bf16 tiles (tile order)", for logs and JSON
 // bf16/MXFP4 weights with MatmulArgs::xt on the tiles (emulated or real); other products on the

@@ -7,33 +7,17 @@
 #include <cstring>
 
 #include "backend/cpu/amx_support.h"
+#include "backend/cpu/kernels/amx_tile_config.h"
 #include "backend/cpu/machine_probe.h"
 
 namespace kimi::cpu {
-
-namespace {
-
-struct alignas(64) TileConfig {   // LDTILECFG's 64-byte operand, palette 1
-    uint8_t palette = 1, start_row = 0;
-    uint8_t reserved[14] = {};
-    uint16_t colsb[16] = {};
-    uint8_t rows[16] = {};
-};
-static_assert(sizeof(TileConfig) == 64);
-
-// why: GCC 12's tile intrinsics do not tell the compiler what memory they read (LDTILECFG's
-// operand is declared as 8 bytes, TILELOADD's as none), so the stores that fill a config or a
-// buffer could be dropped or sunk past the instruction. This makes them land first.
-inline void stores_before_tiles(const void* p) { __asm__ volatile("" : : "r"(p) : "memory"); }
-
-}   // namespace
 
 void tdpbf16ps_hw(float* c, int m, int n, const uint16_t* a, const uint16_t* b, int k) {
     TileConfig cfg;
     cfg.rows[0] = uint8_t(m), cfg.colsb[0] = uint16_t(4 * n);   // c
     cfg.rows[1] = uint8_t(m), cfg.colsb[1] = uint16_t(4 * k);   // a
     cfg.rows[2] = uint8_t(k), cfg.colsb[2] = uint16_t(4 * n);   // b
-    stores_before_tiles(&cfg);
+    tile_memory_barrier(&cfg);
     _tile_loadconfig(&cfg);
     _tile_loadd(0, c, 4 * n);
     _tile_loadd(1, a, 4 * k);
@@ -56,9 +40,9 @@ PeakResult amx_bf16_loop(int64_t n_iter) {
     for (uint16_t& v : a) v = 0x33d6;   // bf16 1e-7: the sums stay small and normal
     for (uint16_t& v : b) v = 0x3f80;   // bf16 1.0
     alignas(64) float c[4][16 * 16];
-    stores_before_tiles(&cfg);
-    stores_before_tiles(a);
-    stores_before_tiles(b);
+    tile_memory_barrier(&cfg);
+    tile_memory_barrier(a);
+    tile_memory_barrier(b);
     _tile_loadconfig(&cfg);
     _tile_zero(0);
     _tile_zero(1);

@@ -6,23 +6,11 @@
 #include <immintrin.h>
 
 #include "backend/cpu/amx_matmul_body.h"
+#include "backend/cpu/kernels/amx_tile_config.h"
 
 namespace kimi::cpu {
 
 namespace {
-
-struct alignas(64) TileConfig {   // LDTILECFG's 64-byte operand, palette 1
-    uint8_t palette = 1, start_row = 0;
-    uint8_t reserved[14] = {};
-    uint16_t colsb[16] = {};
-    uint8_t rows[16] = {};
-};
-static_assert(sizeof(TileConfig) == 64);
-
-// why: GCC 12's tile intrinsics do not tell the compiler what memory they read or write, so
-// stores that fill a buffer could sink past a TILELOADD, and loads after a TILESTORED could be
-// hoisted above it. A compiler barrier on each side keeps memory in program order.
-inline void memory_barrier() { __asm__ volatile("" : : : "memory"); }
 
 struct HwTiles {
     TileConfig cfg;
@@ -32,12 +20,13 @@ struct HwTiles {
         cfg = TileConfig{};
         for (int i = 0; i < 2; ++i)
             for (int j = 0; j < 2; ++j)
-                if (s.m[i] && s.nt[j]) cfg.rows[2 * i + j] = uint8_t(s.m[i]), cfg.colsb[2 * i + j] = uint16_t(4 * s.nt[j]);
+                if (s.m[i] && s.nt[j])
+                    cfg.rows[2 * i + j] = uint8_t(s.m[i]), cfg.colsb[2 * i + j] = uint16_t(4 * s.nt[j]);
         for (int i = 0; i < 2; ++i)
             if (s.m[i]) cfg.rows[4 + i] = uint8_t(s.m[i]), cfg.colsb[4 + i] = 64;
         for (int j = 0; j < 2; ++j)
             if (s.nt[j]) cfg.rows[6 + j] = 16, cfg.colsb[6 + j] = uint16_t(4 * s.nt[j]);
-        memory_barrier();
+        tile_memory_barrier(&cfg);
         _tile_loadconfig(&cfg);
     }
     // (GCC's tile intrinsics paste the register number into the instruction's text, so each
@@ -45,7 +34,7 @@ struct HwTiles {
     template <int T>
     void load(const void* p, int64_t stride) {
         static_assert(T >= 4 && T <= 7);
-        memory_barrier();
+        tile_memory_barrier(p);
         if constexpr (T == 4) _tile_loadd(4, p, stride);
         if constexpr (T == 5) _tile_loadd(5, p, stride);
         if constexpr (T == 6) _tile_loadd(6, p, stride);
@@ -72,7 +61,7 @@ struct HwTiles {
             case 2: _tile_stored(2, p, 64); break;
             default: _tile_stored(3, p, 64); break;
         }
-        memory_barrier();
+        tile_memory_barrier(p);
     }
     // One line of each of `rows` weight rows (a step ahead): a decode streams 32 rows at once.
     void prefetch_rows(const uint16_t* p, int64_t stride, int rows) {

@@ -132,9 +132,12 @@ const AmxChoice& amx_choice() {
             r.why_off = "the AVX-512 BF16 kernels are off";
         } else if (!tiles_match_emulation(r.why_off)) {
             std::fprintf(stderr, "kimi: not using AMX: %s; the AVX-512 BF16 kernels run instead\n", r.why_off.c_str());
+            return r;
         } else {
             r.on = true;
         }
+        if (!r.on && e && std::strcmp(e, "amx") == 0)   // asked for by name: say why not
+            std::fprintf(stderr, "kimi: KIMI_ISA=amx: not using AMX: %s\n", r.why_off.c_str());
         return r;
     }();
     return c;

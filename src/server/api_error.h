@@ -1,5 +1,6 @@
 // ApiError: an error answered to an HTTP client in OpenAI's shape,
-// {"error": {"message", "type", "param", "code"}}, with its HTTP status.
+// {"error": {"message", "type", "param", "code"}}, with its HTTP status (in Anthropic's shape on
+// the Messages routes).
 #pragma once
 #include <stdexcept>
 #include <string>
@@ -32,6 +33,22 @@ struct ApiError : std::runtime_error {
                   {"type", type()},
                   {"param", param.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(param)},
                   {"code", code.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(code)}}}};
+    }
+
+    // The same error on the Anthropic Messages routes: {"type": "error", "error": {"type", "message"}}.
+    const char* anthropic_type() const {
+        switch (status) {
+            case 401: return "authentication_error";
+            case 403: return "permission_error";
+            case 404: return "not_found_error";
+            case 413: return "request_too_large";
+            case 429: return "rate_limit_error";
+            case 503: return "overloaded_error";
+            default: return status >= 500 ? "api_error" : "invalid_request_error";
+        }
+    }
+    nlohmann::ordered_json to_anthropic_json() const {
+        return {{"type", "error"}, {"error", {{"type", anthropic_type()}, {"message", what()}}}};
     }
 };
 

@@ -11,6 +11,8 @@
 
 #include "core/error.h"
 #include "core/human_bytes.h"
+#include "server/anthropic_reply.h"
+#include "server/anthropic_request.h"
 #include "server/api_error.h"
 #include "server/openai_generate.h"
 #include "server/openai_request.h"
@@ -26,7 +28,12 @@ void send_json(HttpResponse& res, int status, const J& j) {
     res.set_content(j.dump(-1, ' ', false, J::error_handler_t::replace), "application/json");
 }
 
-void send_error(HttpResponse& res, const ApiError& e) { send_json(res, e.status, e.to_json()); }
+// The Anthropic Messages routes answer errors in Anthropic's shape, every other route in OpenAI's.
+bool anthropic_route(const std::string& path) { return path == "/v1/messages" || path.rfind("/v1/messages/", 0) == 0; }
+
+void send_error(HttpResponse& res, const ApiError& e, const std::string& path) {
+    send_json(res, e.status, anthropic_route(path) ? e.to_anthropic_json() : e.to_json());
+}
 
 bool needs_auth(const std::string& path) {
     return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize";
@@ -133,12 +140,18 @@ void HttpServer::shutdown() {
 
 bool HttpServer::pre_route(const HttpRequest& req, HttpResponse& res) {
     if (!cfg_.api_key.empty() && needs_auth(req.path)) {
-        const std::string auth = req.header("Authorization");   // the token is a view of it
-        const std::optional<std::string_view> token = bearer_token(auth);
+        // "Authorization: Bearer KEY" (OpenAI's clients) or "x-api-key: KEY" (Anthropic's)
+        const std::string auth = req.header("Authorization"), x_key = req.header("x-api-key");
+        const std::optional<std::string_view> token = auth.empty() && !x_key.empty()
+            ? std::optional<std::string_view>(x_key)
+            : bearer_token(auth);   // the token is a view of one of them
         if (!token || !same_secret(*token, cfg_.api_key)) {
             send_error(res,
-                       ApiError(401, "Incorrect or missing API key (send \"Authorization: Bearer KEY\")", "",
-                                "invalid_api_key"));
+                       ApiError(401,
+                                "Incorrect or missing API key (send \"Authorization: Bearer KEY\" or \"x-api-key: "
+                                "KEY\")",
+                                "", "invalid_api_key"),
+                       req.path);
             return true;
         }
     }
@@ -151,18 +164,19 @@ bool HttpServer::pre_route(const HttpRequest& req, HttpResponse& res) {
             const std::string why = type.empty() ? "the request has no Content-Type"
                                                  : "unsupported Content-Type '" + type.substr(0, 200) + "'";
             send_error(res,
-                       ApiError(415, why + ": send \"Content-Type: application/json\"", "", "unsupported_media_type"));
+                       ApiError(415, why + ": send \"Content-Type: application/json\"", "", "unsupported_media_type"),
+                       req.path);
             return true;
         }
     }
     const bool always = req.path == "/health" || req.path == "/version" || req.path == "/" || req.path == "/metrics" ||
         req.path.rfind("/web/", 0) == 0;   // the page and its files, also while loading
     if (!always && !ready_.load()) {
-        send_error(res, ApiError(503, "the model is still loading"));
+        send_error(res, ApiError(503, "the model is still loading"), req.path);
         return true;
     }
     if (!always && draining_.load() && req.method == "POST") {
-        send_error(res, ApiError(503, "the server is shutting down"));
+        send_error(res, ApiError(503, "the server is shutting down"), req.path);
         return true;
     }
     return false;
@@ -187,13 +201,13 @@ void HttpServer::handle(const HttpRequest& req, HttpResponse& res) {
         throw ApiError(405, "method " + req.method + " is not allowed on " + req.path + " (allowed: " + allow + ")");
     } catch (const ApiError& e) {
         res.stream = nullptr;
-        send_error(res, e);
+        send_error(res, e, req.path);
     } catch (const std::bad_alloc&) {
         res.stream = nullptr;
-        send_error(res, out_of_memory());
+        send_error(res, out_of_memory(), req.path);
     } catch (const std::exception& e) {
         res.stream = nullptr;
-        send_error(res, ApiError(500, std::string("internal error: ") + e.what()));
+        send_error(res, ApiError(500, std::string("internal error: ") + e.what()), req.path);
     }
 }
 
@@ -258,41 +272,77 @@ void HttpServer::encode_images(GenerationJob& job, const HttpRequest& req) {
     }
 }
 
-void HttpServer::generate(const HttpRequest& req, HttpResponse& res, bool chat) {
-    const J b = parse_body(req.body);
-    const ParseContext pc = parse_context(engine_->max_model_len(), cfg_.max_request_tokens);
-    GenerationJob parsed = chat ? parse_chat_request(b, pc) : parse_completion_request(b, pc);
+std::shared_ptr<JobRun> HttpServer::submit(GenerationJob parsed, const HttpRequest& req) {
     encode_images(parsed, req);
     auto job = std::make_shared<const GenerationJob>(std::move(parsed));
     if (job->params.structured) metrics_.on_grammar_compiled(job->grammar_compile_s);
     const GenerateContext gc{*engine_, *tok_, metrics_, std::string("fp_kimi_cpp_") + kVersion + "_" + cfg_.precision,
                              &abort_all_};
-    std::shared_ptr<JobRun> run =
-        start_job(job, gc);   // submitted before any byte goes out: a refusal keeps its status
-    if (!job->stream) {
-        send_json(res, 200, run_job(*run));
-        return;
-    }
+    return start_job(job, gc);   // submitted before any byte goes out: a refusal keeps its status
+}
+
+// The response as a stream of server-sent events written by `body`; an error once the head went
+// out with 200 is an event of the stream (`error_event`), and memory running out the prebuilt
+// one.
+void HttpServer::stream(HttpResponse& res, std::function<void(const std::function<bool(const std::string&)>&)> body,
+                        std::function<std::string(const ApiError&)> error_event) {
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");
     res.content_type = "text/event-stream";
-    res.stream = [run, this](const std::function<bool(std::string_view)>& write) {
+    res.stream = [body = std::move(body), error_event = std::move(error_event),
+                  this](const std::function<bool(std::string_view)>& write) {
         auto put = [&write](const std::string& s) { return write(s); };
-        auto error_event = [&put](const ApiError& e) { put("data: " + e.to_json().dump() + "\n\ndata: [DONE]\n\n"); };
-        try {   // the head went out with 200: an error now is an event of the stream
+        try {
             try {
-                run_job_streaming(*run, put);
+                body(put);
             } catch (const ApiError& e) {
-                error_event(e);
+                put(error_event(e));
             } catch (const std::bad_alloc&) {
                 throw;
             } catch (const std::exception& e) {
-                error_event(ApiError(500, std::string("internal error: ") + e.what()));
+                put(error_event(ApiError(500, std::string("internal error: ") + e.what())));
             }
         } catch (const std::bad_alloc&) {   // memory ran out, maybe while another error was answered
             write(out_of_memory_event_);
         }
     };
+}
+
+void HttpServer::generate(const HttpRequest& req, HttpResponse& res, bool chat) {
+    const J b = parse_body(req.body);
+    const ParseContext pc = parse_context(engine_->max_model_len(), cfg_.max_request_tokens);
+    GenerationJob parsed = chat ? parse_chat_request(b, pc) : parse_completion_request(b, pc);
+    const bool streamed = parsed.stream;
+    std::shared_ptr<JobRun> run = submit(std::move(parsed), req);
+    if (!streamed) return send_json(res, 200, run_job(*run));
+    stream(
+        res, [run](const auto& put) { run_job_streaming(*run, put); },
+        [](const ApiError& e) { return "data: " + e.to_json().dump() + "\n\ndata: [DONE]\n\n"; });
+}
+
+// POST /v1/messages: the Anthropic Messages API on the chat path (anthropic_request.h).
+void HttpServer::messages(const HttpRequest& req, HttpResponse& res) {
+    MessagesRequest mr = messages_to_chat(parse_body(req.body), false);
+    const ParseContext pc = parse_context(engine_->max_model_len(), cfg_.max_request_tokens);
+    GenerationJob parsed = parse_chat_request(mr.chat, pc);
+    const int64_t prompt_tokens = int64_t(parsed.prompts.at(0).ids.size());
+    std::shared_ptr<JobRun> run = submit(std::move(parsed), req);
+    if (!mr.stream) {
+        MessagesReply reply(cfg_.served_model_name, std::move(mr.stop_sequences));
+        const auto outcome = run_chat_pieces(
+            *run, [&reply](const chat::Delta& d) { return reply.add(d); }, nullptr);
+        return send_json(res, 200, reply.message(*outcome));
+    }
+    stream(
+        res,
+        [run, prompt_tokens, model = cfg_.served_model_name, stops = std::move(mr.stop_sequences)](const auto& put) {
+            MessagesReply reply(model, stops, put);
+            if (!reply.start(prompt_tokens)) return;
+            const auto outcome = run_chat_pieces(
+                *run, [&reply](const chat::Delta& d) { return reply.add(d); }, [&reply] { return reply.ping(); });
+            if (outcome) reply.finish(*outcome);
+        },
+        [](const ApiError& e) { return MessagesReply::error_event(e); });
 }
 
 void HttpServer::routes() {
@@ -370,6 +420,14 @@ void HttpServer::routes() {
     });
     on("POST", "/v1/completions", [this](const HttpRequest& req, HttpResponse& res) { generate(req, res, false); });
     on("POST", "/v1/chat/completions", [this](const HttpRequest& req, HttpResponse& res) { generate(req, res, true); });
+    on("POST", "/v1/messages", [this](const HttpRequest& req, HttpResponse& res) { messages(req, res); });
+    on("POST", "/v1/messages/count_tokens", [this](const HttpRequest& req, HttpResponse& res) {
+        const MessagesRequest mr = messages_to_chat(parse_body(req.body), true);
+        J chat = mr.chat;
+        chat["max_tokens"] = 1;   // the prompt alone is counted
+        const ParseContext pc = parse_context(std::numeric_limits<int32_t>::max(), std::numeric_limits<int64_t>::max());
+        send_json(res, 200, {{"input_tokens", parse_chat_request(chat, pc).prompts.at(0).ids.size()}});
+    });
 }
 
 }   // namespace kimi::server

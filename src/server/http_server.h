@@ -1,9 +1,10 @@
 // HttpServer: the OpenAI-compatible HTTP/1.1 server (on HttpListener). It listens before the
 // model is loaded (/health answers 503 until set_ready), then serves
 //   POST /v1/chat/completions, /v1/completions (SSE streaming or not), /tokenize, /detokenize
+//   POST /v1/messages, /v1/messages/count_tokens (the Anthropic Messages API)
 //   GET  /v1/models, /health, /version, /metrics (Prometheus), / (a short page).
-// Every error is OpenAI's error JSON with a 4xx/5xx status; with an API key, /v1/*,
-// /tokenize and /detokenize need "Authorization: Bearer KEY". shutdown() stops accepting,
+// Every error is OpenAI's error JSON (Anthropic's on /v1/messages*) with a 4xx/5xx status; with
+// an API key, /v1/*, /tokenize and /detokenize need "Authorization: Bearer KEY" or "x-api-key: KEY". shutdown() stops accepting,
 // lets in-flight requests finish for a grace period, then aborts them. An engine that failed
 // for good (a lost MPI rank) makes /health 503 "unhealthy" and generation 503.
 #pragma once
@@ -18,7 +19,9 @@
 #include "runtime/engine.h"
 #include "runtime/vision_encoder.h"
 #include "server/http_listener.h"
+#include "server/api_error.h"
 #include "server/image_budget.h"
+#include "server/openai_generate.h"
 #include "server/media_loader.h"
 #include "server/openai_request.h"
 #include "server/metrics.h"
@@ -70,6 +73,11 @@ private:
     void handle(const HttpRequest& req, HttpResponse& res);      // pre-routing checks, dispatch, errors
     bool pre_route(const HttpRequest& req, HttpResponse& res);   // true: answered here
     void generate(const HttpRequest& req, HttpResponse& res, bool chat);
+    void messages(const HttpRequest& req, HttpResponse& res);   // POST /v1/messages
+    // The job's images encoded, its requests submitted to the engine.
+    std::shared_ptr<JobRun> submit(GenerationJob parsed, const HttpRequest& req);
+    void stream(HttpResponse& res, std::function<void(const std::function<bool(const std::string&)>&)> body,
+                std::function<std::string(const ApiError&)> error_event);
     ParseContext parse_context(int32_t max_model_len, int64_t max_request_tokens) const;
     // Each prompt's images decoded and encoded into its media spans, within the image budget,
     // the request's deadline, and only while its client is there.

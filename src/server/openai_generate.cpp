@@ -20,15 +20,6 @@ using J = nlohmann::ordered_json;
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-std::string random_id(const char* prefix) {
-    static std::atomic<uint64_t> counter{std::random_device{}()};
-    Rng r(counter.fetch_add(0x9e3779b97f4a7c15ull) ^ uint64_t(std::time(nullptr)));
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%s%016llx%08llx", prefix, (unsigned long long)r.next(),
-                  (unsigned long long)(r.next() >> 32));
-    return buf;
-}
-
 int64_t code_points(const std::string& s) {
     int64_t n = 0;
     for (unsigned char c : s) n += (c & 0xC0) != 0x80;
@@ -46,6 +37,7 @@ struct Choice {
     std::vector<TokenEvent> events;   // kept for non-streamed logprobs
     std::vector<int64_t> offsets;     // code points of the text before each kept event
     FinishReason finish = FinishReason::kNone;
+    int32_t stop_index = -1;     // finish by a stop string: which
     int64_t cached_tokens = 0;   // prompt tokens served from the prefix cache
     bool done = false, sent_first = false;
     double t_first = -1.0, t_last = -1.0;
@@ -266,6 +258,7 @@ private:
         }
         if (e.finish != FinishReason::kNone) {
             c.finish = e.finish;
+            c.stop_index = e.stop_index;
             c.done = true;
             if (c.parser) {
                 c.parser->finish(c.deltas);
@@ -298,6 +291,15 @@ private:
 std::string sse(const J& j) { return "data: " + j.dump(-1, ' ', false, J::error_handler_t::replace) + "\n\n"; }
 
 }   // namespace
+
+std::string random_id(const char* prefix) {
+    static std::atomic<uint64_t> counter{std::random_device{}()};
+    Rng r(counter.fetch_add(0x9e3779b97f4a7c15ull) ^ uint64_t(std::time(nullptr)));
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%s%016llx%08llx", prefix, (unsigned long long)r.next(),
+                  (unsigned long long)(r.next() >> 32));
+    return buf;
+}
 
 struct JobRun {
     JobRun(std::shared_ptr<const GenerationJob> j, const GenerateContext& c)
@@ -342,6 +344,54 @@ nlohmann::ordered_json run_job(JobRun& jr) {
     out["choices"] = std::move(choices);
     out["usage"] = run.usage();
     return out;
+}
+
+ChatOutcome chat_outcome(JobRun& jr) {
+    const Choice& c = jr.run.choices().at(0);
+    ChatOutcome o;
+    o.finish = c.finish;
+    o.tool_calls = !c.calls.empty();
+    o.stop_index = c.stop_index;
+    o.prompt_tokens = int64_t(jr.job->prompts.at(0).ids.size());
+    o.cached_tokens = c.cached_tokens;
+    o.completion_tokens = int64_t(c.tokens.size());
+    return o;
+}
+
+std::optional<ChatOutcome> run_chat_pieces(JobRun& jr, const std::function<bool(const chat::Delta&)>& on_piece,
+                                           const std::function<bool()>& on_idle) {
+    KIMI_CHECK(jr.job->endpoint == Endpoint::kChat && jr.run.choices().size() == 1, "a single-choice chat job");
+    chat::Delta d;
+    auto piece = [&](chat::Delta::Kind kind, std::string text) {
+        d.kind = kind;
+        d.text = std::move(text);
+        return on_piece(d);
+    };
+    auto on_event = [&](Choice& c, const TokenEvent& e) -> bool {
+        if (c.parser) {   // Kimi-K3: what the format's parser released for this token
+            for (const chat::Delta& x : chat::merge_deltas(c.deltas))
+                if (!on_piece(x)) return false;
+            c.deltas.clear();
+            return true;
+        }
+        // Kimi Linear: content token by token until a tool-call section, the calls when it ends
+        if (!c.in_tools && !e.text.empty() && !piece(chat::Delta::kContent, e.text)) return false;
+        if (!c.done || !c.in_tools) return true;
+        if (c.calls.empty()) return c.tool_text.empty() || piece(chat::Delta::kContent, c.tool_text);
+        for (size_t i = 0; i < c.calls.size(); ++i) {
+            d.kind = chat::Delta::kToolCall;
+            d.text.clear();
+            d.tool_index = int32_t(i);
+            d.call = c.calls[i];
+            if (!on_piece(d)) return false;
+        }
+        return true;
+    };
+    if (!jr.run.follow(on_event, on_idle)) {
+        if (jr.run.error().empty()) return std::nullopt;   // the client went away
+        throw ApiError(503, jr.run.error(), "", "engine_error");
+    }
+    return chat_outcome(jr);
 }
 
 bool run_job_streaming(JobRun& jr, const std::function<bool(const std::string&)>& write) {

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -26,6 +27,9 @@ struct GenerateContext {
     const std::atomic<bool>* abort_all = nullptr;   // set at shutdown: cancel what is running
 };
 
+// A fresh response id: prefix + 24 hex digits.
+std::string random_id(const char* prefix);
+
 // A job whose requests were submitted to the engine; they are cancelled when it is destroyed
 // before they finished (the client went away).
 struct JobRun;
@@ -36,6 +40,23 @@ std::shared_ptr<JobRun> start_job(std::shared_ptr<const GenerationJob> job, cons
 
 // Waits for the job and answers it (throws ApiError 503 if the engine failed it meanwhile).
 nlohmann::ordered_json run_job(JobRun& run);
+
+// One chat choice's reply as typed pieces, for the routes that are not OpenAI chat completions
+// (Anthropic Messages, OpenAI Responses): reasoning text, content text and finished tool calls
+// (chat::Delta), in the order the model produced them, each as soon as it is certain.
+struct ChatOutcome {
+    FinishReason finish = FinishReason::kNone;
+    bool tool_calls = false;   // the reply ended in tool calls
+    int32_t stop_index = -1;   // finish by a stop string: its index in params.stop
+    int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
+};
+// Runs a single-choice chat job: on_piece gets each piece, on_idle is called when nothing came
+// for a while (a long prefill); either returning false (the client went away) cancels the job,
+// and the result is nullopt then. Throws ApiError 503 if the engine failed the request.
+std::optional<ChatOutcome> run_chat_pieces(JobRun& run, const std::function<bool(const chat::Delta&)>& on_piece,
+                                           const std::function<bool()>& on_idle);
+// The usage counts of a job so far (also before it finished).
+ChatOutcome chat_outcome(JobRun& run);
 
 // Streaming: each SSE event (`data: ...\n\n`, then `data: [DONE]\n\n`) goes to `write`,
 // which returns false if the client went away. Returns false if the stream was cut short.

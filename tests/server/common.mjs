@@ -112,6 +112,13 @@ export async function importOpenAI(nodeModules) {
     return import(pathToFileURL(entry).href);
 }
 
+// The stock Anthropic client module (@anthropic-ai/sdk) installed under node_modules.
+export async function importAnthropic(nodeModules) {
+    const entry = ['@anthropic-ai/sdk/index.mjs', '@anthropic-ai/sdk/index.js'].map((p) => path.join(nodeModules, p)).find((p) => fs.existsSync(p));
+    if (!entry) throw new Error(`no @anthropic-ai/sdk client under ${nodeModules}`);
+    return import(pathToFileURL(entry).href);
+}
+
 // ---------------------------------------------------------------- a minimal PNG writer (RGB, 8-bit)
 const CRC = new Int32Array(256).map((_, n) => {
     let c = n;

@@ -63,6 +63,12 @@ int cmd_serve(int argc, char** argv) {
     sc.shutdown_grace_s = args.real("--shutdown-grace", 5.0);
     if (!(sc.shutdown_grace_s >= 0 && sc.shutdown_grace_s <= 3600))
         throw Error("--shutdown-grace must be in [0, 3600] seconds");
+    sc.responses_store_size = args.integer("--responses-store-size", 1000);
+    if (sc.responses_store_size < 0 || sc.responses_store_size > 1000000)
+        throw Error("--responses-store-size must be in [0, 1000000] (0: no store)");
+    sc.responses_store_ttl_s = args.real("--responses-store-ttl", 3600.0);
+    if (!(sc.responses_store_ttl_s > 0 && sc.responses_store_ttl_s <= 30 * 86400.0))
+        throw Error("--responses-store-ttl must be in (0, 2592000] seconds");
     const MediaOptions media = parse_media_options(args);
     const double mm_gib = args.real("--mm-memory", 4.0);
     if (!(mm_gib > 0.0) || mm_gib > 1 << 20) throw Error("--mm-memory must be a size in GiB > 0");

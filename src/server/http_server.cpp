@@ -15,6 +15,8 @@
 #include "server/anthropic_request.h"
 #include "server/api_error.h"
 #include "server/openai_generate.h"
+#include "server/responses_reply.h"
+#include "server/responses_request.h"
 #include "server/openai_request.h"
 #include "server/web_assets.h"
 
@@ -109,7 +111,8 @@ HttpServer::HttpServer(ServerConfig cfg)
               return ApiError(status, message, "", status == 408 ? "request_timeout" : "").to_json().dump();
           },
           [this](int status) { metrics_.on_http_request(status); }),
-      image_budget_(cfg_.image_memory_bytes) {
+      image_budget_(cfg_.image_memory_bytes),
+      response_store_(cfg_.responses_store_size, cfg_.responses_store_ttl_s) {
     started_at_ = int64_t(std::time(nullptr));
     out_of_memory_event_ = "data: " + out_of_memory().to_json().dump() + "\n\ndata: [DONE]\n\n";
     routes();
@@ -190,6 +193,7 @@ void HttpServer::handle(const HttpRequest& req, HttpResponse& res) {
             if (!a) throw ApiError(404, "no route " + req.method + " " + req.path);
             return send_asset(res, *a);
         }
+        if (stored_response(req, res)) return;
         std::string allow;
         for (const Route& r : routes_) {
             if (r.path != req.path) continue;
@@ -345,6 +349,70 @@ void HttpServer::messages(const HttpRequest& req, HttpResponse& res) {
         [](const ApiError& e) { return MessagesReply::error_event(e); });
 }
 
+// POST /v1/responses: the OpenAI Responses API on the chat path (responses_request.h), with the
+// conversation of previous_response_id from the store and this one stored unless store is false.
+void HttpServer::responses(const HttpRequest& req, HttpResponse& res) {
+    const J b = parse_body(req.body);
+    J previous = nullptr;
+    if (const auto prev = previous_response_id(b)) {
+        std::optional<StoredResponse> s = response_store_.get(*prev);
+        if (!s)
+            throw ApiError(404, "Previous response with id '" + prev->substr(0, 100) + "' not found.",
+                           "previous_response_id", "previous_response_not_found");
+        previous = std::move(s->messages);
+    }
+    ResponsesRequest rr = responses_to_chat(b, previous);
+    const ParseContext pc = parse_context(engine_->max_model_len(), cfg_.max_request_tokens);
+    std::shared_ptr<JobRun> run = submit(parse_chat_request(rr.chat, pc), req);
+    auto keep = [this](const ResponsesRequest& r, const ResponsesReply& reply, const J& response) {
+        if (!r.store) return;
+        J messages = r.conversation;
+        for (J& m : reply.as_chat_messages()) messages.push_back(std::move(m));
+        response_store_.put(reply.id(), {std::move(messages), response});
+    };
+    if (!rr.stream) {
+        ResponsesReply reply(cfg_.served_model_name, rr.echo);
+        const auto outcome = run_chat_pieces(
+            *run, [&reply](const chat::Delta& d) { return reply.add(d); }, nullptr);
+        const J response = reply.response(*outcome);
+        keep(rr, reply, response);
+        return send_json(res, 200, response);
+    }
+    stream(
+        res,
+        [run, model = cfg_.served_model_name, rr = std::move(rr), keep](const auto& put) {
+            ResponsesReply reply(model, rr.echo, put);
+            if (!reply.start()) return;
+            const auto outcome = run_chat_pieces(
+                *run, [&reply](const chat::Delta& d) { return reply.add(d); },
+                [&put] { return put(": keep-alive\n\n"); });
+            if (!outcome) return;
+            keep(rr, reply, reply.response(*outcome));
+            reply.finish(*outcome);
+        },
+        [](const ApiError& e) { return ResponsesReply::error_event(e); });
+}
+
+bool HttpServer::stored_response(const HttpRequest& req, HttpResponse& res) {
+    static const std::string prefix = "/v1/responses/";
+    if (req.path.rfind(prefix, 0) != 0 || req.path.size() == prefix.size()) return false;
+    const std::string id = req.path.substr(prefix.size());
+    if (req.method == "DELETE") {
+        if (!response_store_.erase(id))
+            throw ApiError(404, "Response with id '" + id.substr(0, 100) + "' not found.", "response_id", "not_found");
+        send_json(res, 200, {{"id", id}, {"object", "response"}, {"deleted", true}});
+        return true;
+    }
+    if (req.method != "GET" && req.method != "HEAD") {
+        res.set_header("Allow", "GET, DELETE");
+        throw ApiError(405, "method " + req.method + " is not allowed on " + req.path + " (allowed: GET, DELETE)");
+    }
+    const std::optional<StoredResponse> s = response_store_.get(id);
+    if (!s) throw ApiError(404, "Response with id '" + id.substr(0, 100) + "' not found.", "response_id", "not_found");
+    send_json(res, 200, s->response);
+    return true;
+}
+
 void HttpServer::routes() {
     auto on = [this](const char* method, const char* path, Handler h) {
         routes_.push_back({method, path, std::move(h)});
@@ -421,6 +489,7 @@ void HttpServer::routes() {
     on("POST", "/v1/completions", [this](const HttpRequest& req, HttpResponse& res) { generate(req, res, false); });
     on("POST", "/v1/chat/completions", [this](const HttpRequest& req, HttpResponse& res) { generate(req, res, true); });
     on("POST", "/v1/messages", [this](const HttpRequest& req, HttpResponse& res) { messages(req, res); });
+    on("POST", "/v1/responses", [this](const HttpRequest& req, HttpResponse& res) { responses(req, res); });
     on("POST", "/v1/messages/count_tokens", [this](const HttpRequest& req, HttpResponse& res) {
         const MessagesRequest mr = messages_to_chat(parse_body(req.body), true);
         J chat = mr.chat;

@@ -2,6 +2,7 @@
 // model is loaded (/health answers 503 until set_ready), then serves
 //   POST /v1/chat/completions, /v1/completions (SSE streaming or not), /tokenize, /detokenize
 //   POST /v1/messages, /v1/messages/count_tokens (the Anthropic Messages API)
+//   POST /v1/responses, GET / DELETE /v1/responses/{id} (the OpenAI Responses API)
 //   GET  /v1/models, /health, /version, /metrics (Prometheus), / (a short page).
 // Every error is OpenAI's error JSON (Anthropic's on /v1/messages*) with a 4xx/5xx status; with
 // an API key, /v1/*, /tokenize and /detokenize need "Authorization: Bearer KEY" or "x-api-key: KEY". shutdown() stops accepting,
@@ -25,6 +26,7 @@
 #include "server/media_loader.h"
 #include "server/openai_request.h"
 #include "server/metrics.h"
+#include "server/response_store.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kimi::server {
@@ -45,6 +47,8 @@ struct ServerConfig {
     double shutdown_grace_s = 5.0;
     int64_t image_memory_bytes = int64_t(4) << 30;   // the images of all requests in flight (--mm-memory)
     std::string precision = "f32";                   // for system_fingerprint (set from the engine when ready)
+    int64_t responses_store_size = 1000;             // /v1/responses kept for previous_response_id (0: none)
+    double responses_store_ttl_s = 3600.0;           // ... and for how long
 };
 
 class HttpServer {
@@ -73,7 +77,9 @@ private:
     void handle(const HttpRequest& req, HttpResponse& res);      // pre-routing checks, dispatch, errors
     bool pre_route(const HttpRequest& req, HttpResponse& res);   // true: answered here
     void generate(const HttpRequest& req, HttpResponse& res, bool chat);
-    void messages(const HttpRequest& req, HttpResponse& res);   // POST /v1/messages
+    void messages(const HttpRequest& req, HttpResponse& res);          // POST /v1/messages
+    void responses(const HttpRequest& req, HttpResponse& res);         // POST /v1/responses
+    bool stored_response(const HttpRequest& req, HttpResponse& res);   // GET / DELETE /v1/responses/{id}
     // The job's images encoded, its requests submitted to the engine.
     std::shared_ptr<JobRun> submit(GenerationJob parsed, const HttpRequest& req);
     void stream(HttpResponse& res, std::function<void(const std::function<bool(const std::string&)>&)> body,
@@ -95,6 +101,7 @@ private:
     const MediaLoader* media_ = nullptr;
     VisionEncoder* encoder_ = nullptr;
     ImageBudget image_budget_;
+    ResponseStore response_store_;
     ServerMetrics metrics_;
     int64_t started_at_ = 0;
     // A stream's out-of-memory error event and [DONE], made at start: sent when even the error

@@ -329,7 +329,10 @@ nlohmann::ordered_json run_job(JobRun& jr) {
         if (chat) {
             J msg = {{"role", "assistant"}};
             msg["content"] = c.calls.empty() || !c.text.empty() ? J(c.text) : J(nullptr);
-            if (job.output_format) msg["reasoning_content"] = c.reasoning.empty() ? J(nullptr) : J(c.reasoning);
+            if (job.output_format) {   // vLLM's newer name beside the older one
+                msg["reasoning_content"] = c.reasoning.empty() ? J(nullptr) : J(c.reasoning);
+                msg["reasoning"] = msg["reasoning_content"];
+            }
             if (!c.calls.empty()) msg["tool_calls"] = run.tool_calls_json(c, false);
             ch["message"] = std::move(msg);
             ch["logprobs"] = job.logprobs ? run.chat_logprobs(evs) : J(nullptr);
@@ -417,6 +420,7 @@ bool run_job_streaming(JobRun& jr, const std::function<bool(const std::string&)>
                         delta["tool_calls"].push_back(chat::delta_json(d)["tool_calls"][0]);
                     } else {
                         delta.update(chat::delta_json(d));
+                        if (d.kind == chat::Delta::kReasoning) delta["reasoning"] = d.text;
                     }
                 }
                 c.deltas.clear();

@@ -54,14 +54,17 @@ async function main() {
                 if (extra.chat_template_kwargs && extra.chat_template_kwargs.thinking === false) eq(msg.reasoning_content, null, 'no reasoning when thinking is off');
                 const chunks = [];
                 for await (const c of await client.chat.completions.create({ ...base, ...extra, stream: true })) chunks.push(c);
-                let content = '', reasoning = '', calls = [];
+                eq(msg.reasoning, msg.reasoning_content, 'reasoning (vLLM\'s newer name) beside reasoning_content');
+                let content = '', reasoning = '', reasoning2 = '', calls = [];
                 for (const c of chunks) for (const ch of c.choices) {
                     if (typeof ch.delta.content === 'string') content += ch.delta.content;
                     if (typeof ch.delta.reasoning_content === 'string') reasoning += ch.delta.reasoning_content;
+                    if (typeof ch.delta.reasoning === 'string') reasoning2 += ch.delta.reasoning;
                     if (ch.delta.tool_calls) calls.push(...ch.delta.tool_calls);
                 }
                 eq(content, msg.content ?? '', 'streamed content');
                 eq(reasoning, msg.reasoning_content ?? '', 'streamed reasoning');
+                eq(reasoning2, reasoning, 'streamed reasoning under both names');
                 eq(calls.length, (msg.tool_calls || []).length, 'streamed tool calls');
                 for (const s of [content, reasoning]) assert(!s.includes('<|open|>') && !s.includes('<|close|>') && !s.includes('<|sep|>'), `a tag in the text: ${fmt(s)}`);
             });

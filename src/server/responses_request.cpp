@@ -1,0 +1,263 @@
+// OpenAI Responses request → chat-completions body (see responses_request.h).
+// ref: docs/server.md#responses (the field table), OpenAI's Responses API reference.
+#include "server/responses_request.h"
+
+#include "server/api_error.h"
+
+namespace kimi::server {
+namespace {
+
+using J = nlohmann::ordered_json;
+
+const J* field(const J& b, const char* key) {
+    auto it = b.find(key);
+    return it == b.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::string at(const std::string& where, size_t i) { return where + "[" + std::to_string(i) + "]"; }
+std::string top(const std::string& where) { return where.substr(0, where.find_first_of("[.")); }
+
+const std::string& str(const J& o, const char* key, const std::string& where) {
+    const J* v = field(o, key);
+    if (!v || !v->is_string()) throw bad_param(top(where), where + "." + key + " must be a string");
+    return v->get_ref<const std::string&>();
+}
+
+// A content list of input_text / output_text / input_image parts → a string (text only) or parts.
+J content_parts(const J& content, const std::string& where) {
+    if (content.is_string()) return content;
+    if (!content.is_array()) throw bad_param(top(where), where + " must be a string or an array of content parts");
+    J parts = J::array();
+    std::string text;
+    bool any_image = false;
+    for (size_t i = 0; i < content.size(); ++i) {
+        const std::string w = at(where, i);
+        const J& p = content[i];
+        if (!p.is_object()) throw bad_param(top(where), w + " must be an object");
+        const std::string& type = str(p, "type", w);
+        if (type == "input_text" || type == "output_text" || type == "text" || type == "summary_text" ||
+            type == "reasoning_text") {
+            parts.push_back({{"type", "text"}, {"text", str(p, "text", w)}});
+            text += str(p, "text", w);
+        } else if (type == "refusal") {
+            parts.push_back({{"type", "text"}, {"text", str(p, "refusal", w)}});
+            text += str(p, "refusal", w);
+        } else if (type == "input_image") {
+            if (field(p, "file_id"))
+                throw bad_param(top(where), w + ": file_id images are not supported (send image_url)");
+            parts.push_back({{"type", "image_url"}, {"image_url", {{"url", str(p, "image_url", w)}}}});
+            any_image = true;
+        } else {
+            throw bad_param(top(where), w + ": a content part of type \"" + type.substr(0, 40) + "\" is not supported");
+        }
+    }
+    return any_image ? parts : J(text);
+}
+
+// The text of a part list (assistant content, reasoning).
+std::string text_of(const J& content, const std::string& where) {
+    const J c = content_parts(content, where);
+    if (!c.is_string()) throw bad_param(top(where), where + " must hold text only");
+    return c.get<std::string>();
+}
+
+// The input items → chat messages (appended to out). Reasoning items wait for the assistant turn
+// they belong to; function_call items join the assistant message before them.
+void add_items(const J& input, J& out) {
+    std::string reasoning;
+    auto assistant = [&]() -> J& {   // the open assistant turn (one with no tool result after it)
+        if (out.empty() || out.back()["role"] != "assistant") out.push_back({{"role", "assistant"}, {"content", ""}});
+        J& m = out.back();
+        if (!reasoning.empty()) {
+            m["reasoning_content"] = m.value("reasoning_content", std::string()) + reasoning;
+            reasoning.clear();
+        }
+        return m;
+    };
+    for (size_t i = 0; i < input.size(); ++i) {
+        const std::string w = at("input", i);
+        const J& item = input[i];
+        if (!item.is_object()) throw bad_param("input", w + " must be an object");
+        const J* t = field(item, "type");
+        const std::string type = t ? (t->is_string() ? t->get<std::string>() : "") : "message";
+        if (type == "message") {
+            const std::string& role = str(item, "role", w);
+            const J* content = field(item, "content");
+            if (!content) throw bad_param("input", w + ".content is required");
+            if (role == "assistant") {
+                J& m = assistant();
+                if (m.contains("tool_calls")) {   // text after calls: a new turn
+                    out.push_back({{"role", "assistant"}, {"content", ""}});
+                }
+                J& cur = out.back();
+                cur["content"] = cur["content"].get<std::string>() + text_of(*content, w + ".content");
+            } else if (role == "user" || role == "system" || role == "developer") {
+                out.push_back({{"role", role}, {"content", content_parts(*content, w + ".content")}});
+            } else {
+                throw bad_param("input", w + ".role must be user, assistant, system or developer");
+            }
+        } else if (type == "function_call") {
+            J& m = assistant();
+            if (!m.contains("tool_calls")) m["tool_calls"] = J::array();
+            m["tool_calls"].push_back(
+                {{"id", str(item, "call_id", w)},
+                 {"type", "function"},
+                 {"function", {{"name", str(item, "name", w)}, {"arguments", str(item, "arguments", w)}}}});
+        } else if (type == "function_call_output") {
+            const J* o = field(item, "output");
+            if (!o) throw bad_param("input", w + ".output is required");
+            out.push_back({{"role", "tool"},
+                           {"tool_call_id", str(item, "call_id", w)},
+                           {"content", content_parts(*o, w + ".output")}});
+        } else if (type == "reasoning") {
+            if (const J* c = field(item, "content"))
+                reasoning += text_of(*c, w + ".content");
+            else if (const J* s = field(item, "summary"))
+                reasoning += text_of(*s, w + ".summary");
+        } else {
+            throw bad_param("input", w + ": an input item of type \"" + type.substr(0, 40) + "\" is not supported");
+        }
+    }
+    if (!reasoning.empty())
+        throw bad_param("input", "a reasoning item must come before the assistant output it belongs to");
+}
+
+J tools_json(const J& tools) {
+    if (!tools.is_array()) throw bad_param("tools", "tools must be an array");
+    J out = J::array();
+    for (size_t i = 0; i < tools.size(); ++i) {
+        const std::string w = at("tools", i);
+        const J& t = tools[i];
+        if (!t.is_object()) throw bad_param("tools", w + " must be an object");
+        if (str(t, "type", w) != "function")
+            throw bad_param(
+                "tools",
+                w + ": only function tools are supported, not \"" + t["type"].get<std::string>().substr(0, 40) + "\"");
+        J fn = {{"name", str(t, "name", w)}};
+        if (const J* d = field(t, "description")) fn["description"] = *d;
+        fn["parameters"] = field(t, "parameters") ? t["parameters"] : J{{"type", "object"}};
+        out.push_back({{"type", "function"}, {"function", std::move(fn)}});
+    }
+    return out;
+}
+
+J tool_choice(const J& tc) {
+    if (tc.is_string()) {
+        if (tc != "auto" && tc != "none" && tc != "required")
+            throw bad_param("tool_choice",
+                            "tool_choice must be auto, none, required or {\"type\": \"function\", \"name\": ...}");
+        return tc;
+    }
+    if (!tc.is_object() || str(tc, "type", "tool_choice") != "function")
+        throw bad_param("tool_choice",
+                        "tool_choice must be auto, none, required or {\"type\": \"function\", \"name\": ...}");
+    return {{"type", "function"}, {"function", {{"name", str(tc, "name", "tool_choice")}}}};
+}
+
+// text.format → response_format.
+J response_format(const J& text) {
+    if (!text.is_object()) throw bad_param("text", "text must be an object");
+    const J* f = field(text, "format");
+    if (!f) return nullptr;
+    if (!f->is_object()) throw bad_param("text", "text.format must be an object");
+    const std::string& type = str(*f, "type", "text.format");
+    if (type == "text") return nullptr;
+    if (type == "json_object") return {{"type", "json_object"}};
+    if (type != "json_schema") throw bad_param("text", "text.format.type must be text, json_object or json_schema");
+    const J* schema = field(*f, "schema");
+    if (!schema) throw bad_param("text", "text.format.schema is required");
+    J js = {{"name", f->value("name", std::string("response"))}, {"schema", *schema}};
+    if (const J* s = field(*f, "strict")) js["strict"] = *s;
+    return {{"type", "json_schema"}, {"json_schema", std::move(js)}};
+}
+
+}   // namespace
+
+std::optional<std::pair<bool, const char*>> thinking_for_effort(const std::string& e) {
+    if (e == "none") return std::make_pair(false, "low");
+    if (e == "minimal" || e == "low") return std::make_pair(true, "low");
+    if (e == "medium") return std::make_pair(true, "high");
+    if (e == "high" || e == "xhigh") return std::make_pair(true, "max");
+    return std::nullopt;
+}
+
+std::optional<std::string> previous_response_id(const J& b) {
+    const J* p = b.is_object() ? field(b, "previous_response_id") : nullptr;
+    if (!p) return std::nullopt;
+    if (!p->is_string()) throw bad_param("previous_response_id", "previous_response_id must be a string");
+    return p->get<std::string>();
+}
+
+ResponsesRequest responses_to_chat(const J& b, const J& previous) {
+    if (!b.is_object()) throw ApiError(400, "the request body must be a JSON object");
+    ResponsesRequest r;
+    J& chat = r.chat;
+    chat = J::object();
+    if (const J* m = field(b, "model")) chat["model"] = *m;
+    r.conversation = previous.is_array() ? previous : J::array();
+    const J* input = field(b, "input");
+    if (!input) throw ApiError(400, "input is required", "input", "missing_required_parameter");
+    if (input->is_string())
+        r.conversation.push_back({{"role", "user"}, {"content", *input}});
+    else if (input->is_array())
+        add_items(*input, r.conversation);
+    else
+        throw bad_param("input", "input must be a string or an array of input items");
+    J msgs = J::array();
+    if (const J* ins = field(b, "instructions")) {
+        if (!ins->is_string()) throw bad_param("instructions", "instructions must be a string");
+        msgs.push_back({{"role", "system"}, {"content", *ins}});
+    }
+    for (const J& m : r.conversation) msgs.push_back(m);
+    if (msgs.empty()) throw bad_param("input", "input must not be empty");
+    chat["messages"] = std::move(msgs);
+    if (const J* t = field(b, "tools"); t && !(t->is_array() && t->empty())) chat["tools"] = tools_json(*t);
+    if (const J* tc = field(b, "tool_choice")) chat["tool_choice"] = tool_choice(*tc);
+    if (const J* p = field(b, "parallel_tool_calls")) chat["parallel_tool_calls"] = *p;
+    if (const J* mt = field(b, "max_output_tokens")) chat["max_tokens"] = *mt;
+    for (const char* k : {"temperature", "top_p", "top_k", "seed", "ignore_eos", "min_p", "repetition_penalty",
+                          "presence_penalty", "frequency_penalty"})
+        if (const J* v = field(b, k)) chat[k] = *v;
+    if (const J* rs = field(b, "reasoning")) {
+        if (!rs->is_object()) throw bad_param("reasoning", "reasoning must be an object");
+        if (const J* e = field(*rs, "effort")) {
+            const auto t = e->is_string() ? thinking_for_effort(e->get<std::string>()) : std::nullopt;
+            if (!t) throw bad_param("reasoning", "reasoning.effort must be none, minimal, low, medium, high or xhigh");
+            chat["chat_template_kwargs"] = {{"thinking", t->first}, {"thinking_effort", t->second}};
+        }
+    }
+    if (const J* t = field(b, "text")) {
+        const J rf = response_format(*t);
+        if (!rf.is_null()) chat["response_format"] = rf;
+    }
+    if (const J* m = field(b, "metadata"); m && !m->is_object())
+        throw bad_param("metadata", "metadata must be an object");
+    if (const J* s = field(b, "stream")) {
+        if (!s->is_boolean()) throw bad_param("stream", "stream must be a boolean");
+        r.stream = s->get<bool>();
+    }
+    if (const J* s = field(b, "store")) {
+        if (!s->is_boolean()) throw bad_param("store", "store must be a boolean");
+        r.store = s->get<bool>();
+    }
+    for (const char* k : {"include", "background", "conversation", "prompt"})
+        if (const J* v = field(b, k); v && !(v->is_array() && v->empty()) && !(v->is_boolean() && !v->get<bool>()))
+            throw ApiError(400, std::string(k) + " is not supported by this server", k, "unsupported_parameter");
+    r.echo = {{"instructions", b.value("instructions", J(nullptr))},
+              {"max_output_tokens", b.value("max_output_tokens", J(nullptr))},
+              {"metadata", field(b, "metadata") ? b["metadata"] : J::object()},
+              {"parallel_tool_calls", b.value("parallel_tool_calls", J(true))},
+              {"previous_response_id", b.value("previous_response_id", J(nullptr))},
+              {"reasoning",
+               {{"effort", field(b, "reasoning") ? b["reasoning"].value("effort", J(nullptr)) : J(nullptr)},
+                {"summary", nullptr}}},
+              {"store", r.store},
+              {"temperature", b.value("temperature", J(1.0))},
+              {"text", field(b, "text") ? b["text"] : J{{"format", {{"type", "text"}}}}},
+              {"tool_choice", b.value("tool_choice", J("auto"))},
+              {"tools", b.value("tools", J::array())},
+              {"top_p", b.value("top_p", J(1.0))}};
+    return r;
+}
+
+}   // namespace kimi::server

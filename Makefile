@@ -9,46 +9,67 @@ KIMI       := $(BUILD)/bin/kimi-cpp
 MODEL_PRESET ?= tiny
 MODEL_DIR  ?= models/$(MODEL_PRESET)
 
-# Debian packages: compiler + build, libraries, test tooling (see README "Dependencies").
-DEB_PKGS := g++ cmake ninja-build pkg-config git \
-            nlohmann-json3-dev libcpp-httplib-dev libgtest-dev openmpi-bin libopenmpi-dev \
-            libpng-dev libjpeg-dev libwebp-dev libgif-dev libssl-dev python3-pil libjs-marked node-dompurify chromium \
-            python3 python3-numpy python3-torch python3-jinja2 python3-jsonschema clang libclang-rt-14-dev clang-format
-# node + npm: any install on PATH will do (a machine may carry a non-Debian Node.js whose
-# bundled npm conflicts with Debian's npm package); otherwise Debian's packages.
+# Debian packages (see README "Dependencies"). What building and serving need — all `make serve`
+# installs —, then the test tooling, which only `make test` (deps-test) adds.
+BUILD_PKGS := g++ cmake ninja-build pkg-config \
+              nlohmann-json3-dev libcpp-httplib-dev libssl-dev \
+              libpng-dev libjpeg-dev libwebp-dev libgif-dev libjs-marked node-dompurify
+TEST_PKGS  := git libgtest-dev openmpi-bin libopenmpi-dev python3 python3-pil python3-numpy python3-torch \
+              python3-jinja2 python3-jsonschema chromium clang libclang-rt-14-dev clang-format
+# node + npm (test tooling): any install on PATH will do (a machine may carry a non-Debian
+# Node.js whose bundled npm conflicts with Debian's npm package); otherwise Debian's packages.
 NODE_PKGS := nodejs npm
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build build-kimi build-asan test test-fast serve bench clean
+.PHONY: all deps deps-test build build-kimi build-asan test test-fast serve bench clean install
 
 all: build
 
-deps:
-	@missing=""; for p in $(DEB_PKGS); do \
+# Installs what is missing of $(1) (and node + npm when $(2) is set).
+define apt_install
+	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
-	if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then missing="$$missing $(NODE_PKGS)"; fi; \
+	if [ -n "$(2)" ] && { ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; }; then missing="$$missing $(NODE_PKGS)"; fi; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	else echo "deps: all Debian packages present"; fi
+endef
 
+deps:
+	$(call apt_install,$(BUILD_PKGS),)
+
+deps-test:
+	$(call apt_install,$(BUILD_PKGS) $(TEST_PKGS),node)
+
+# Configured once by `make serve` (the test executables only where GoogleTest is installed);
+# `make test` configures again with them on, which also finds Open MPI once deps-test added it.
 $(BUILD)/build.ninja:
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	  -DKIMI_BUILD_TESTS=$$(test -f /usr/include/gtest/gtest.h && echo ON || echo OFF)
 
-build: deps $(BUILD)/build.ninja
+build: deps-test
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DKIMI_BUILD_TESTS=ON
 	cmake --build $(BUILD) -j $(JOBS)
 
 # The kimi-cpp binary alone (what `make serve` needs), no test executables.
 build-kimi: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS) --target kimi-cpp
 
+# `make install PREFIX=/usr/local` (DESTDIR too): the kimi-cpp binary into $(PREFIX)/bin. The
+# binary carries everything it serves (the chat page included); models stay where they are.
+PREFIX ?= /usr/local
+install: build-kimi
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(KIMI) $(DESTDIR)$(PREFIX)/bin/kimi-cpp
+
 # The loader and grammar tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
 $(BUILD_ASAN)/build.ninja:
 	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKIMI_SANITIZE=ON
 
-build-asan: deps $(BUILD_ASAN)/build.ninja
+build-asan: deps-test $(BUILD_ASAN)/build.ninja
 	cmake --build $(BUILD_ASAN) -j $(JOBS) --target core_tests loader_tests grammar_tests regex_tests image_decode_tests image_preprocess_tests
 
 # Sanitized tests, then a short run of every fuzz target (FUZZ_TEST_SECONDS each), then the rest
@@ -84,7 +105,7 @@ FUZZ_JOBS    ?= 1
 $(BUILD_FUZZ)/build.ninja:
 	CC=clang CXX=clang++ cmake -S . -B $(BUILD_FUZZ) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKIMI_FUZZ=ON -DKIMI_MPI=OFF
 
-build-fuzz: deps $(BUILD_FUZZ)/build.ninja
+build-fuzz: deps-test $(BUILD_FUZZ)/build.ninja
 	cmake --build $(BUILD_FUZZ) -j $(JOBS)
 
 fuzz: build-fuzz
@@ -118,7 +139,7 @@ LLAMA_SRC_DIR ?= $(BUILD)/llama-src
 LLAMA_CPP_DIR ?= $(LLAMA_SRC_DIR)/llama.cpp
 LLAMA_BUILD_DIR ?= $(BUILD)/llama-build
 .PHONY: llama-bench
-llama-bench: deps
+llama-bench: deps-test
 	test -f $(LLAMA_CPP_DIR)/convert_hf_to_gguf.py || sh tools/llama_cpp/fetch.sh $(LLAMA_SRC_DIR)
 	sh tools/llama_cpp/build.sh $(LLAMA_CPP_DIR) $(LLAMA_BUILD_DIR) llama-bench
 $(BENCH_K3_MODEL)/config.json: | build

@@ -1,21 +1,100 @@
 // ArgParser implementation (see args.h).
 #include "args.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 
 #include "core/error.h"
 
 namespace kimi::app {
 
+namespace {
+
+// What --help shows, recorded as the accessors are asked (one parser a process asks for help).
+struct FlagDoc {
+    std::string name, value, def, help;
+};
+struct HelpRecord {
+    bool asked = false;
+    std::string command;
+    std::vector<FlagDoc> flags;
+    std::vector<std::string> names;   // every flag asked for (also without --help: "did you mean")
+};
+HelpRecord& record() {
+    static HelpRecord r;
+    return r;
+}
+
+std::string help_text(const HelpRecord& r) {
+    std::string usage = "usage: kimi-cpp " + r.command, body;
+    size_t width = 0;
+    std::vector<std::string> left;
+    for (const FlagDoc& f : r.flags) {
+        const bool positional = f.name.rfind("-", 0) != 0;
+        if (positional) usage += " " + f.name;
+        left.push_back(positional ? f.name : f.name + (f.value.empty() ? "" : " " + f.value));
+        width = std::max(width, left.back().size());
+    }
+    usage += " [flags]\n\nflags:\n";
+    for (size_t i = 0; i < r.flags.size(); ++i) {
+        const FlagDoc& f = r.flags[i];
+        std::string line = "  " + left[i] + std::string(width + 2 - left[i].size(), ' ');
+        std::string what = f.help;
+        if (!f.def.empty()) what += (what.empty() ? "" : " ") + std::string("(") + f.def + ")";
+        body += line + what + "\n";
+    }
+    return usage + body;
+}
+
+// Edit distance, for "did you mean".
+size_t distance(const std::string& a, const std::string& b) {
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= b.size(); ++j) {
+            const size_t up = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
+            diag = up;
+        }
+    }
+    return row[b.size()];
+}
+
+}   // namespace
+
+std::optional<std::string> help_so_far() {
+    if (!record().asked) return std::nullopt;
+    return help_text(record());
+}
+
 ArgParser::ArgParser(std::string command, int argc, char** argv)
-    : command_(std::move(command)), words_(argv, argv + argc), used_(size_t(argc), false) {}
+    : command_(std::move(command)), words_(argv, argv + argc), used_(size_t(argc), false) {
+    for (size_t i = 0; i < words_.size(); ++i)
+        if (words_[i] == "--help" || words_[i] == "-h") used_[i] = help_ = true;
+    HelpRecord& r = record();
+    r = HelpRecord{};
+    r.asked = help_;
+    r.command = command_;
+}
+
+void ArgParser::note(const std::string& name, const std::string& value, const std::string& def, const char* help) {
+    HelpRecord& r = record();
+    for (const std::string& n : r.names)
+        if (n == name) return;
+    r.names.push_back(name);
+    r.flags.push_back({name, value, def, help ? help : ""});
+}
 
 static bool matches(const std::string& w, const std::string& name) {
     return w == name || (w.size() > name.size() && w.compare(0, name.size(), name) == 0 && w[name.size()] == '=');
 }
 
-bool ArgParser::flag(const std::string& name) {
+bool ArgParser::flag(const std::string& name, const char* help) {
+    note(name, "", "", help);
     bool seen = false;
     for (size_t i = 0; i < words_.size(); ++i) {
         if (!used_[i] && words_[i] == name) used_[i] = seen = true;
@@ -30,6 +109,7 @@ bool ArgParser::has(const std::string& name) const {
 }
 
 std::optional<std::string> ArgParser::take(const std::string& name) {
+    if (help_) return std::nullopt;   // --help: every flag at its default
     for (size_t i = 0; i < words_.size(); ++i) {
         if (used_[i] || !matches(words_[i], name)) continue;
         used_[i] = true;
@@ -41,48 +121,61 @@ std::optional<std::string> ArgParser::take(const std::string& name) {
     return std::nullopt;
 }
 
-std::optional<std::string> ArgParser::opt(const std::string& name) {
+std::optional<std::string> ArgParser::opt(const std::string& name, const char* help) {
+    note(name, "S", "", help);
     auto v = take(name);
     if (v && take(name)) throw Error(command_ + ": " + name + " given more than once");
     return v;
 }
 
-std::string ArgParser::str(const std::string& name, const std::string& def) { return opt(name).value_or(def); }
-
-std::string ArgParser::required(const std::string& name) {
-    auto v = opt(name);
-    if (!v) throw Error(command_ + ": " + name + " is required");
-    return *v;
+std::string ArgParser::str(const std::string& name, const std::string& def, const char* help) {
+    note(name, "S", def.empty() ? "" : "default " + def, help);
+    return opt(name).value_or(def);
 }
 
-int64_t ArgParser::integer(const std::string& name, int64_t def) {
+std::string ArgParser::required(const std::string& name, const char* help) {
+    note(name, "S", "required", help);
+    auto v = opt(name);
+    if (!v && !help_) throw Error(command_ + ": " + name + " is required");
+    return v.value_or("");
+}
+
+int64_t ArgParser::integer(const std::string& name, int64_t def, const char* help) {
+    note(name, "N", "default " + std::to_string(def), help);
     auto v = opt(name);
     return v ? parse_int(command_ + " " + name, *v) : def;
 }
 
-double ArgParser::real(const std::string& name, double def) {
+double ArgParser::real(const std::string& name, double def, const char* help) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", def);
+    note(name, "X", std::string("default ") + buf, help);
     auto v = opt(name);
     return v ? parse_real(command_ + " " + name, *v) : def;
 }
 
-std::vector<std::string> ArgParser::list(const std::string& name) {
+std::vector<std::string> ArgParser::list(const std::string& name, const char* help) {
+    note(name, "S", "repeatable", help);
     std::vector<std::string> out;
     while (auto v = take(name)) out.push_back(*v);
     return out;
 }
 
-std::string ArgParser::choice(const std::string& name, const std::string& def,
-                              const std::vector<std::string>& allowed) {
+std::string ArgParser::choice(const std::string& name, const std::string& def, const std::vector<std::string>& allowed,
+                              const char* help) {
+    std::string all;
+    for (const auto& a : allowed) all += (all.empty() ? "" : "|") + a;
+    note(name, all, def.empty() ? "" : "default " + def, help);
     std::string v = str(name, def);
     for (const auto& a : allowed)
         if (a == v) return v;
-    std::string all;
-    for (const auto& a : allowed) all += (all.empty() ? "" : "|") + a;
     throw Error(command_ + ": " + name + " must be one of " + all + ", got '" + v + "'");
 }
 
-std::vector<std::string> ArgParser::positionals() {
+std::vector<std::string> ArgParser::positionals(const char* what, const char* help) {
+    note(what, "", "", help);
     std::vector<std::string> out;
+    if (help_) return out;
     for (size_t i = 0; i < words_.size(); ++i) {
         if (used_[i] || (words_[i].size() > 2 && words_[i].compare(0, 2, "--") == 0)) continue;
         used_[i] = true;
@@ -92,8 +185,20 @@ std::vector<std::string> ArgParser::positionals() {
 }
 
 void ArgParser::done() {
-    for (size_t i = 0; i < words_.size(); ++i)
-        if (!used_[i]) throw Error(command_ + ": unknown argument '" + words_[i] + "' (see kimi-cpp help)");
+    if (help_) throw HelpShown{help_text(record())};
+    for (size_t i = 0; i < words_.size(); ++i) {
+        if (used_[i]) continue;
+        const std::string w = words_[i].substr(0, words_[i].find('='));
+        std::string best;
+        size_t best_d = 4;   // suggest within 3 edits, or a flag the word begins
+        for (const std::string& n : record().names) {
+            if (n.rfind("-", 0) != 0) continue;
+            const size_t d = n.rfind(w, 0) == 0 && w.size() > 3 ? 1 : distance(w, n);
+            if (d < best_d) best_d = d, best = n;
+        }
+        throw Error("unknown argument '" + words_[i] + "'" + (best.empty() ? "" : " (did you mean " + best + "?)") +
+                    "; see kimi-cpp " + command_ + " --help");
+    }
 }
 
 int64_t parse_int(const std::string& what, const std::string& s) {

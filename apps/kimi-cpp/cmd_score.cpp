@@ -58,7 +58,6 @@ int cmd_score(int argc, char** argv) {
     ArgParser args("score", argc, argv);
     const std::string model_dir = args.required("--model");
     const std::optional<std::string> tokens_arg = args.opt("--tokens"), request = args.opt("--request");
-    if (tokens_arg.has_value() == request.has_value()) throw Error("score: give one of --tokens and --request");
     std::vector<int32_t> tokens;
     if (tokens_arg) tokens = parse_int_list("score --tokens", *tokens_arg);
     const std::string tokens_out = args.str("--tokens-out", "");
@@ -73,6 +72,7 @@ int cmd_score(int argc, char** argv) {
     const Shard shard = parse_shard_options(args);
     const bool check_weights = !args.flag("--skip-weight-check");
     args.done();
+    if (tokens_arg.has_value() == request.has_value()) throw Error("score: give one of --tokens and --request");
     if (drive.prefill_chunk < 0) throw Error("score: --prefill-chunk must be >= 1");
     if (drive.decode_from < -1 || (tokens_arg && drive.decode_from > int64_t(tokens.size())))
         throw Error("score: --decode-from must be in [0, number of tokens]");

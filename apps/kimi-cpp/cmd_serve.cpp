@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <optional>
 #include <mutex>
 #include <thread>
 
@@ -28,20 +30,34 @@ namespace kimi::app {
 int cmd_serve(int argc, char** argv) {
     const auto t_start = std::chrono::steady_clock::now();   // time to ready counts from here
     ArgParser args("serve", argc, argv);
-    const std::string model_dir = args.required("--model");
-    const std::string tok_dir = args.str("--tokenizer", model_dir);
+    // The model: `serve MODEL` (as vLLM takes it) or `serve --model MODEL`; the positional word is
+    // what is left once every flag took its value (below, before done()).
+    const std::optional<std::string> model_flag = args.opt("--model", "the model directory (or MODEL)");
+    const std::optional<std::string> tok_flag =
+        args.opt("--tokenizer", "the tokenizer directory (default: the model's)");
+    const std::optional<std::string> name_flag =
+        args.opt("--served-model-name", "the name clients use (default: the model directory's last component)");
     server::ServerConfig sc;
-    sc.host = args.str("--host", "127.0.0.1");
-    const int64_t port = args.integer("--port", 8000);
+    sc.host = args.str("--host", "127.0.0.1", "address to bind (0.0.0.0: every interface)");
+    const int64_t port = args.integer("--port", 8000, "port to listen on (0: any free port)");
     if (port < 0 || port > 65535) throw Error("--port must be in [0, 65535]");
     sc.port = int(port);
-    sc.api_key = args.str("--api-key", "");
+    // The API key: --api-key, else the file --api-key-file names, else $KIMI_API_KEY; none: no auth.
+    const std::optional<std::string> key_flag = args.opt("--api-key", "the key clients must send (else $KIMI_API_KEY)");
+    const std::optional<std::string> key_file =
+        args.opt("--api-key-file", "a file holding the key (its first line), kept out of the process list");
+    if (key_flag && key_file) throw Error("serve: give --api-key or --api-key-file, not both");
+    if (key_flag) {
+        sc.api_key = *key_flag;
+    } else if (key_file) {
+        std::ifstream f(*key_file);
+        if (!f || !std::getline(f, sc.api_key)) throw Error("serve: cannot read the API key from " + *key_file);
+        while (!sc.api_key.empty() && (sc.api_key.back() == '\r' || sc.api_key.back() == ' ')) sc.api_key.pop_back();
+        if (sc.api_key.empty()) throw Error("serve: the API key file " + *key_file + " holds an empty first line");
+    } else if (const char* env = std::getenv("KIMI_API_KEY"); env && *env) {
+        sc.api_key = env;
+    }
     // the default names the model by its directory's last component: no response shows a path
-    sc.served_model_name =
-        args.str("--served-model-name", std::filesystem::path(model_dir).lexically_normal().filename().string());
-    if (sc.served_model_name.empty())
-        sc.served_model_name = std::filesystem::path(model_dir).lexically_normal().parent_path().filename().string();
-    if (sc.served_model_name.empty()) sc.served_model_name = "kimi";
     const int64_t body_mb = args.integer("--max-body-mb", 16);
     if (body_mb < 1 || body_mb > 4096) throw Error("--max-body-mb must be in [1, 4096]");
     sc.max_body_bytes = size_t(body_mb) << 20;
@@ -77,7 +93,18 @@ int cmd_serve(int argc, char** argv) {
         throw Error("--mm-request-memory must not be more than --mm-memory (the images of all requests in flight)");
     const bool quiet = args.flag("--quiet");
     const EngineOptions eo = parse_engine_options(args);
+    const std::vector<std::string> pos = args.positionals("MODEL", "the model directory (or --model)");
     args.done();
+    if (pos.size() > 1) throw Error("serve: one model, got " + std::to_string(pos.size()) + " positional arguments");
+    if (!pos.empty() && model_flag) throw Error("serve: give the model once, as MODEL or as --model");
+    if (pos.empty() && !model_flag)
+        throw Error("serve: no model: kimi-cpp serve MODEL_DIR (see kimi-cpp serve --help)");
+    const std::string model_dir = pos.empty() ? *model_flag : pos[0];
+    const std::string tok_dir = tok_flag.value_or(model_dir);
+    sc.served_model_name = name_flag.value_or(std::filesystem::path(model_dir).lexically_normal().filename().string());
+    if (sc.served_model_name.empty())
+        sc.served_model_name = std::filesystem::path(model_dir).lexically_normal().parent_path().filename().string();
+    if (sc.served_model_name.empty()) sc.served_model_name = "kimi";
     if (eo.shard.split() && eo.shard.rank != 0) {
         // Another rank of a split model (mpirun): no HTTP, just rank 0's forward steps until its
         // engine stops; a signal is for rank 0, which then stops this one.
@@ -156,13 +183,19 @@ int cmd_serve(int argc, char** argv) {
     const auto t_ready = std::chrono::steady_clock::now();
     std::fprintf(stderr, "serve: ready in %.2f s (weights %.2f s, engine start with its profile run %.2f s)\n",
                  secs(t_start, t_ready), secs(t_load, t_loaded), secs(t_loaded, t_ready));
+    // The hint works as pasted: with a key, the shell expands $KIMI_API_KEY inside double quotes
+    // (and the line says to export it when the key did not come from there).
+    const char* env_key = std::getenv("KIMI_API_KEY");
+    const bool key_in_env = !sc.api_key.empty() && env_key && sc.api_key == env_key;
     std::printf(
-        "kimi.cpp %s serving '%s' at %s  (Ctrl-C to stop)\n\n"
+        "kimi.cpp %s serving '%s' at %s  (Ctrl-C to stop)\n\n%s"
         "  curl %s/v1/chat/completions -H 'Content-Type: application/json'%s \\\n"
         "    -d '{\"model\": \"%s\", \"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}], \"max_tokens\": "
         "32}'\n\n",
-        server::kVersion, sc.served_model_name.c_str(), url.c_str(), url.c_str(),
-        sc.api_key.empty() ? "" : " -H 'Authorization: Bearer $KIMI_API_KEY'", sc.served_model_name.c_str());
+        server::kVersion, sc.served_model_name.c_str(), url.c_str(),
+        sc.api_key.empty() || key_in_env ? "" : "  export KIMI_API_KEY=...   # the key this server was given\n",
+        url.c_str(), sc.api_key.empty() ? "" : " -H \"Authorization: Bearer $KIMI_API_KEY\"",
+        sc.served_model_name.c_str());
     std::fflush(stdout);
 
     // Until a signal, or until the engine fails for good (a lost MPI rank): its requests were

@@ -3,7 +3,9 @@
 #include <cstring>
 #include <exception>
 #include <new>
+#include <string>
 
+#include "args.h"
 #include "commands.h"
 #include "core/error.h"
 
@@ -33,6 +35,19 @@ const Command kCommands[] = {
 };
 // clang-format on
 
+// An error line: "kimi-cpp CMD: error: MESSAGE". Messages that already name the command (or a
+// subcommand, "bench model: …") lose that prefix, which moves into the line's own.
+void print_error(const char* command, const std::string& msg) {
+    std::string where = command, text = msg;
+    const size_t colon = msg.find(": ");
+    if (colon != std::string::npos && msg.compare(0, where.size(), where) == 0 &&
+        (colon == where.size() || (msg[where.size()] == ' ' && msg.find(' ', where.size() + 1) >= colon))) {
+        where = msg.substr(0, colon);
+        text = msg.substr(colon + 2);
+    }
+    std::fprintf(stderr, "kimi-cpp %s: error: %s\n", where.c_str(), text.c_str());
+}
+
 void usage(FILE* f) {
     std::fprintf(f, "usage: kimi-cpp <command> [flags]\n\ncommands:\n");
     for (const auto& c : kCommands) std::fprintf(f, "  %-14s %s\n", c.name, c.help);
@@ -53,14 +68,21 @@ int main(int argc, char** argv) {
         if (std::strcmp(argv[1], c.name) != 0) continue;
         try {
             return c.fn(argc - 2, argv + 2);
+        } catch (const kimi::app::HelpShown& h) {
+            std::fputs(h.text.c_str(), stdout);
+            return 0;
         } catch (const kimi::Error& e) {
-            std::fprintf(stderr, "kimi-cpp %s: error: %s\n", c.name, e.what());
+            if (const auto help = kimi::app::help_so_far()) {   // --help, and a check wanted real values
+                std::fputs(help->c_str(), stdout);
+                return 0;
+            }
+            print_error(c.name, e.what());
             return 1;
         } catch (const std::bad_alloc&) {
-            std::fprintf(stderr, "kimi-cpp %s: error: out of memory\n", c.name);
+            print_error(c.name, "out of memory");
             return 1;
         } catch (const std::exception& e) {
-            std::fprintf(stderr, "kimi-cpp %s: error: %s\n", c.name, e.what());
+            print_error(c.name, e.what());
             return 1;
         }
     }

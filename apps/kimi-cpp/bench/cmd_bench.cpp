@@ -1,4 +1,5 @@
 // `kimi-cpp bench <what>`: dispatch to the benchmark subcommands.
+#include <cstdio>
 #include <cstring>
 
 #include "commands.h"
@@ -7,7 +8,14 @@
 namespace kimi::app {
 
 int cmd_bench(int argc, char** argv) {
-    if (argc < 1) throw Error("usage: kimi-cpp bench decode|serve|machine|model|matmul|vision|tokenizer [flags]");
+    static const char* usage =
+        "usage: kimi-cpp bench decode|serve|machine|model|matmul|vision|tokenizer [flags]\n"
+        "(kimi-cpp bench WHAT --help: the flags of one)\n";
+    if (argc >= 1 && (!std::strcmp(argv[0], "--help") || !std::strcmp(argv[0], "-h"))) {
+        std::fputs(usage, stdout);
+        return 0;
+    }
+    if (argc < 1) throw Error(usage);
     if (!std::strcmp(argv[0], "tokenizer")) return cmd_bench_tokenizer(argc - 1, argv + 1);
     if (!std::strcmp(argv[0], "decode")) return cmd_bench_decode(argc - 1, argv + 1);
     if (!std::strcmp(argv[0], "serve")) return cmd_bench_serve(argc - 1, argv + 1);

@@ -132,6 +132,10 @@ int cmd_eval_gsm8k(int argc, char** argv);   // cmd_eval_gsm8k.cpp
 int cmd_eval(int argc, char** argv) {
     if (argc < 1) throw Error("usage: kimi-cpp eval gsm8k|compare [flags]");
     const std::string what = argv[0];
+    if (what == "--help" || what == "-h") {
+        std::printf("usage: kimi-cpp eval gsm8k|compare [flags]\n(kimi-cpp eval WHAT --help: the flags of one)\n");
+        return 0;
+    }
     if (what == "compare") return cmd_eval_compare(argc - 1, argv + 1);
     if (what == "gsm8k") return cmd_eval_gsm8k(argc - 1, argv + 1);
     throw Error("unknown eval '" + what + "' (eval gsm8k, eval compare)");

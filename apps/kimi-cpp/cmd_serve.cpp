@@ -26,6 +26,37 @@
 #include "server/http_server.h"
 
 namespace kimi::app {
+namespace {
+
+// The engine line, every 10 s while there is work (vLLM's periodic stats): requests running and
+// waiting, prompt and generation throughput over the interval, cache in use, prefix-cache hits.
+class EngineLog {
+public:
+    explicit EngineLog(const EngineSnapshot& s) : last_(s), t_last_(std::chrono::steady_clock::now()) {}
+    void tick(const EngineSnapshot& s) {
+        const auto now = std::chrono::steady_clock::now();
+        const double dt = std::chrono::duration<double>(now - t_last_).count();
+        if (dt < 10.0) return;
+        const int64_t prompt = s.prompt_tokens_computed - last_.prompt_tokens_computed,
+                      gen = s.generated_tokens - last_.generated_tokens;
+        const int64_t queries = s.prefix_queries - last_.prefix_queries, hits = s.prefix_hits - last_.prefix_hits;
+        if (prompt > 0 || gen > 0 || s.n_running > 0 || s.n_waiting > 0)
+            std::fprintf(stderr,
+                         "engine: %d running, %d waiting; prompt %.1f tok/s, generation %.1f tok/s; cache %.1f %% "
+                         "used; prefix-cache hits %.1f %%\n",
+                         s.n_running, s.n_waiting, double(prompt) / dt, double(gen) / dt,
+                         s.blocks_total ? 100.0 * s.blocks_used / s.blocks_total : 0.0,
+                         queries ? 100.0 * double(hits) / double(queries) : 0.0);
+        last_ = s;
+        t_last_ = now;
+    }
+
+private:
+    EngineSnapshot last_;
+    std::chrono::steady_clock::time_point t_last_;
+};
+
+}   // namespace
 
 int cmd_serve(int argc, char** argv) {
     const auto t_start = std::chrono::steady_clock::now();   // time to ready counts from here
@@ -79,6 +110,10 @@ int cmd_serve(int argc, char** argv) {
     sc.shutdown_grace_s = args.real("--shutdown-grace", 5.0);
     if (!(sc.shutdown_grace_s >= 0 && sc.shutdown_grace_s <= 3600))
         throw Error("--shutdown-grace must be in [0, 3600] seconds");
+    const std::string level = args.choice("--log-level", "info", {"debug", "info", "warning", "error"},
+                                          "info: a line per request and an engine line every 10 s of activity");
+    sc.log_level = level == "debug" ? 0 : level == "info" ? 1 : level == "warning" ? 2 : 3;
+    sc.access_log = !args.flag("--no-access-log", "no line per request (5xx causes are still logged)");
     sc.responses_store_size = args.integer("--responses-store-size", 1000);
     if (sc.responses_store_size < 0 || sc.responses_store_size > 1000000)
         throw Error("--responses-store-size must be in [0, 1000000] (0: no store)");
@@ -201,9 +236,12 @@ int cmd_serve(int argc, char** argv) {
     // Until a signal, or until the engine fails for good (a lost MPI rank): its requests were
     // answered 503 and /health says unhealthy; the server then stops with exit code 1.
     std::string failure;
+    EngineLog engine_log(engine.snapshot());
     std::unique_lock<std::mutex> lk(mu);
-    while (!cv.wait_for(lk, std::chrono::milliseconds(200), [&] { return stop; }))
+    while (!cv.wait_for(lk, std::chrono::milliseconds(200), [&] { return stop; })) {
         if (!(failure = engine.failure()).empty()) break;
+        if (sc.log_level <= 1) engine_log.tick(engine.snapshot());
+    }
     lk.unlock();
     if (!failure.empty()) {
         std::fprintf(stderr, "serve: the engine failed: %s\nserve: shutting down with exit code 1\n", failure.c_str());

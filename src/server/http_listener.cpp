@@ -321,6 +321,8 @@ void HttpListener::serve_requests(int fd) {
         if (!complete) break;
         first = false;
         HttpResponse res;
+        const auto t_request = Clock::now();
+        req.arrived_s = std::chrono::duration<double>(t_request.time_since_epoch()).count();
         // A client that half-closed after sending its request still waits for the answer; one
         // that closes while the request is handled has gone.
         if (!peer_done) req.client_gone = [this, fd] { return force_close_ || peer_closed(fd); };
@@ -334,7 +336,9 @@ void HttpListener::serve_requests(int fd) {
             res.body = error_body_(500, "internal error");
         }
         if (!req.keep_alive() || stopping_) res.close = true;
-        if (!send_response(fd, &req, res) || res.close) break;
+        const bool sent = send_response(fd, &req, res);
+        if (on_done_) on_done_(req, res, std::chrono::duration<double>(Clock::now() - t_request).count());
+        if (!sent || res.close) break;
     }
 }
 

@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -24,8 +25,17 @@
 
 namespace kimi::server {
 
+// What a generation route learned about its request, for the access log (filled by the
+// handler, or by its stream as the body goes out; -1: not a generation).
+struct AccessInfo {
+    int64_t prompt_tokens = -1, cached_tokens = 0, completion_tokens = 0;
+    double ttft_s = -1.0;   // the first token, since the request arrived
+    std::string error;      // a 5xx's cause
+};
+
 struct HttpResponse {
     int status = 200;
+    std::shared_ptr<AccessInfo> access = std::make_shared<AccessInfo>();
     std::string content_type = "application/json";
     std::vector<std::pair<std::string, std::string>> headers;
     std::string body;
@@ -64,12 +74,15 @@ public:
     using ErrorBody = std::function<std::string(int status, const std::string& message)>;
     // Called after every response with its status (metrics).
     using OnResponse = std::function<void(int status)>;
+    // Called once a request's response went out in full (or the client left): the access log.
+    using OnDone = std::function<void(const HttpRequest& req, const HttpResponse& res, double seconds)>;
 
     HttpListener(ListenerConfig cfg, Handler handler, ErrorBody error_body, OnResponse on_response);
     ~HttpListener();
 
-    int bind();     // throws kimi::Error; returns the port
-    void start();   // the accept loop on a thread of its own
+    void set_on_done(OnDone f) { on_done_ = std::move(f); }   // before start()
+    int bind();                                               // throws kimi::Error; returns the port
+    void start();                                             // the accept loop on a thread of its own
     // Stops accepting and closes idle connections; requests being handled may finish for
     // grace_s, then on_grace_over() runs (it should abort them) and, a moment later, every
     // socket is shut. Returns once every connection thread has ended. Idempotent.
@@ -91,6 +104,7 @@ private:
     Handler handler_;
     ErrorBody error_body_;
     OnResponse on_response_;
+    OnDone on_done_;
     // Whole responses made at start, to be sent when nothing can be allocated: the 503 past
     // max_connections, and the 503 (memory ran out) or 500 of a connection that fails outside
     // its handler.

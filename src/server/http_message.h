@@ -27,6 +27,7 @@ struct HttpRequest {
     // Set by the listener while the request is handled: whether the client has closed its
     // connection (a long handler stops its work when it has). Null: unknown (never gone).
     std::function<bool()> client_gone;
+    double arrived_s = 0.0;   // set by the listener: when it was read in full (steady clock, seconds)
 
     // Case-insensitive lookups; header() is "" when absent.
     bool has_header(std::string_view name) const;

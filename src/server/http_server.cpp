@@ -89,6 +89,15 @@ void send_asset(HttpResponse& res, const WebAsset& a) {
     res.set_content(std::string(reinterpret_cast<const char*>(a.data), a.size), a.content_type);
 }
 
+// The access log's figures of a generation, from its job.
+void tally(AccessInfo& a, JobRun& run, double arrived_s) {
+    const JobTally t = job_tally(run);
+    a.prompt_tokens = t.prompt_tokens;
+    a.cached_tokens = t.cached_tokens;
+    a.completion_tokens = t.completion_tokens;
+    a.ttft_s = t.t_first >= 0 ? t.t_first - arrived_s : -1.0;
+}
+
 ListenerConfig listener_config(const ServerConfig& c) {
     ListenerConfig l;
     l.host = c.host;
@@ -115,10 +124,48 @@ HttpServer::HttpServer(ServerConfig cfg)
       response_store_(cfg_.responses_store_size, cfg_.responses_store_ttl_s) {
     started_at_ = int64_t(std::time(nullptr));
     out_of_memory_event_ = "data: " + out_of_memory().to_json().dump() + "\n\ndata: [DONE]\n\n";
+    listener_.set_on_done(
+        [this](const HttpRequest& req, const HttpResponse& res, double s) { access_line(req, res, s); });
     routes();
 }
 
 HttpServer::~HttpServer() { shutdown(); }
+
+// One line per request on stderr (info, unless --no-access-log): UTC time, method, route,
+// status; for generations the prompt / cached / completion tokens, the time to the first
+// token, the generation speed after it; the duration. A 5xx is logged with its cause at error.
+void HttpServer::access_line(const HttpRequest& req, const HttpResponse& res, double seconds) const {
+    const AccessInfo& a = *res.access;
+    const bool failed = res.status >= 500 || !a.error.empty();
+    if (!(failed && cfg_.log_level <= 3) && !(cfg_.access_log && cfg_.log_level <= 1)) return;
+    if (req.path == "/health" && !failed && cfg_.log_level > 0) return;   // probes: only at debug
+    char when[32];
+    const std::time_t now = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&now, &tm);
+    std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    std::string line = std::string(failed ? "error: " : "access: ") + when + " " + req.method + " " +
+        req.path.substr(0, 200) + " " + std::to_string(res.status);
+    char buf[160];
+    if (a.prompt_tokens >= 0) {
+        const double gen_s = a.ttft_s >= 0 ? seconds - a.ttft_s : 0.0;
+        std::snprintf(buf, sizeof buf, " prompt=%lld cached=%lld completion=%lld", (long long)a.prompt_tokens,
+                      (long long)a.cached_tokens, (long long)a.completion_tokens);
+        line += buf;
+        if (a.ttft_s >= 0) {
+            std::snprintf(buf, sizeof buf, " ttft=%.3fs", a.ttft_s);
+            line += buf;
+        }
+        if (a.completion_tokens > 1 && gen_s > 0) {
+            std::snprintf(buf, sizeof buf, " %.1f tok/s", double(a.completion_tokens - 1) / gen_s);
+            line += buf;
+        }
+    }
+    std::snprintf(buf, sizeof buf, " %.3fs", seconds);
+    line += buf;
+    if (failed) line += " cause: " + (a.error.empty() ? std::string("(none recorded)") : a.error.substr(0, 500));
+    std::fprintf(stderr, "%s\n", line.c_str());
+}
 
 void HttpServer::start() {
     port_ = listener_.bind();
@@ -205,13 +252,16 @@ void HttpServer::handle(const HttpRequest& req, HttpResponse& res) {
         throw ApiError(405, "method " + req.method + " is not allowed on " + req.path + " (allowed: " + allow + ")");
     } catch (const ApiError& e) {
         res.stream = nullptr;
+        if (e.status >= 500) res.access->error = e.what();
         send_error(res, e, req.path);
     } catch (const std::bad_alloc&) {
         res.stream = nullptr;
+        res.access->error = "out of memory";
         send_error(res, out_of_memory(), req.path);
     } catch (const std::exception& e) {
         res.stream = nullptr;
-        send_error(res, ApiError(500, std::string("internal error: ") + e.what()), req.path);
+        res.access->error = std::string("internal error: ") + e.what();
+        send_error(res, ApiError(500, res.access->error), req.path);
     }
 }
 
@@ -293,17 +343,19 @@ void HttpServer::stream(HttpResponse& res, std::function<void(const std::functio
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");
     res.content_type = "text/event-stream";
-    res.stream = [body = std::move(body), error_event = std::move(error_event),
+    res.stream = [body = std::move(body), error_event = std::move(error_event), access = res.access,
                   this](const std::function<bool(std::string_view)>& write) {
         auto put = [&write](const std::string& s) { return write(s); };
         try {
             try {
                 body(put);
-            } catch (const ApiError& e) {
+            } catch (const ApiError& e) {   // the status went out as 200: the cause is logged all the same
+                access->error = std::to_string(e.status) + " in the stream: " + e.what();
                 put(error_event(e));
             } catch (const std::bad_alloc&) {
                 throw;
             } catch (const std::exception& e) {
+                access->error = std::string("500 in the stream: internal error: ") + e.what();
                 put(error_event(ApiError(500, std::string("internal error: ") + e.what())));
             }
         } catch (const std::bad_alloc&) {   // memory ran out, maybe while another error was answered
@@ -318,9 +370,17 @@ void HttpServer::generate(const HttpRequest& req, HttpResponse& res, bool chat) 
     GenerationJob parsed = chat ? parse_chat_request(b, pc) : parse_completion_request(b, pc);
     const bool streamed = parsed.stream;
     std::shared_ptr<JobRun> run = submit(std::move(parsed), req);
-    if (!streamed) return send_json(res, 200, run_job(*run));
+    if (!streamed) {
+        const J body = run_job(*run);
+        tally(*res.access, *run, req.arrived_s);
+        return send_json(res, 200, body);
+    }
     stream(
-        res, [run](const auto& put) { run_job_streaming(*run, put); },
+        res,
+        [run, access = res.access, arrived = req.arrived_s](const auto& put) {
+            run_job_streaming(*run, put);
+            tally(*access, *run, arrived);
+        },
         [](const ApiError& e) { return "data: " + e.to_json().dump() + "\n\ndata: [DONE]\n\n"; });
 }
 
@@ -335,15 +395,18 @@ void HttpServer::messages(const HttpRequest& req, HttpResponse& res) {
         MessagesReply reply(cfg_.served_model_name, std::move(mr.stop_sequences));
         const auto outcome = run_chat_pieces(
             *run, [&reply](const chat::Delta& d) { return reply.add(d); }, nullptr);
+        tally(*res.access, *run, req.arrived_s);
         return send_json(res, 200, reply.message(*outcome));
     }
     stream(
         res,
-        [run, prompt_tokens, model = cfg_.served_model_name, stops = std::move(mr.stop_sequences)](const auto& put) {
+        [run, prompt_tokens, model = cfg_.served_model_name, stops = std::move(mr.stop_sequences), access = res.access,
+         arrived = req.arrived_s](const auto& put) {
             MessagesReply reply(model, stops, put);
             if (!reply.start(prompt_tokens)) return;
             const auto outcome = run_chat_pieces(
                 *run, [&reply](const chat::Delta& d) { return reply.add(d); }, [&reply] { return reply.ping(); });
+            tally(*access, *run, arrived);
             if (outcome) reply.finish(*outcome);
         },
         [](const ApiError& e) { return MessagesReply::error_event(e); });
@@ -376,16 +439,19 @@ void HttpServer::responses(const HttpRequest& req, HttpResponse& res) {
             *run, [&reply](const chat::Delta& d) { return reply.add(d); }, nullptr);
         const J response = reply.response(*outcome);
         keep(rr, reply, response);
+        tally(*res.access, *run, req.arrived_s);
         return send_json(res, 200, response);
     }
     stream(
         res,
-        [run, model = cfg_.served_model_name, rr = std::move(rr), keep](const auto& put) {
+        [run, model = cfg_.served_model_name, rr = std::move(rr), keep, access = res.access,
+         arrived = req.arrived_s](const auto& put) {
             ResponsesReply reply(model, rr.echo, put);
             if (!reply.start()) return;
             const auto outcome = run_chat_pieces(
                 *run, [&reply](const chat::Delta& d) { return reply.add(d); },
                 [&put] { return put(": keep-alive\n\n"); });
+            tally(*access, *run, arrived);
             if (!outcome) return;
             keep(rr, reply, reply.response(*outcome));
             reply.finish(*outcome);

@@ -47,6 +47,8 @@ struct ServerConfig {
     double shutdown_grace_s = 5.0;
     int64_t image_memory_bytes = int64_t(4) << 30;   // the images of all requests in flight (--mm-memory)
     std::string precision = "f32";                   // for system_fingerprint (set from the engine when ready)
+    int log_level = 1;                               // 0 debug, 1 info (access lines), 2 warning, 3 error (5xx causes)
+    bool access_log = true;                          // one line per request at info (--no-access-log: off)
     int64_t responses_store_size = 1000;             // /v1/responses kept for previous_response_id (0: none)
     double responses_store_ttl_s = 3600.0;           // ... and for how long
 };
@@ -82,6 +84,7 @@ private:
     bool stored_response(const HttpRequest& req, HttpResponse& res);   // GET / DELETE /v1/responses/{id}
     // The job's images encoded, its requests submitted to the engine.
     std::shared_ptr<JobRun> submit(GenerationJob parsed, const HttpRequest& req);
+    void access_line(const HttpRequest& req, const HttpResponse& res, double seconds) const;
     void stream(HttpResponse& res, std::function<void(const std::function<bool(const std::string&)>&)> body,
                 std::function<std::string(const ApiError&)> error_event);
     ParseContext parse_context(int32_t max_model_len, int64_t max_request_tokens) const;

@@ -349,6 +349,17 @@ nlohmann::ordered_json run_job(JobRun& jr) {
     return out;
 }
 
+JobTally job_tally(JobRun& jr) {
+    JobTally t;
+    const J u = jr.run.usage();
+    t.prompt_tokens = u["prompt_tokens"].get<int64_t>();
+    t.cached_tokens = u["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+    t.completion_tokens = u["completion_tokens"].get<int64_t>();
+    for (const Choice& c : jr.run.choices())
+        if (c.t_first >= 0 && (t.t_first < 0 || c.t_first < t.t_first)) t.t_first = c.t_first;
+    return t;
+}
+
 ChatOutcome chat_outcome(JobRun& jr) {
     const Choice& c = jr.run.choices().at(0);
     ChatOutcome o;

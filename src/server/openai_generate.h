@@ -58,6 +58,14 @@ std::optional<ChatOutcome> run_chat_pieces(JobRun& run, const std::function<bool
 // The usage counts of a job so far (also before it finished).
 ChatOutcome chat_outcome(JobRun& run);
 
+// What a job has done so far, for the access log: prompt tokens (each prompt once), those the
+// prefix cache served, tokens generated, and when the first came (steady clock seconds; -1: none).
+struct JobTally {
+    int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
+    double t_first = -1.0;
+};
+JobTally job_tally(JobRun& run);
+
 // Streaming: each SSE event (`data: ...\n\n`, then `data: [DONE]\n\n`) goes to `write`,
 // which returns false if the client went away. Returns false if the stream was cut short.
 bool run_job_streaming(JobRun& run, const std::function<bool(const std::string&)>& write);

@@ -110,6 +110,19 @@ int cmd_serve(int argc, char** argv) {
     sc.shutdown_grace_s = args.real("--shutdown-grace", 5.0);
     if (!(sc.shutdown_grace_s >= 0 && sc.shutdown_grace_s <= 3600))
         throw Error("--shutdown-grace must be in [0, 3600] seconds");
+    // --allowed-origins: a comma-separated list, or vLLM's JSON list ('["*"]').
+    for (std::string list = args.str("--allowed-origins", "", "CORS: origins browsers may call from (\"*\": any)");
+         !list.empty();) {
+        const size_t comma = list.find(',');
+        std::string o = list.substr(0, comma);
+        list = comma == std::string::npos ? "" : list.substr(comma + 1);
+        const auto strip = [](std::string& x, const char* chars) {
+            x.erase(0, x.find_first_not_of(chars));
+            x.erase(x.find_last_not_of(chars) + 1);
+        };
+        strip(o, " []\"'");
+        if (!o.empty()) sc.allowed_origins.push_back(o);
+    }
     const std::string level = args.choice("--log-level", "info", {"debug", "info", "warning", "error"},
                                           "info: a line per request and an engine line every 10 s of activity");
     sc.log_level = level == "debug" ? 0 : level == "info" ? 1 : level == "warning" ? 2 : 3;

@@ -1,11 +1,17 @@
 // ThreadPool implementation (see thread_pool.h). Worker 0 is the calling thread.
 #include "core/thread_pool.h"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/alloc_counter.h"
 
@@ -104,19 +110,67 @@ void ThreadPool::worker_main(int w) {
     }
 }
 
-int ThreadPool::default_threads() {
-    // Count distinct (physical id, core id) pairs; SMT siblings share a core.
-    std::ifstream f("/proc/cpuinfo");
-    std::set<std::pair<int, int>> cores;
+namespace {
+
+// The CPU quota of this process's cgroup, in whole CPUs rounded up (cgroup v2 cpu.max, else v1
+// cfs_quota_us / cfs_period_us); 0 when there is none.
+int cgroup_cpu_limit() {
+    auto quota_of = [](const std::string& dir) -> int {
+        std::ifstream f(dir + "/cpu.max");
+        std::string q, p;
+        if (f >> q >> p && q != "max") {
+            const double quota = std::atof(q.c_str()), period = std::atof(p.c_str());
+            if (quota > 0 && period > 0) return int(std::ceil(quota / period));
+        }
+        std::ifstream fq(dir + "/cpu.cfs_quota_us"), fp(dir + "/cpu.cfs_period_us");
+        double quota = -1, period = 0;
+        if (fq >> quota && fp >> period && quota > 0 && period > 0) return int(std::ceil(quota / period));
+        return 0;
+    };
+    std::ifstream cg("/proc/self/cgroup");
     std::string line;
-    int phys = 0;
-    while (std::getline(f, line)) {
-        if (line.rfind("physical id", 0) == 0) phys = std::stoi(line.substr(line.find(':') + 1));
-        if (line.rfind("core id", 0) == 0) cores.insert({phys, std::stoi(line.substr(line.find(':') + 1))});
+    while (std::getline(cg, line)) {   // "0::/path" (v2) or "N:cpu,cpuacct:/path" (v1)
+        const size_t a = line.find(':'), b = line.find(':', a + 1);
+        if (a == std::string::npos || b == std::string::npos) continue;
+        const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+        const bool v2 = controllers.empty(), v1_cpu = controllers.find("cpu") != std::string::npos;
+        if (!v2 && !v1_cpu) continue;
+        for (const std::string& dir : {std::string("/sys/fs/cgroup") + (v2 ? "" : "/cpu") + path,
+                                       std::string("/sys/fs/cgroup") + (v2 ? "" : "/cpu")})
+            if (const int n = quota_of(dir); n > 0) return n;
     }
-    if (!cores.empty()) return int(cores.size());
-    const unsigned hc = std::thread::hardware_concurrency();
-    return hc ? int(hc) : 1;
+    return 0;
+}
+
+}   // namespace
+
+int ThreadPool::default_threads() {
+    // The CPUs this process may run on (taskset, cpusets), counted as physical cores: SMT
+    // siblings share a core's units; then at most the cgroup's CPU quota (containers).
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    std::vector<int> cpus;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        for (int c = 0; c < CPU_SETSIZE; ++c)
+            if (CPU_ISSET(c, &set)) cpus.push_back(c);
+    std::set<std::pair<int, int>> cores;
+    for (int c : cpus) {
+        const std::string topo = "/sys/devices/system/cpu/cpu" + std::to_string(c) + "/topology/";
+        std::ifstream pkg(topo + "physical_package_id"), core(topo + "core_id");
+        int p = 0, k = 0;
+        if (!(pkg >> p) || !(core >> k)) {
+            cores.clear();   // no topology: count CPUs
+            break;
+        }
+        cores.insert({p, k});
+    }
+    int n = !cores.empty() ? int(cores.size()) : !cpus.empty() ? int(cpus.size()) : 0;
+    if (n == 0) {
+        const unsigned hc = std::thread::hardware_concurrency();
+        n = hc ? int(hc) : 1;
+    }
+    if (const int quota = cgroup_cpu_limit(); quota > 0) n = std::min(n, quota);
+    return std::max(n, 1);
 }
 
 }   // namespace kimi

@@ -51,7 +51,9 @@ public:
     // Heap allocations made by the worker threads while running tasks (see alloc_counter.h).
     uint64_t worker_alloc_count() const { return worker_allocs_.load(std::memory_order_relaxed); }
 
-    static int default_threads();   // physical cores (falls back to hardware_concurrency)
+    // physical cores among the CPUs this process may use (sched_getaffinity), at most the cgroup's
+    // CPU quota (cpu.max); falls back to hardware_concurrency
+    static int default_threads();
 
 private:
     using TaskFn = void (*)(void*, int64_t, int64_t, int);

@@ -11,21 +11,16 @@
 
 namespace kimi {
 
-namespace {
-int32_t resolve_max_len(const KimiModel& m, const EngineConfig& c) {
-    if (c.max_model_len > 0) return c.max_model_len;
-    const int64_t model_max = m.config().max_position_embeddings;
-    return int32_t(model_max > 0 ? std::min<int64_t>(model_max, 4096) : 4096);
-}
-}   // namespace
-
 CacheSizing size_cache(const KimiModel& m, const EngineConfig& c) {
     if (c.max_num_seqs < 1) throw Error("max-num-seqs must be at least 1");
     if (c.max_num_batched_tokens < 1) throw Error("max-num-batched-tokens must be at least 1");
     if (c.block_size < 1 || c.block_size > 4096) throw Error("block-size must be in [1, 4096]");
     if (c.max_model_len < 0) throw Error("max-model-len must be positive");
     CacheSizing z;
-    z.max_model_len = resolve_max_len(m, c);
+    const int64_t model_max = m.config().max_position_embeddings;
+    z.model_max_len = int32_t(std::clamp<int64_t>(model_max, 0, int64_t(1) << 24));
+    z.max_len_given = c.max_model_len > 0;
+    z.max_model_len = z.max_len_given ? c.max_model_len : model_max > 0 ? z.model_max_len : 4096;
     z.block_size = c.block_size;
     z.n_slots = c.max_num_seqs;
     const CacheGeometry g = m.cache_geometry(1, 1, c.block_size, c.kv_cache_bf16);
@@ -49,6 +44,17 @@ CacheSizing size_cache(const KimiModel& m, const EngineConfig& c) {
         z.n_checkpoints = int32_t(
             std::min<int64_t>(z.slot_bytes > 0 ? budget / z.slot_bytes : int64_t(c.max_num_seqs) * 64, 1 << 24));
     }
+    // The default length: at most what the cache memory holds for one sequence beside the state
+    // slots (--cache-memory, else a quarter of the memory available now).
+    if (!z.max_len_given && c.n_blocks == 0 && z.block_bytes > 0) {
+        const int64_t avail = int64_t(memory_available_bytes());
+        const int64_t budget = c.cache_memory_bytes > 0 ? c.cache_memory_bytes : avail > 0 ? avail / 4 : 0;
+        if (budget > 0) {
+            const int64_t blocks = (budget - int64_t(z.n_slots) * z.slot_bytes) / z.block_bytes;
+            const int64_t fits = std::max<int64_t>(blocks, 1) * c.block_size;
+            z.max_model_len = int32_t(std::min<int64_t>(z.max_model_len, fits));
+        }
+    }
     // Never fewer blocks than one full-length sequence needs, so any admissible request fits alone.
     const int32_t one = (z.max_model_len + c.block_size - 1) / c.block_size;
     if (c.n_blocks > 0) {
@@ -65,7 +71,13 @@ CacheSizing size_cache(const KimiModel& m, const EngineConfig& c) {
                         " of MLA cache; lower max-num-seqs or max-model-len, or give more");
         z.n_blocks = int32_t(std::min<int64_t>(n, int64_t(1) << 30));
     } else {
-        z.n_blocks = c.max_num_seqs * one;
+        // max-num-seqs full-length sequences; by default (no --max-model-len) at most a quarter of
+        // the memory available, never less than one sequence
+        int64_t n = int64_t(c.max_num_seqs) * one;
+        const int64_t avail = int64_t(memory_available_bytes());
+        if (!z.max_len_given && avail > 0 && z.block_bytes > 0)
+            n = std::min(n, std::max<int64_t>(one, (avail / 4 - int64_t(z.n_slots) * z.slot_bytes) / z.block_bytes));
+        z.n_blocks = int32_t(std::min<int64_t>(n, int64_t(1) << 30));
     }
     // A split model: every rank sizes its cache as rank 0 did (available memory may differ).
     if (m.shard().split()) dist::Comm::world().broadcast(&z, sizeof z);
@@ -83,6 +95,11 @@ std::string CacheSizing::describe() const {
         std::to_string(n_blocks) + " blocks x " + std::to_string(block_size) + " tokens (" +
         std::to_string(cached_tokens()) + " tokens of MLA cache, " + human_bytes(int64_t(n_blocks) * block_bytes) +
         ") = " + human_bytes(total_bytes()) + "; max-model-len " + std::to_string(max_model_len);
+    if (!max_len_given)
+        s += model_max_len == 0             ? " (the config gives no max_position_embeddings)"
+            : max_model_len < model_max_len ? " (the model's " + std::to_string(model_max_len) +
+                ", capped by the cache memory; --max-model-len, --cache-memory)"
+                                            : " (the model's max_position_embeddings)";
     if (!prefix_caching) return s + "; prefix cache off";
     return s + "; prefix cache on: " + std::to_string(n_checkpoints) + " KDA checkpoints x " + human_bytes(slot_bytes) +
         " = " + human_bytes(int64_t(n_checkpoints) * slot_bytes) + " (--prefix-cache-memory), every " +

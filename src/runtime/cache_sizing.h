@@ -14,6 +14,11 @@ namespace kimi {
 // What the engine sized its cache to (printed at start by the commands).
 struct CacheSizing {
     int32_t n_slots = 0, n_blocks = 0, block_size = 0, max_model_len = 0;
+    // How max_model_len was chosen when --max-model-len was not given: the model's own limit
+    // (max_position_embeddings / model_max_length; 0: the config has none, 4096 taken), capped by
+    // what the cache memory holds for one sequence.
+    int32_t model_max_len = 0;
+    bool max_len_given = false;
     int64_t slot_bytes = 0, block_bytes = 0;   // one slot (all KDA layers), one block (all MLA layers)
     bool prefix_caching = false;
     int32_t n_checkpoints = 0, checkpoint_interval = 0;   // KDA checkpoints of slot_bytes each

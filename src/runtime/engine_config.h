@@ -14,7 +14,9 @@ struct EngineConfig {
     AttnOutputMode attn_output = AttnOutputMode::kDirect;
     int32_t max_num_seqs = 8;
     int32_t max_num_batched_tokens = 256;
-    int32_t max_model_len = 0;   // 0: min(model_max_length, 4096)
+    // 0: the model's max_position_embeddings (4096 without one), capped by what the cache memory
+    // (cache_memory_bytes, else a quarter of the memory available) holds for one sequence
+    int32_t max_model_len = 0;
     int32_t block_size = 16;
     bool kv_cache_bf16 = false;   // MLA latents stored as bf16 (half the cache bytes)
     // MLA cache blocks: n_blocks if > 0 (tests); else as many as fit in cache_memory_bytes

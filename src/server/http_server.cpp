@@ -188,7 +188,39 @@ void HttpServer::shutdown() {
     abort_all_.store(true);
 }
 
+// CORS, as vLLM's middleware does it, when --allowed-origins names origins: a request from an
+// allowed Origin gets Access-Control-Allow-Origin (and Vary: Origin); a preflight (OPTIONS with
+// Access-Control-Request-Method) is answered here, before auth, 200 for an allowed origin and
+// 400 for another. Without the flag nothing changes: no headers, OPTIONS is not a route.
+bool HttpServer::cors(const HttpRequest& req, HttpResponse& res) {
+    if (cfg_.allowed_origins.empty() || !req.has_header("Origin")) return false;
+    const std::string origin = req.header("Origin");
+    const bool any =
+        std::find(cfg_.allowed_origins.begin(), cfg_.allowed_origins.end(), "*") != cfg_.allowed_origins.end();
+    const bool allowed = any ||
+        std::find(cfg_.allowed_origins.begin(), cfg_.allowed_origins.end(), origin) != cfg_.allowed_origins.end();
+    const bool preflight = req.method == "OPTIONS" && req.has_header("Access-Control-Request-Method");
+    if (allowed) {
+        res.set_header("Access-Control-Allow-Origin", any ? "*" : origin);
+        if (!any) res.set_header("Vary", "Origin");
+    }
+    if (!preflight) return false;
+    if (!allowed) {
+        res.status = 400;
+        res.set_content("Disallowed CORS origin", "text/plain; charset=utf-8");
+        return true;
+    }
+    res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+    const std::string want = req.header("Access-Control-Request-Headers");
+    res.set_header("Access-Control-Allow-Headers", want.empty() ? "*" : want);
+    res.set_header("Access-Control-Max-Age", "600");
+    res.status = 200;
+    res.set_content("OK", "text/plain; charset=utf-8");
+    return true;
+}
+
 bool HttpServer::pre_route(const HttpRequest& req, HttpResponse& res) {
+    if (cors(req, res)) return true;
     if (!cfg_.api_key.empty() && needs_auth(req.path)) {
         // "Authorization: Bearer KEY" (OpenAI's clients) or "x-api-key: KEY" (Anthropic's)
         const std::string auth = req.header("Authorization"), x_key = req.header("x-api-key");

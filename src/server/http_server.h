@@ -47,10 +47,13 @@ struct ServerConfig {
     double shutdown_grace_s = 5.0;
     int64_t image_memory_bytes = int64_t(4) << 30;   // the images of all requests in flight (--mm-memory)
     std::string precision = "f32";                   // for system_fingerprint (set from the engine when ready)
-    int log_level = 1;                               // 0 debug, 1 info (access lines), 2 warning, 3 error (5xx causes)
-    bool access_log = true;                          // one line per request at info (--no-access-log: off)
-    int64_t responses_store_size = 1000;             // /v1/responses kept for previous_response_id (0: none)
-    double responses_store_ttl_s = 3600.0;           // ... and for how long
+    // CORS (--allowed-origins): origins a browser page may call from ("*": any); empty: no CORS
+    // headers, no preflight (the default).
+    std::vector<std::string> allowed_origins;
+    int log_level = 1;                       // 0 debug, 1 info (access lines), 2 warning, 3 error (5xx causes)
+    bool access_log = true;                  // one line per request at info (--no-access-log: off)
+    int64_t responses_store_size = 1000;     // /v1/responses kept for previous_response_id (0: none)
+    double responses_store_ttl_s = 3600.0;   // ... and for how long
 };
 
 class HttpServer {
@@ -78,6 +81,7 @@ private:
     void routes();
     void handle(const HttpRequest& req, HttpResponse& res);      // pre-routing checks, dispatch, errors
     bool pre_route(const HttpRequest& req, HttpResponse& res);   // true: answered here
+    bool cors(const HttpRequest& req, HttpResponse& res);        // true: a preflight, answered here
     void generate(const HttpRequest& req, HttpResponse& res, bool chat);
     void messages(const HttpRequest& req, HttpResponse& res);          // POST /v1/messages
     void responses(const HttpRequest& req, HttpResponse& res);         // POST /v1/responses

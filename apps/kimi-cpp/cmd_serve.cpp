@@ -123,6 +123,8 @@ int cmd_serve(int argc, char** argv) {
         strip(o, " []\"'");
         if (!o.empty()) sc.allowed_origins.push_back(o);
     }
+    const std::string gen_config = args.choice("--generation-config", "auto", {"auto", "none"},
+                                               "auto: sampling defaults from the model's generation_config.json");
     const std::string level = args.choice("--log-level", "info", {"debug", "info", "warning", "error"},
                                           "info: a line per request and an engine line every 10 s of activity");
     sc.log_level = level == "debug" ? 0 : level == "info" ? 1 : level == "warning" ? 2 : 3;
@@ -149,6 +151,7 @@ int cmd_serve(int argc, char** argv) {
         throw Error("serve: no model: kimi-cpp serve MODEL_DIR (see kimi-cpp serve --help)");
     const std::string model_dir = pos.empty() ? *model_flag : pos[0];
     const std::string tok_dir = tok_flag.value_or(model_dir);
+    if (gen_config == "auto") sc.sampling_defaults = server::read_generation_config(model_dir);
     sc.served_model_name = name_flag.value_or(std::filesystem::path(model_dir).lexically_normal().filename().string());
     if (sc.served_model_name.empty())
         sc.served_model_name = std::filesystem::path(model_dir).lexically_normal().parent_path().filename().string();
@@ -210,6 +213,10 @@ int cmd_serve(int argc, char** argv) {
     const EngineConfig ec = eo.with_model_precision(*model);
     Engine engine(*model, ec, &tok);
     std::fprintf(stderr, "serve: %s\n", engine.sizing().describe().c_str());
+    if (const std::string d = sc.sampling_defaults.describe(); !d.empty())
+        std::fprintf(stderr,
+                     "serve: sampling defaults from generation_config.json: %s (--generation-config none: off)\n",
+                     d.c_str());
     std::fprintf(stderr, "serve: chat format %s (stops at %s)\n", chat::chat_format_for(tok)->name(),
                  tok.special_id("<|end_of_msg|>") ? "<|end_of_msg|>" : "<|im_end|>");
     // Images (K3 with its tower): encoded on the request's thread, beside the engine's steps.
@@ -219,6 +226,8 @@ int cmd_serve(int argc, char** argv) {
         std::fprintf(stderr, "serve: images on (vision tower %lld blocks; up to %d per prompt, %lld patches each)\n",
                      (long long)model->config().vision.n_layers, media.limits.images_per_prompt,
                      (long long)loader->media_config().in_patch_limit);
+    else if (model->config().is_k3_layout())
+        std::fprintf(stderr, "serve: images off: %s\n", model->vision_unavailable_reason().c_str());
     http.set_media(loader.get(), encoder.get());
     engine.start();
     http.metrics().set_weight_bytes(int64_t(held_weight_bytes(*model)));

@@ -195,10 +195,13 @@ std::optional<tok::Tokenizer> load_tokenizer_for(const std::string& dir, const M
         throw Error(dir + ": no tokenizer here (tiktoken.model); pass --tokenizer DIR");
     }
     tok::Tokenizer t = load_tokenizer_at(dir);
-    if (int64_t(t.n_base()) + tok::kModelVocabExtra != model.vocab_size)
-        throw Error(dir + ": tokenizer has " + std::to_string(t.n_base()) +
-                    " base tokens, but the model's vocab_size " + std::to_string(model.vocab_size) + " needs " +
-                    std::to_string(model.vocab_size - tok::kModelVocabExtra));
+    // The model's rows: the tokenizer's base tokens and Kimi's 256 special slots, or more (a
+    // vocabulary padded for the hardware, a fine-tune's added rows: as vLLM takes any vocab_size
+    // at least the tokenizer's); rows past the tokenizer's tokens are never sampled.
+    if (int64_t(t.n_base()) + tok::kModelVocabExtra > model.vocab_size)
+        throw Error(dir + ": tokenizer has " + std::to_string(t.n_base()) + " base tokens + " +
+                    std::to_string(tok::kModelVocabExtra) + " special slots, more than the model's vocab_size " +
+                    std::to_string(model.vocab_size));
     return t;
 }
 

@@ -166,7 +166,14 @@ ModelConfig parse_model_config(const json& top, const std::string& source) {
         r.fail("num_experts_per_token", "exceeds the experts in the kept groups (topk_group × experts per group)");
     if (r.integer_or("num_nextn_predict_layers", 0, 0, 64) != 0)
         r.fail("num_nextn_predict_layers", "must be 0 (multi-token-prediction layers are not supported)");
-    if (k3) c.vision = parse_vision_config(top, source, c.hidden_size, c.vocab_size);
+    if (k3) {
+        try {
+            c.vision = parse_vision_config(top, source, c.hidden_size, c.vocab_size);
+        } catch (const Error& e) {   // the text model needs none of it: load without the tower
+            c.vision = VisionConfig{};
+            c.vision.unsupported = e.what();
+        }
+    }
     return c;
 }
 

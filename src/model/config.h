@@ -28,7 +28,10 @@ struct Activation {
 // and `media_placeholder_token_id` (docs/vision.md#config). Absent keys take the published
 // values; any other tower kind (LayerNorm towers, other projectors, biases) is an error.
 struct VisionConfig {
-    bool present = false;   // the config has a vision_config
+    bool present = false;   // the config has a vision_config the engine runs
+    // A vision_config the engine cannot run (a value it does not implement): why. The text model
+    // loads all the same; images are refused with this reason.
+    std::string unsupported;
     int64_t patch_size = 14;
     int64_t hidden = 1024;                    // vt_hidden_size D
     int64_t n_layers = 27;                    // vt_num_hidden_layers

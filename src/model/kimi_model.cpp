@@ -166,6 +166,9 @@ std::string KimiModel::vision_unavailable_reason() const {
     if (has_vision()) return "";
     if (!cfg_.is_k3_layout())
         return "this model (" + cfg_.architecture + ") has no vision tower: images are not accepted";
+    if (!cfg_.vision.unsupported.empty())
+        return "this Kimi-K3 checkpoint's vision tower cannot run here (" + cfg_.vision.unsupported +
+            "): images are not accepted; the text model works";
     if (!cfg_.vision.present) return "this Kimi-K3 config has no vision_config: images are not accepted";
     return "this Kimi-K3 checkpoint has no vision tower (vision_tower.* tensors): images are not accepted";
 }

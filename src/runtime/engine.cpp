@@ -26,7 +26,10 @@ Engine::Engine(const KimiModel& model, const EngineConfig& cfg, const tok::Token
       ckpt_plan_(cache_, ckpt_, storage_, sizing_.checkpoint_interval),
       sched_(SchedulerConfig{cfg.max_num_seqs, cfg.max_num_batched_tokens}, cache_, &ckpt_),
       runner_(model, storage_, cache_, &ckpt_),
-      outputs_(model.config().vocab_size, model.config().eos_token_id, sizing_.max_model_len) {
+      outputs_(
+          model.config().vocab_size,
+          tokenizer ? std::min<int64_t>(model.config().vocab_size, tokenizer->n_vocab()) : model.config().vocab_size,
+          model.config().eos_token_id, sizing_.max_model_len) {
     ex_.pool = &pool_;
     ex_.arena = &arena_;
     ex_.layer_arena = &layer_arena_;

@@ -6,8 +6,12 @@
 
 namespace kimi {
 
-OutputProcessor::OutputProcessor(int64_t vocab_size, int32_t eos_token_id, int32_t max_model_len)
-    : sampler_(vocab_size), vocab_(vocab_size), eos_(eos_token_id), max_model_len_(max_model_len) {}
+OutputProcessor::OutputProcessor(int64_t vocab_size, int64_t n_sampled, int32_t eos_token_id, int32_t max_model_len)
+    : sampler_(n_sampled),
+      vocab_(vocab_size),
+      n_sampled_(n_sampled),
+      eos_(eos_token_id),
+      max_model_len_(max_model_len) {}
 
 void OutputProcessor::postprocess(const Tensor& logits, std::span<Request* const> sample_reqs, LiveRequests& live,
                                   Scheduler& sched) {
@@ -22,7 +26,7 @@ void OutputProcessor::postprocess(const Tensor& logits, std::span<Request* const
             tok.top = std::move(l.top_pool.back());
             l.top_pool.pop_back();
         }
-        const std::span<const float> row(logits.f32() + int64_t(i) * vocab_, size_t(vocab_));
+        const std::span<const float> row(logits.f32() + int64_t(i) * vocab_, size_t(n_sampled_));
         if (!sample(l, row, tok)) {   // nothing can follow (no token can go on with the grammar)
             sched.finish(&r, FinishReason::kStop);
             publish_finish(l, FinishReason::kStop);

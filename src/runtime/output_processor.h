@@ -23,7 +23,9 @@ namespace kimi {
 
 class OutputProcessor {
 public:
-    OutputProcessor(int64_t vocab_size, int32_t eos_token_id, int32_t max_model_len);
+    // vocab_size: the logits' row length; n_sampled (≤ it): the ids a token may be drawn from
+    // (the tokenizer's, where the model's vocabulary is padded past them).
+    OutputProcessor(int64_t vocab_size, int64_t n_sampled, int32_t eos_token_id, int32_t max_model_len);
 
     // After a forward: logits [sample_reqs.size(), vocab], row i is sample_reqs[i]'s (each
     // in `live`). Every one of them gets its next token, or ends.
@@ -48,7 +50,7 @@ private:
     bool sample(LiveRequest& l, std::span<const float> row, SampledToken& tok);
 
     Sampler sampler_;
-    int64_t vocab_;
+    int64_t vocab_, n_sampled_;
     int32_t eos_;
     int32_t max_model_len_;
     std::vector<uint64_t> mask_;     // the token mask of the request being sampled

@@ -301,6 +301,7 @@ ParseContext HttpServer::parse_context(int32_t max_model_len, int64_t max_reques
     ParseContext pc{tok_,          cfg_.served_model_name,         max_model_len,     int32_t(model_->vocab_size),
                     format_.get(), cfg_.max_sequences_per_request, max_request_tokens};
     pc.media = media_;
+    pc.defaults = &cfg_.sampling_defaults;
     return pc;
 }
 

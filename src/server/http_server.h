@@ -50,6 +50,7 @@ struct ServerConfig {
     // CORS (--allowed-origins): origins a browser page may call from ("*": any); empty: no CORS
     // headers, no preflight (the default).
     std::vector<std::string> allowed_origins;
+    SamplingDefaults sampling_defaults;      // generation_config.json's (--generation-config auto)
     int log_level = 1;                       // 0 debug, 1 info (access lines), 2 warning, 3 error (5xx causes)
     bool access_log = true;                  // one line per request at info (--no-access-log: off)
     int64_t responses_store_size = 1000;     // /v1/responses kept for previous_response_id (0: none)

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <limits>
 
 #include "core/error.h"
@@ -96,13 +97,14 @@ void parse_common(const J& b, const ParseContext& c, GenerationJob& job) {
     if (!b.is_object()) throw ApiError(400, "the request body must be a JSON object");
     check_model(b, c, job);
     SamplingParams& p = job.params;
-    p.temperature = float(number(b, "temperature", 1.0, 0.0, 2.0));
-    p.top_p = float(number(b, "top_p", 1.0, 0.0, 1.0, true));
-    p.top_k = int32_t(integer(b, "top_k", 0, -1, std::numeric_limits<int32_t>::max()));
-    p.min_p = float(number(b, "min_p", 0.0, 0.0, 1.0));
+    const SamplingDefaults none, &d = c.defaults ? *c.defaults : none;
+    p.temperature = float(number(b, "temperature", d.temperature.value_or(1.0), 0.0, 2.0));
+    p.top_p = float(number(b, "top_p", d.top_p.value_or(1.0), 0.0, 1.0, true));
+    p.top_k = int32_t(integer(b, "top_k", d.top_k.value_or(0), -1, std::numeric_limits<int32_t>::max()));
+    p.min_p = float(number(b, "min_p", d.min_p.value_or(0.0), 0.0, 1.0));
     p.presence_penalty = float(number(b, "presence_penalty", 0.0, -2.0, 2.0));
     p.frequency_penalty = float(number(b, "frequency_penalty", 0.0, -2.0, 2.0));
-    p.repetition_penalty = float(number(b, "repetition_penalty", 1.0, 0.0, 10.0, true));
+    p.repetition_penalty = float(number(b, "repetition_penalty", d.repetition_penalty.value_or(1.0), 0.0, 10.0, true));
     if (const J* s = field(b, "seed")) p.seed = uint64_t(integer_value(*s, "seed"));
     if (const J* s = field(b, "stop")) {
         auto add = [&](const J& v) {
@@ -171,6 +173,7 @@ void parse_common(const J& b, const ParseContext& c, GenerationJob& job) {
 // Prompt length vs context: 400 with the numbers (vLLM's wording).
 // Also bounds the work one request may start: n × prompts sequences at most.
 void fit_context(GenerationJob& job, const ParseContext& c, int32_t default_max_tokens) {
+    if (c.defaults && c.defaults->max_tokens) default_max_tokens = int32_t(*c.defaults->max_tokens);
     const int64_t n_seqs = int64_t(job.prompts.size()) * job.n;
     if (n_seqs > c.max_sequences)
         throw ApiError(400,
@@ -249,6 +252,47 @@ void check_roles(const J& msgs) {
 }
 
 }   // namespace
+
+std::string SamplingDefaults::describe() const {
+    std::string s;
+    auto add = [&s](const char* k, const std::string& v) { s += (s.empty() ? "" : ", ") + std::string(k) + " " + v; };
+    if (temperature) add("temperature", J(*temperature).dump());
+    if (top_p) add("top_p", J(*top_p).dump());
+    if (top_k) add("top_k", std::to_string(*top_k));
+    if (min_p) add("min_p", J(*min_p).dump());
+    if (repetition_penalty) add("repetition_penalty", J(*repetition_penalty).dump());
+    if (max_tokens) add("max_tokens", std::to_string(*max_tokens));
+    return s;
+}
+
+SamplingDefaults read_generation_config(const std::string& model_dir) {
+    SamplingDefaults d;
+    const std::string path = model_dir + "/generation_config.json";
+    std::ifstream f(path);
+    if (!f) return d;
+    J j;
+    try {
+        j = J::parse(f);
+    } catch (const std::exception& e) {
+        throw Error(path + ": not valid JSON: " + e.what());
+    }
+    if (!j.is_object()) throw Error(path + ": not a JSON object");
+    auto num = [&](const char* k, double lo, double hi) -> std::optional<double> {
+        const J* v = field(j, k);
+        if (!v) return std::nullopt;
+        if (!v->is_number() || !(v->get<double>() >= lo && v->get<double>() <= hi))
+            throw Error(path + ": " + k + " must be a number in [" + J(lo).dump() + ", " + J(hi).dump() + "]");
+        return v->get<double>();
+    };
+    d.temperature = num("temperature", 0.0, 2.0);
+    d.top_p = num("top_p", 1e-9, 1.0);
+    d.min_p = num("min_p", 0.0, 1.0);
+    d.repetition_penalty = num("repetition_penalty", 1e-9, 10.0);
+    if (const auto k = num("top_k", -1.0, 1e9)) d.top_k = int64_t(*k);
+    if (const auto m = num("max_new_tokens", 1.0, 1e9)) d.max_tokens = int64_t(*m);
+    // do_sample false means greedy in HF's generate(); as vLLM reads it, only the numbers count
+    return d;
+}
 
 nlohmann::ordered_json parse_body(const std::string& body) {
     if (!json_depth_within(body))

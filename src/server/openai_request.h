@@ -52,15 +52,27 @@ struct GenerationJob {
     double grammar_compile_s = 0.0;   // compiling the constraint (and the chat frame)
 };
 
+// The sampling defaults of a checkpoint's generation_config.json (vLLM's --generation-config
+// auto): used where a request leaves the field out. max_tokens is its max_new_tokens.
+struct SamplingDefaults {
+    std::optional<double> temperature, top_p, min_p, repetition_penalty;
+    std::optional<int64_t> top_k, max_tokens;
+    std::string describe() const;   // "temperature 0.6, top_p 0.95", "" when none
+};
+// The defaults in DIR/generation_config.json (none when there is no such file). Throws
+// kimi::Error naming the file for invalid JSON or a value out of range.
+SamplingDefaults read_generation_config(const std::string& model_dir);
+
 struct ParseContext {
     const tok::Tokenizer* tok = nullptr;
     std::string served_model_name;
     int32_t max_model_len = 0;
     int32_t vocab_size = 0;
-    const chat::ChatFormat* format = nullptr;   // the tokenizer's conversation format
-    int32_t max_sequences = 64;                 // n × prompts one request may start (--max-sequences-per-request)
-    int64_t max_request_tokens = 1 << 20;       // Σ over its sequences of prompt + max_tokens (--max-request-tokens)
-    const MediaLoader* media = nullptr;         // K3 with a vision tower: loads image parts (null: images refused)
+    const chat::ChatFormat* format = nullptr;     // the tokenizer's conversation format
+    int32_t max_sequences = 64;                   // n × prompts one request may start (--max-sequences-per-request)
+    int64_t max_request_tokens = 1 << 20;         // Σ over its sequences of prompt + max_tokens (--max-request-tokens)
+    const MediaLoader* media = nullptr;           // K3 with a vision tower: loads image parts (null: images refused)
+    const SamplingDefaults* defaults = nullptr;   // generation_config.json's (null: OpenAI's)
 };
 
 GenerationJob parse_completion_request(const nlohmann::ordered_json& body, const ParseContext& ctx);

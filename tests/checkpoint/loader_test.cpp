@@ -277,6 +277,21 @@ protected:
     std::string file() const { return dir + "/model.safetensors"; }
 };
 
+// A vision_config the engine cannot run (here an unknown MLP type) costs the images, not the
+// model: the text model loads (the tower's tensors skipped) and the reason names the key.
+TEST_F(K3Checkpoint, UnsupportedVisionConfigLoadsTheTextModel) {
+    rewrite_config([](nlohmann::json& j) { j["vision_config"]["mlp_type"] = "mlp3"; });
+    auto m = KimiModel::load(dir);
+    EXPECT_FALSE(m->has_vision());
+    EXPECT_GT(m->store().n_skipped(), 0u);   // vision_tower.* and mm_projector.* are left unread
+    const std::string why = m->vision_unavailable_reason();
+    EXPECT_NE(why.find("vision_config.mlp_type"), std::string::npos) << why;
+    EXPECT_NE(why.find("the text model works"), std::string::npos) << why;
+    test::Runner r(2);
+    const auto logits = score_sequence(*m, r.ex, test::random_tokens(9, m->config().vocab_size, 2), {});
+    EXPECT_EQ(logits.size(), size_t(9 * m->config().vocab_size));
+}
+
 TEST_F(K3Checkpoint, LoadsWithAndWithoutVisionTensors) {
     {
         auto m = KimiModel::load(dir);

@@ -26,7 +26,7 @@ std::unique_ptr<LiveRequest> live_request(uint64_t id, int32_t prompt_len, int32
 }
 
 TEST(OutputProcessor, CheckStopOrder) {
-    const OutputProcessor out(kVocab, kEos, 8);
+    const OutputProcessor out(kVocab, kVocab, kEos, 8);
     auto l = live_request(1, 3, 4);
     TokenEvent e;
     l->req.output = {5};
@@ -51,7 +51,7 @@ TEST(OutputProcessor, CheckStopOrder) {
 TEST(OutputProcessor, PostprocessAppendsPublishesAndFinishes) {
     CacheManager cache(16, 4, 2, 4);
     Scheduler sched(SchedulerConfig{2, 64}, cache);
-    OutputProcessor out(kVocab, kEos, 16);
+    OutputProcessor out(kVocab, kVocab, kEos, 16);
     LiveRequests live;
     auto a = live_request(1, 3, 4), b = live_request(2, 3, 4);
     std::shared_ptr<RequestStream> sa = a->stream, sb = b->stream;

@@ -10,7 +10,7 @@
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { MODEL_NAME, cliArgs, fmt, assert, eq, check, report, runMain, makeTinyModel, startServer, checkShutdown, importOpenAI } from './common.mjs';
+import { MODEL_NAME, cliArgs, fmt, assert, eq, check, report, runMain, makeTinyModel, startServer, checkShutdown, importOpenAI, png } from './common.mjs';
 
 const args = cliArgs('usage: openai_responses_test.mjs --kimi PATH --node-modules DIR', ['kimi', 'node-modules']);
 const KIMI = args.kimi;
@@ -164,6 +164,15 @@ async function formatChecks(OpenAI, errors, label, preset, tmp) {
                 assert(events.some((e) => e.type === 'response.reasoning_text.delta'), 'reasoning_text delta events');
                 const off = await client.responses.create({ ...base, reasoning: { effort: 'none' } });
                 assert(off.output.every((o) => o.type !== 'reasoning'), `effort none: ${fmt(off.output)}`);
+            });
+            await check(`${label}: an input_image part reaches the prompt`, async () => {
+                const url = 'data:image/png;base64,' + png(64, 48, (x, y) => [(x * 4) & 255, (y * 5) & 255, 90]).toString('base64');
+                const withImage = await client.responses.create({ ...base, ...noThink, input: [{ role: 'user', content: [
+                    { type: 'input_image', image_url: url }, { type: 'input_text', text: 'What is this?' }] }] });
+                const without = await client.responses.create({ ...base, ...noThink, input: [{ role: 'user', content: [{ type: 'input_text', text: 'What is this?' }] }] });
+                eq(withImage.usage.output_tokens, 12, 'output_tokens');
+                assert(withImage.usage.input_tokens > without.usage.input_tokens + 4,
+                       `the image adds its tokens: ${withImage.usage.input_tokens} vs ${without.usage.input_tokens}`);
             });
         }
 

@@ -79,24 +79,21 @@ bool MessagesReply::open(const J& block) {
 bool MessagesReply::add(const chat::Delta& d) {
     switch (d.kind) {
         case chat::Delta::kReasoning:
+        case chat::Delta::kContent: {   // a thinking or a text block: its text grows by the piece
             if (d.text.empty()) return true;
-            if ((!block_open_ || blocks_.back()["type"] != "thinking") &&
-                !open({{"type", "thinking"}, {"thinking", ""}, {"signature", ""}}))
+            const bool thinking = d.kind == chat::Delta::kReasoning;
+            const char* type = thinking ? "thinking" : "text";
+            if ((!block_open_ || blocks_.back()["type"] != type) &&
+                !open(thinking ? J{{"type", "thinking"}, {"thinking", ""}, {"signature", ""}}
+                               : J{{"type", "text"}, {"text", ""}}))
                 return false;
-            blocks_.back()["thinking"] = blocks_.back()["thinking"].get<std::string>() + d.text;
+            J& text = blocks_.back()[type];
+            text = text.get<std::string>() + d.text;
             return event("content_block_delta",
                          {{"type", "content_block_delta"},
                           {"index", blocks_.size() - 1},
-                          {"delta", {{"type", "thinking_delta"}, {"thinking", d.text}}}});
-        case chat::Delta::kContent:
-            if (d.text.empty()) return true;
-            if ((!block_open_ || blocks_.back()["type"] != "text") && !open({{"type", "text"}, {"text", ""}}))
-                return false;
-            blocks_.back()["text"] = blocks_.back()["text"].get<std::string>() + d.text;
-            return event("content_block_delta",
-                         {{"type", "content_block_delta"},
-                          {"index", blocks_.size() - 1},
-                          {"delta", {{"type", "text_delta"}, {"text", d.text}}}});
+                          {"delta", {{"type", thinking ? "thinking_delta" : "text_delta"}, {type, d.text}}}});
+        }
         case chat::Delta::kToolCall: {
             if (!open({{"type", "tool_use"}, {"id", d.call.id}, {"name", d.call.name}, {"input", J::object()}}))
                 return false;

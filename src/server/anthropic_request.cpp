@@ -3,27 +3,16 @@
 #include "server/anthropic_request.h"
 
 #include "server/api_error.h"
+#include "server/json_fields.h"
 
 namespace kimi::server {
 namespace {
 
 using J = nlohmann::ordered_json;
-
-const J* field(const J& b, const char* key) {
-    auto it = b.find(key);
-    return it == b.end() || it->is_null() ? nullptr : &*it;
-}
-
-std::string at(const std::string& where, size_t i) { return where + "[" + std::to_string(i) + "]"; }
-
-// The request field a path such as "messages[2].content[0]" lies in: the error's param.
-std::string top(const std::string& where) { return where.substr(0, where.find_first_of("[.")); }
-
-const std::string& str(const J& o, const char* key, const std::string& where) {
-    const J* v = field(o, key);
-    if (!v || !v->is_string()) throw bad_param(top(where), where + "." + key + " must be a string");
-    return v->get_ref<const std::string&>();
-}
+using body::at;
+using body::field;
+using body::str;
+using body::top;
 
 const std::string& block_type(const J& block, const std::string& where) {
     if (!block.is_object()) throw bad_param(top(where), where + " must be a content block object");

@@ -1,5 +1,6 @@
 // OpenAI request parsing and validation (see openai_request.h).
 #include "server/openai_request.h"
+#include "server/json_fields.h"
 
 #include "chat/kimi_linear.h"
 
@@ -21,11 +22,7 @@ namespace {
 
 using J = nlohmann::ordered_json;
 
-// The value of `key`, or nullptr when absent or null (OpenAI treats null as "not given").
-const J* field(const J& b, const char* key) {
-    auto it = b.find(key);
-    return it == b.end() || it->is_null() ? nullptr : &*it;
-}
+using body::field;
 
 double number(const J& b, const char* key, double def, double lo, double hi, bool lo_open = false) {
     const J* v = field(b, key);

@@ -3,25 +3,16 @@
 #include "server/responses_request.h"
 
 #include "server/api_error.h"
+#include "server/json_fields.h"
 
 namespace kimi::server {
 namespace {
 
 using J = nlohmann::ordered_json;
-
-const J* field(const J& b, const char* key) {
-    auto it = b.find(key);
-    return it == b.end() || it->is_null() ? nullptr : &*it;
-}
-
-std::string at(const std::string& where, size_t i) { return where + "[" + std::to_string(i) + "]"; }
-std::string top(const std::string& where) { return where.substr(0, where.find_first_of("[.")); }
-
-const std::string& str(const J& o, const char* key, const std::string& where) {
-    const J* v = field(o, key);
-    if (!v || !v->is_string()) throw bad_param(top(where), where + "." + key + " must be a string");
-    return v->get_ref<const std::string&>();
-}
+using body::at;
+using body::field;
+using body::str;
+using body::top;
 
 // A content list of input_text / output_text / input_image parts → a string (text only) or parts.
 J content_parts(const J& content, const std::string& where) {

@@ -1,7 +1,7 @@
 // The Kimi Linear (K2 family) format behind the ChatFormat interface: rendering by
-// Tokenizer::render_chat (<|im_…|> headers, tool-call section), and an output parser that
-// streams the content up to <|tool_calls_section_begin|> and parses the section's calls when
-// the generation ends (vLLM's kimi_k2 rule, tokenizer/tool_calls.cpp).
+// render_kimi_linear (kimi_linear_render.cpp: <|im_…|> headers, tool-call section), and an
+// output parser that streams the content up to <|tool_calls_section_begin|> and parses the
+// section's calls when the generation ends (vLLM's kimi_k2 rule, kimi_linear_tool_calls.cpp).
 #include "chat/k3_format.h"
 #include "chat/kimi_linear.h"
 #include "core/error.h"

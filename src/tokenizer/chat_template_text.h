@@ -1,5 +1,6 @@
 // The Kimi Linear chat template (Jinja text) written into tokenizer_config.json by the
-// synthetic tokenizer writer and used by the tests as the reference that chat.cpp mirrors.
+// synthetic tokenizer writer and used by the tests as the reference that
+// src/chat/kimi_linear_render.cpp mirrors.
 #pragma once
 
 namespace kimi::tok {

@@ -1,4 +1,4 @@
-// Internal state of a loaded Tokenizer, shared by load.cpp, encode.cpp, decode.cpp, chat.cpp.
+// Internal state of a loaded Tokenizer, shared by load.cpp, encode.cpp and decode.cpp.
 #pragma once
 #include <array>
 #include <string>

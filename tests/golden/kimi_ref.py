@@ -249,12 +249,12 @@ def rms_noweight(x, eps):
 
 
 def l2norm(x, eps=1e-6):
-    """x / sqrt(sum(x^2) + eps) over the last axis (fla l2norm form, §3.1)."""
+    """x / sqrt(sum(x^2) + eps) over the last axis (fla l2norm form, docs/model.md#kda-conv)."""
     return x / np.sqrt(np.sum(x * x, axis=-1, keepdims=True) + eps)
 
 
 def act_mul(gate, up, cfg):
-    """Gated activation of every MLP / expert: silu(gate)*up, or SiTU (§A.3):
+    """Gated activation of every MLP / expert: silu(gate)*up, or SiTU (docs/model.md#situ):
     beta*tanh(gate/beta)*sigmoid(gate) * beta_lin*tanh(up/beta_lin) (up passes through when
     activation_situ_linear_beta is null)."""
     if cfg.act == "silu":
@@ -404,7 +404,7 @@ def kda_inputs(x, W, p, cfg, conv_hist=None):
     g = kda_gate((f + dt_bias).reshape(T, H, K), A_log, cfg)
     beta = sigmoid(linear(x, W[p + "b_proj.weight"]))  # [T, H]
     if cfg.full_rank_gate:
-        z = linear(x, W[p + "g_proj.weight"])  # [T, H*K]  (§A.1)
+        z = linear(x, W[p + "g_proj.weight"])  # [T, H*K]  (docs/model.md#k3-kda)
     else:
         z = linear(linear(x, W[p + "g_a_proj.weight"]), W[p + "g_b_proj.weight"])  # [T, H*K]
     res.update(q=q, k=k, v=v, g=g, beta=beta, z=z)
@@ -414,8 +414,8 @@ def kda_inputs(x, W, p, cfg, conv_hist=None):
 def kda_gate(fb, A_log, cfg):
     """Log-space forget gate g [T,H,K] from fb = f + dt_bias [T,H,K] and A_log [H].
 
-    Kimi Linear (§3.2): -exp(A_log)*softplus(fb)                  (g <= 0)
-    gate_lower_bound lb (§A.1): lb*sigmoid(exp(A_log)*fb)          (g in (lb, 0))"""
+    Kimi Linear (docs/model.md#kda-gates): -exp(A_log)*softplus(fb)                  (g <= 0)
+    gate_lower_bound lb (docs/model.md#k3-kda): lb*sigmoid(exp(A_log)*fb)          (g in (lb, 0))"""
     A = np.exp(A_log)[None, :, None]
     if cfg.gate_lb is None:
         return -A * softplus_torch(fb)
@@ -423,7 +423,7 @@ def kda_gate(fb, A_log, cfg):
 
 
 def kda_recurrent(q, k, v, g, beta, S0=None):
-    """Token-by-token KDA recurrence (§3.3).  q,k,g [T,H,K], v [T,H,V], beta [T,H].
+    """Token-by-token KDA recurrence (docs/model.md#kda-recurrence).  q,k,g [T,H,K], v [T,H,V], beta [T,H].
 
     S0 [H,K,V] (zeros when None).  Returns (o [T,H,V], S [H,K,V])."""
     T, H, K = q.shape
@@ -440,7 +440,7 @@ def kda_recurrent(q, k, v, g, beta, S0=None):
 
 
 def kda_output(o, z, W, p, cfg):
-    """Gated RMSNorm (sigmoid gate) per head + o_proj (§3.4)."""
+    """Gated RMSNorm (sigmoid gate) per head + o_proj (docs/model.md#kda-output)."""
     T, H, V = o.shape
     y = rmsnorm(o, W[p + "o_norm.weight"], cfg.eps) * sigmoid(z.reshape(T, H, V))
     return linear(y.reshape(T, H * V), W[p + "o_proj.weight"])
@@ -512,7 +512,7 @@ def mla_layer(x, W, p, cfg, cache=None):
 
 
 def mla_output_gate(o, x, W, p, cfg):
-    """§A.2: [T, H*v] attention output times sigmoid(g_proj(x)), x = the normed layer input."""
+    """docs/model.md#k3-mla: [T, H*v] attention output times sigmoid(g_proj(x)), x = the normed layer input."""
     return o * sigmoid(linear(x, W[p + "g_proj.weight"]))
 
 
@@ -571,7 +571,7 @@ def swiglu(x, wg, wu, wd):
 
 
 def moe_layer(x, W, p, cfg, record=None):
-    """Router on the full x; routed experts on x (or on the latent x·down^T, §A.4);
+    """Router on the full x; routed experts on x (or on the latent x·down^T, docs/model.md#latent-moe);
     shared experts on the full x."""
     logits = linear(x, W[p + "gate.weight"])  # [T, E]
     bias = W.get(p + "gate.e_score_correction_bias")

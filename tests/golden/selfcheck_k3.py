@@ -185,7 +185,7 @@ def check_k3_mla_moe(rng):
 
 
 def trace_attn_res(dump, n_layers, bs, W, eps):
-    """Longhand §A.5b bookkeeping from the dumped sublayer outputs; returns the mixes."""
+    """Longhand docs/model.md#attnres-details bookkeeping from the dumped sublayer outputs; returns the mixes."""
     mix = R.attn_res_mix
     P = dump["embed"]
     B = []

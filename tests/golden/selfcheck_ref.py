@@ -2,10 +2,10 @@
 """Self-checks of the float64 reference (kimi_ref.py) that need no C++ engine.
 
  (a) KDA: an independently written chunkwise-parallel (WY/UT) form (docs/model.md#kda-chunkwise,
-     chunk 16, ragged tails) equals the token-by-token recurrence (§3.3); chunked
+     chunk 16, ragged tails) equals the token-by-token recurrence (docs/model.md#kda-recurrence); chunked
      prefill(N) + recurrent continuation equals the full recurrence; conv / softplus
      helpers equal torch's.
- (b) MLA: the weight-absorbed form (§4.1) equals the expanded form used by the reference.
+ (b) MLA: the weight-absorbed form (docs/model.md#mla-absorbed) equals the expanded form used by the reference.
  (c) MoE routing: hand-computed cases (bias only in selection, unbiased renormalised
      scaled weights, grouped top-k with num_expert_group > 1, ties -> lower index).
  (d) safetensors writer/reader round trip with BF16 / F16 / F32 tensors, and a whole tiny

@@ -9,7 +9,7 @@ is the KDA recurrence over time inside a KDA layer; batch and heads are vectoris
 MoE loops over experts (never over tokens).
 
 The semantics mirror the float64 numpy reference tests/golden/kimi_ref.py (itself written
-from docs/model-spec.md sections 3-6): KDA with short conv + SiLU, L2-normalised q/k
+from docs/model.md: #kda, #mla, #moe, #decoder): KDA with short conv + SiLU, L2-normalised q/k
 (q scaled by K^-0.5), gate g = -exp(A_log) * softplus(f + dt_bias), beta = sigmoid(b_proj),
 recurrence decay -> predict -> delta -> write -> read, gated RMSNorm with sigmoid(z),
 o_proj; NoPE MLA (expanded form for a fresh prefill, weight-absorbed form over the latent
@@ -17,7 +17,7 @@ cache otherwise); sigmoid/softmax router with e_score_correction_bias for select
 grouped top-k, renormalisation, routed_scaling_factor, shared experts; dense MLP before
 first_k_dense_replace; final norm; lm_head or tied embeddings.
 
-Kimi-K3 text model (model-spec §A): config.json with the text keys under text_config,
+Kimi-K3 text model (docs/model.md#k3): config.json with the text keys under text_config,
 tensors under `language_model.` (vision_tower.* / mm_projector.* skipped), optionally
 sharded with model.safetensors.index.json.  Each feature is switched on by its own key
 (absent = Kimi Linear): hidden_act "situ" (float32, every MLP and expert);
@@ -85,7 +85,7 @@ def swiglu(x, wg, wu, wd):
 
 
 def situ_mul(gate, up, beta, lin_beta):
-    """SiTU (model-spec §A.3) in float32: beta*tanh(gate/beta)*sigmoid(gate) *
+    """SiTU (docs/model.md#situ) in float32: beta*tanh(gate/beta)*sigmoid(gate) *
     lin_beta*tanh(up/lin_beta) (up unchanged when lin_beta is None); returns gate's dtype."""
     g, u = gate.float(), up.float()
     a = torch.tanh(g / beta).mul_(beta).mul_(torch.sigmoid(g))
@@ -103,7 +103,7 @@ def glu_ffn(x, wg, wu, wd, cfg):
 
 
 def attn_res_mix(P, blocks, wv, eps):
-    """Block AttnRes depth mix (model-spec §A.5/§A.5b), float32: entries [B_1..B_n, P]
+    """Block AttnRes depth mix (docs/model.md#attnres, #attnres-details), float32: entries [B_1..B_n, P]
     (each [B, T, D]), score_i = RMS-normalised entry (no weight) . wv, wv = res_norm.weight *
     res_proj.weight [D] (f32); softmax over the n+1 entries per token; returns the weighted
     sum of the RAW entries in P's dtype."""
@@ -114,7 +114,7 @@ def attn_res_mix(P, blocks, wv, eps):
 
 
 # --------------------------------------------------------------------------------------
-# KDA (model-spec §3)
+# KDA (docs/model.md#kda)
 # --------------------------------------------------------------------------------------
 
 class KDAState:
@@ -148,7 +148,7 @@ def short_conv_silu(raw, w, hist):
 
 
 def kda_recurrence(q, k, v, g, beta, S):
-    """Token-by-token KDA recurrence (§3.3), batched over B and heads, in float32.
+    """Token-by-token KDA recurrence (docs/model.md#kda-recurrence), batched over B and heads, in float32.
 
     q, k, g [B, T, H, K]; v [B, T, H, V]; beta [B, T, H]; S [B, H, K, V] (updated in place).
     Returns o [B, T, H, V]."""
@@ -175,7 +175,7 @@ class KDALayer:
             "q_conv1d.weight", "k_conv1d.weight", "v_conv1d.weight",
             "f_a_proj.weight", "f_b_proj.weight", "b_proj.weight",
             "o_norm.weight", "o_proj.weight", "A_log", "dt_bias") + gate}
-        # Kimi Linear stores A_log as [1, 1, H, 1]; K3 as a 1-D vector padded beyond H (§A.1):
+        # Kimi Linear stores A_log as [1, 1, H, 1]; K3 as a 1-D vector padded beyond H (docs/model.md#k3-kda):
         # the first H values are the real ones.
         n = self.w["A_log"].numel()
         if n < cfg.kda_heads:
@@ -201,12 +201,12 @@ class KDALayer:
         fb = f.view(B, T, H, K) + w["dt_bias"].float().view(H, K)          # [B, T, H, K]
         A = torch.exp(w["A_log"].float().reshape(H, 1))                    # [H, 1]
         if cfg.gate_lb is None:
-            g = -A * F.softplus(fb)                                        # §3.2, g <= 0
+            g = -A * F.softplus(fb)                                        # docs/model.md#kda-gates, g <= 0
         else:
-            g = cfg.gate_lb * torch.sigmoid(A * fb)                        # §A.1, g in (lb, 0)
+            g = cfg.gate_lb * torch.sigmoid(A * fb)                        # docs/model.md#k3-kda, g in (lb, 0)
         beta = torch.sigmoid(F.linear(x, w["b_proj.weight"]).float())      # [B, T, H]
         if cfg.full_rank_gate:
-            z = F.linear(x, w["g_proj.weight"])                            # [B, T, H*K] (§A.1)
+            z = F.linear(x, w["g_proj.weight"])                            # [B, T, H*K] (docs/model.md#k3-kda)
         else:
             z = F.linear(F.linear(x, w["g_a_proj.weight"]), w["g_b_proj.weight"])  # [B, T, H*K]
         o = kda_recurrence(q, k, qkv["v"], g, beta, st.S)                  # [B, T, H, V] f32
@@ -216,7 +216,7 @@ class KDALayer:
 
 
 # --------------------------------------------------------------------------------------
-# MLA (model-spec §4)
+# MLA (docs/model.md#mla)
 # --------------------------------------------------------------------------------------
 
 class MLACache:
@@ -251,7 +251,7 @@ class MLALayer:
         H, nope, vd, R = cfg.mla_heads, cfg.nope, cfg.vdim, cfg.kv_lora
         names = ["kv_a_proj_with_mqa.weight", "kv_a_layernorm.weight", "kv_b_proj.weight", "o_proj.weight"]
         names += ["q_a_proj.weight", "q_a_layernorm.weight", "q_b_proj.weight"] if cfg.q_lora else ["q_proj.weight"]
-        names += ["g_proj.weight"] if cfg.mla_out_gate else []     # §A.2 sigmoid output gate
+        names += ["g_proj.weight"] if cfg.mla_out_gate else []     # docs/model.md#k3-mla sigmoid output gate
         self.w = {n: W[p + n] for n in names}
         kvb = self.w["kv_b_proj.weight"].view(H, nope + vd, R)
         self.w_uk = kvb[:, :nope].contiguous()                     # [H, nope, R]
@@ -297,7 +297,7 @@ class MLALayer:
         return o.transpose(1, 2).reshape(B, T, H * cfg.vdim)
 
     def _attend_absorbed(self, q, kv):
-        """Weight-absorbed form over the latent cache (§4.1).
+        """Weight-absorbed form over the latent cache (docs/model.md#mla-absorbed).
         q [B, T, H, dqk], kv [B, Tk, R+rope] -> [B, T, H*vd]."""
         cfg = self.cfg
         B, T, H, _ = q.shape
@@ -319,13 +319,13 @@ class MLALayer:
         fresh = cache.length == 0
         kv = cache.append(ckv)                                       # [B, Tk, R+rope]
         o = self._attend_expanded(q, kv) if fresh else self._attend_absorbed(q, kv)   # [B, T, H*vd]
-        if self.cfg.mla_out_gate:   # o * sigmoid(g_proj(x)), x the normed layer input (§A.2)
+        if self.cfg.mla_out_gate:   # o * sigmoid(g_proj(x)), x the normed layer input (docs/model.md#k3-mla)
             o = (o.float() * torch.sigmoid(F.linear(x, self.w["g_proj.weight"]).float())).to(o.dtype)
         return F.linear(o, self.w["o_proj.weight"])
 
 
 # --------------------------------------------------------------------------------------
-# MoE / dense MLP (model-spec §5)
+# MoE / dense MLP (docs/model.md#moe)
 # --------------------------------------------------------------------------------------
 
 class MoELayer:
@@ -335,7 +335,7 @@ class MoELayer:
         self.bias = W.get(p + "gate.e_score_correction_bias")     # [E] or None
         self.experts = [tuple(W[p + f"experts.{e}.{n}.weight"] for n in ("w1", "w3", "w2"))
                         for e in range(cfg.n_experts)]
-        # Latent MoE (§A.4): routed experts run on x . down^T, their sum is (normed and)
+        # Latent MoE (docs/model.md#latent-moe): routed experts run on x . down^T, their sum is (normed and)
         # projected back up; the router and the shared experts see the full x.
         self.down = W[p + "routed_expert_down_proj.weight"] if cfg.latent else None     # [Lat, D]
         self.up = W[p + "routed_expert_up_proj.weight"] if cfg.latent else None         # [D, Lat]
@@ -403,7 +403,7 @@ class DenseMLP:
 
 
 # --------------------------------------------------------------------------------------
-# model (model-spec §6)
+# model (docs/model.md#decoder)
 # --------------------------------------------------------------------------------------
 
 class KimiTorch:
@@ -425,7 +425,7 @@ class KimiTorch:
                 ffn = MoELayer(W, p + "block_sparse_moe.", cfg) if cfg.is_moe(i) else DenseMLP(W, p + "mlp.", cfg)
                 self.layers.append((W[p + "input_layernorm.weight"], attn,
                                     W[p + "post_attention_layernorm.weight"], ffn))
-            # Block AttnRes (§A.5): per layer the score vectors of the mix before attention and
+            # Block AttnRes (docs/model.md#attnres): per layer the score vectors of the mix before attention and
             # before the FFN, and one before the final norm (each res_norm.weight * res_proj.weight).
             self.attn_res = self.attn_res_out = None
             if cfg.attn_res_bs:
@@ -473,7 +473,7 @@ class KimiTorch:
                 h = x + attn(rms_norm(x, ln1, eps), st)
                 x = h + ffn(rms_norm(h, ln2, eps))
             return rms_norm(x, self.norm, eps)
-        # Block AttnRes (§A.5/§A.5b): x is the running partial sum P; `blocks` the banked raw
+        # Block AttnRes (docs/model.md#attnres, #attnres-details): x is the running partial sum P; `blocks` the banked raw
         # layer inputs.  Per token over depth only, so nothing of it is carried across steps.
         blocks = []
         for i, ((ln1, attn, ln2, ffn), st, (wv_attn, wv_mlp)) in enumerate(zip(self.layers, self.state, self.attn_res)):

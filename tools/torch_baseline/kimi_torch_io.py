@@ -92,7 +92,7 @@ INDEX_NAME = "model.safetensors.index.json"
 
 def text_config(top):
     """(text model config dict, tensor name prefix) of a config.json.  Kimi-K3 (the
-    multimodal wrapper, model-spec §A) nests the text model's keys under text_config and
+    multimodal wrapper, docs/model.md#k3) nests the text model's keys under text_config and
     prefixes its tensors with `language_model.`; Kimi Linear is flat, without a prefix."""
     if not isinstance(top, dict):
         raise ModelError("config.json: not a JSON object")
@@ -194,7 +194,7 @@ class Config:
         self.grouped = bool(c.get("use_grouped_topk", True))
         self.router_act = c.get("moe_router_activation_func", "sigmoid")
         self.tie = bool(c.get("tie_word_embeddings", False))
-        # Kimi-K3 features (model-spec §A), each switched on by its own key; absent = Kimi Linear.
+        # Kimi-K3 features (docs/model.md#k3), each switched on by its own key; absent = Kimi Linear.
         self.act = c.get("hidden_act", "silu") or "silu"
         if self.act not in ("silu", "situ"):
             raise ModelError(f"hidden_act {self.act!r} is not supported (silu, situ)")

@@ -1,6 +1,6 @@
 // Element-wise ops: residual add, embedding gather, sigmoid (and the sigmoid output gate),
 // SiLU·mul and SiTU·mul, the KDA forget gates. ref: docs/model.md#kda-gates (gate: −exp(A_log)·
-// softplus(f + dt_bias), threshold 20), §5, §A.1 (lower-bound gate), §A.3 (SiTU).
+// softplus(f + dt_bias), threshold 20), docs/model.md#moe, docs/model.md#k3-kda (lower-bound gate), docs/model.md#situ (SiTU).
 #include <algorithm>
 #include <cmath>
 #include <cstring>

@@ -1,5 +1,5 @@
 // The factored bf16 product of Q4_K and Q6_K weights in a sub-block lane order (bf16
-// activations, AVX-512 BF16; docs/gguf.md#products). quant_avx512.cpp applies a scale per
+// activations, AVX-512 BF16; docs/gguf.md#types). quant_avx512.cpp applies a scale per
 // 32-value chunk (one FMA per vdpbf16ps); here each vdpbf16ps lane stays within one sub-block
 // over a group of 2-4 registers, so a 256-value block takes 8 vdpbf16ps and 3 (Q4_K) or 5 (Q6_K)
 // FMAs per (row, token):

@@ -56,4 +56,7 @@ ParsedToolCalls parse_tool_calls(const tok::Tokenizer& t, std::span<const int32_
 // Text-level parser (markers as text), the rule vLLM's kimi_k2 tool parser uses.
 ParsedToolCalls parse_tool_calls_text(std::string_view text);
 
+// The Kimi Linear format behind the ChatFormat interface (kimi_linear_format.cpp).
+std::unique_ptr<ChatFormat> kimi_linear_format(const tok::Tokenizer& t);
+
 }   // namespace kimi::chat

@@ -2,7 +2,6 @@
 // render_kimi_linear (kimi_linear_render.cpp: <|im_…|> headers, tool-call section), and an
 // output parser that streams the content up to <|tool_calls_section_begin|> and parses the
 // section's calls when the generation ends (vLLM's kimi_k2 rule, kimi_linear_tool_calls.cpp).
-#include "chat/k3_format.h"
 #include "chat/kimi_linear.h"
 #include "core/error.h"
 
@@ -81,10 +80,8 @@ private:
 
 }   // namespace
 
-std::unique_ptr<ChatFormat> chat_format_for(const tok::Tokenizer& t) {
-    for (const char* m : {"<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"})
-        if (!t.special_id(m)) return std::make_unique<KimiLinearFormat>(t);
-    return std::make_unique<K3Format>(t);
+std::unique_ptr<ChatFormat> kimi_linear_format(const tok::Tokenizer& t) {
+    return std::make_unique<KimiLinearFormat>(t);
 }
 
 }   // namespace kimi::chat

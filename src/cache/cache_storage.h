@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "ops/ops.h"
+#include "backend/op_params.h"
 
 namespace kimi {
 

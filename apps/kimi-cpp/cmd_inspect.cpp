@@ -16,7 +16,7 @@
 #include "engine_options.h"
 #include "model/kimi_model.h"
 #include "model/tensor_layout.h"
-#include "bench/step_traffic.h"
+#include "runtime/step_traffic.h"
 #include "image/image_input.h"
 
 namespace kimi::app {

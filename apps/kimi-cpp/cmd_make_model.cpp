@@ -6,7 +6,7 @@
 #include "args.h"
 #include "commands.h"
 #include "core/error.h"
-#include "checkpoint/random_checkpoint.h"
+#include "checkpoint_make/random_checkpoint.h"
 #include "progress.h"
 #include "tokenizer/synthetic.h"
 

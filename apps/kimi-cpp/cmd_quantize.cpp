@@ -1,6 +1,6 @@
 // `kimi-cpp quantize --model IN --out OUT --format mxfp4 [--targets experts|experts+shared|all-linear]
 // [--threads N] [--max-shard-size GB] [--quiet]`: an MXFP4 copy of a checkpoint
-// (checkpoint/quantize_checkpoint.h), with a progress bar and a summary line.
+// (checkpoint_make/quantize_checkpoint.h), with a progress bar and a summary line.
 #include <algorithm>
 #include <cstdio>
 
@@ -8,7 +8,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "checkpoint/quantize_checkpoint.h"
+#include "checkpoint_make/quantize_checkpoint.h"
 #include "progress.h"
 
 namespace kimi::app {

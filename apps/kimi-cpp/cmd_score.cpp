@@ -15,7 +15,7 @@
 #include "core/error.h"
 #include "engine_options.h"
 #include "model/kimi_model.h"
-#include "bench/sequence_driver.h"
+#include "runtime/sequence_driver.h"
 #include "chat/chat_format.h"
 #include "media_options.h"
 #include "run_options.h"

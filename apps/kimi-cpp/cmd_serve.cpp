@@ -22,7 +22,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "engine_options.h"
-#include "bench/step_traffic.h"
+#include "runtime/step_traffic.h"
 #include "server/http_server.h"
 
 namespace kimi::app {

@@ -10,7 +10,7 @@
 
 #include "core/error.h"
 #include "model/kimi_model.h"
-#include "checkpoint/quantize_checkpoint.h"
+#include "checkpoint_make/quantize_checkpoint.h"
 #include "checkpoint/weight_store.h"
 #include "test_models.h"
 

@@ -12,10 +12,10 @@
 #include "core/rng.h"
 #include "model/config.h"
 #include "model/kimi_model.h"
-#include "checkpoint/random_checkpoint.h"
+#include "checkpoint_make/random_checkpoint.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/safetensors_writer.h"
-#include "bench/sequence_driver.h"
+#include "runtime/sequence_driver.h"
 #include "test_models.h"
 
 namespace kimi {

@@ -15,7 +15,7 @@
 #include "checkpoint_edit.h"
 #include "model/kimi_model.h"
 #include "checkpoint/quant_config.h"
-#include "bench/sequence_driver.h"
+#include "runtime/sequence_driver.h"
 #include "checkpoint/weight_store.h"
 #include "test_models.h"
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/rng.h"
-#include "checkpoint/random_checkpoint.h"
+#include "checkpoint_make/random_checkpoint.h"
 
 namespace kimi::test {
 

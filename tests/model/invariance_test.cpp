@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "bench/sequence_driver.h"
+#include "runtime/sequence_driver.h"
 #include "test_models.h"
 
 namespace kimi {

@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "checkpoint/quantize_checkpoint.h"
+#include "checkpoint_make/quantize_checkpoint.h"
 #include "engine_test_util.h"
 #include "runtime/engine.h"
 #include "test_models.h"

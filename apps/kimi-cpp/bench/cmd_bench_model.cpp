@@ -3,7 +3,7 @@
 // each --batches × --contexts (B sequences with D cached tokens each, all decoding), and for
 // every context D > 0 the prefill of each prompt length after D tokens held by the prefix
 // cache. For every decode row: the bytes one step reads (weights the batch touches + KDA
-// state + MLA latents, bench/step_traffic.h), the roofline step time at the run's median read
+// state + MLA latents, runtime/step_traffic.h), the roofline step time at the run's median read
 // bandwidth (probed in passes interleaved with the rows; spread reported), and the % of it
 // achieved; for prefill, the % of the measured multiply-add peak (attention FLOPs included
 // after a context).
@@ -29,7 +29,7 @@
 #include "core/rng.h"
 #include "engine_options.h"
 #include "machine_limits.h"
-#include "bench/step_traffic.h"
+#include "runtime/step_traffic.h"
 #include "progress.h"
 #include "torch_compare.h"
 

@@ -2,7 +2,7 @@
 // well-conditioned through all layers: projections N(0, 1/fan_in), output projections
 // halved, norms near 1, decays like trained KDA (A in [1, 16], softplus(dt_bias) in
 // [0.001, 0.1]), small router correction biases.
-#include "checkpoint/random_checkpoint.h"
+#include "checkpoint_make/random_checkpoint.h"
 
 #include <sys/stat.h>
 

@@ -1,5 +1,5 @@
 // SequenceDriver implementation (see sequence_driver.h).
-#include "bench/sequence_driver.h"
+#include "runtime/sequence_driver.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,5 +1,5 @@
 // StepTraffic (see step_traffic.h).
-#include "bench/step_traffic.h"
+#include "runtime/step_traffic.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
 // quantize_checkpoint (see quantize_checkpoint.h).
 // Which linears --targets selects comes from the tensor layout (model/tensor_layout.h).
 // ref: compressed-tensors match.py (targets/ignore), vLLM compressed_tensors MXFP4 scheme (layout).
-#include "checkpoint/quantize_checkpoint.h"
+#include "checkpoint_make/quantize_checkpoint.h"
 
 #include <algorithm>
 #include <cstring>

@@ -154,6 +154,31 @@ double ArgParser::real(const std::string& name, double def, const char* help) {
     return v ? parse_real(command_ + " " + name, *v) : def;
 }
 
+int64_t ArgParser::integer(const std::string& name, int64_t def, int64_t lo, int64_t hi, const char* help) {
+    const std::string range =
+        hi == INT64_MAX ? ">= " + std::to_string(lo) : std::to_string(lo) + ".." + std::to_string(hi);
+    note(name, "N", "default " + std::to_string(def) + "; " + range, help);
+    const int64_t v = integer(name, def);
+    if (v < lo || v > hi)
+        throw Error(name +
+                    (hi == INT64_MAX ? " must be at least " + std::to_string(lo)
+                                     : " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]") +
+                    ", got " + std::to_string(v));
+    return v;
+}
+
+double ArgParser::real(const std::string& name, double def, double lo, double hi, bool lo_open, const char* help) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "default %g; %s%g, %g]", def, lo_open ? "(" : "[", lo, hi);
+    note(name, "X", buf, help);
+    const double v = real(name, def);
+    if (!(lo_open ? v > lo : v >= lo) || !(v <= hi)) {
+        std::snprintf(buf, sizeof buf, " must be in %s%g, %g], got %g", lo_open ? "(" : "[", lo, hi, v);
+        throw Error(name + buf);
+    }
+    return v;
+}
+
 std::vector<std::string> ArgParser::list(const std::string& name, const char* help) {
     note(name, "S", "repeatable", help);
     std::vector<std::string> out;

@@ -33,6 +33,10 @@ public:
     std::string required(const std::string& name, const char* help = "");
     int64_t integer(const std::string& name, int64_t def, const char* help = "");
     double real(const std::string& name, double def, const char* help = "");
+    // Within bounds: "NAME must be in [lo, hi], got V" otherwise (the bounds show in --help).
+    int64_t integer(const std::string& name, int64_t def, int64_t lo, int64_t hi, const char* help = "");
+    // [lo, hi], or (lo, hi] when lo_open.
+    double real(const std::string& name, double def, double lo, double hi, bool lo_open, const char* help = "");
     std::vector<std::string> list(const std::string& name, const char* help = "");   // repeated flag
     std::string choice(const std::string& name, const std::string& def, const std::vector<std::string>& allowed,
                        const char* help = "");

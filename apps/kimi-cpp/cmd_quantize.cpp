@@ -20,11 +20,10 @@ int cmd_quantize(int argc, char** argv) {
     args.choice("--format", "mxfp4", {"mxfp4"});
     QuantizeOptions opts;
     opts.targets = args.choice("--targets", "experts", {"experts", "experts+shared", "all-linear"});
-    const int64_t threads = args.integer("--threads", ThreadPool::default_threads());
+    const int64_t threads = args.integer("--threads", ThreadPool::default_threads(), 1, 1024);
     const double shard_gb = args.real("--max-shard-size", 5.0);
     const bool quiet = args.flag("--quiet");
     args.done();
-    if (threads < 1 || threads > 1024) throw Error("quantize: --threads must be in [1, 1024]");
     if (!(shard_gb > 0.0)) throw Error("quantize: --max-shard-size must be > 0 (GB)");
     opts.threads = int(threads);
     opts.max_shard_bytes = uint64_t(shard_gb * 1e9);

@@ -68,7 +68,7 @@ int cmd_score(int argc, char** argv) {
     DriveOptions drive;
     drive.prefill_chunk = args.integer("--prefill-chunk", 0);
     drive.decode_from = args.integer("--decode-from", -1);
-    drive.n_fillers = args.integer("--batch-filler", 0);
+    drive.n_fillers = args.integer("--batch-filler", 0, 0, 256);
     const Shard shard = parse_shard_options(args);
     const bool check_weights = !args.flag("--skip-weight-check");
     args.done();
@@ -76,7 +76,6 @@ int cmd_score(int argc, char** argv) {
     if (drive.prefill_chunk < 0) throw Error("score: --prefill-chunk must be >= 1");
     if (drive.decode_from < -1 || (tokens_arg && drive.decode_from > int64_t(tokens.size())))
         throw Error("score: --decode-from must be in [0, number of tokens]");
-    if (drive.n_fillers < 0 || drive.n_fillers > 256) throw Error("score: --batch-filler must be in [0, 256]");
     if (tokens_arg && tokens.empty()) throw Error("score: --tokens is empty");
 
     // Split (mpirun): every rank drives the same steps on its part; rank 0 writes the logits.

@@ -17,11 +17,7 @@ namespace kimi::app {
 
 namespace {
 int32_t bounded(ArgParser& args, const std::string& name, int64_t def, int64_t lo, int64_t hi) {
-    const int64_t v = args.integer(name, def);
-    if (v < lo || v > hi)
-        throw Error(name + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
-                    std::to_string(v));
-    return int32_t(v);
+    return int32_t(args.integer(name, def, lo, hi));
 }
 void need(bool ok, const std::string& what) {
     if (!ok) throw Error(what);

@@ -14,8 +14,7 @@ RunOptions parse_run_options(ArgParser& args) {
     r.precision = dtype == "bf16" ? Precision::kBF16 : Precision::kF32;
     r.attn_output = args.choice("--attn-output", "direct", {"direct", "copy"}) == "copy" ? AttnOutputMode::kCopy
                                                                                          : AttnOutputMode::kDirect;
-    const int64_t t = args.integer("--threads", ThreadPool::default_threads());
-    if (t < 1 || t > 1024) throw Error("--threads must be in [1, 1024]");
+    const int64_t t = args.integer("--threads", ThreadPool::default_threads(), 1, 1024);
     r.threads = int(t);
     return r;
 }

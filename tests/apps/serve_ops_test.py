@@ -80,7 +80,10 @@ class Help(unittest.TestCase):
                      "--no-access-log", "--generation-config", "--responses-store-size", "--max-model-len",
                      "--threads"):
             self.assertIn(flag, out)
-        self.assertIn("(default 8000)", out)
+        self.assertIn("(default 8000; 0..65535)", out)
+        rc, _, err = run("serve", MODEL, "--port", "70000")
+        self.assertEqual(rc, 1)
+        self.assertIn("--port must be in [0, 65535], got 70000", err)
 
     def test_typos_and_errors(self):
         rc, _, err = run("serve", MODEL, "--prot", "9")

@@ -150,7 +150,7 @@ J variant_json(const Variant& v) {
 int cmd_bench_decode(int argc, char** argv) {
     ArgParser args("bench decode", argc, argv);
     const std::string model_dir = args.required("--model");
-    const int64_t conc = args.integer("--concurrency", 4), prefix = args.integer("--prefix-len", 256),
+    const int64_t conc = args.integer("--concurrency", 4, 1, 1024), prefix = args.integer("--prefix-len", 256),
                   suffix = args.integer("--suffix-len", 32), out_len = args.integer("--output-len", 64),
                   warmup = args.integer("--warmup", 1), runs = args.integer("--runs", 3),
                   seed = args.integer("--seed", 0);
@@ -167,7 +167,6 @@ int cmd_bench_decode(int argc, char** argv) {
         if (*prefix_caching != "on" && *prefix_caching != "off") throw Error("--prefix-caching must be on or off");
         cfg.enable_prefix_caching = *prefix_caching == "on";
     }
-    if (conc < 1 || conc > 1024) throw Error("--concurrency must be in [1, 1024]");
     if (prefix < 0 || suffix < 0 || prefix + suffix < 1) throw Error("--prefix-len + --suffix-len must be at least 1");
     if (out_len < 2 || out_len > 1 << 20) throw Error("--output-len must be at least 2");
     if (warmup < 0 || runs < 1 || runs > 1000) throw Error("--runs must be in [1, 1000] and --warmup >= 0");

@@ -38,15 +38,12 @@ J stats_json(const std::vector<double>& v) {
 
 int cmd_bench_machine(int argc, char** argv) {
     ArgParser args("bench machine", argc, argv);
-    const int64_t size_mb = args.integer("--size-mb", 1024);
-    const int64_t reps = args.integer("--reps", 5);
-    const int64_t threads = args.integer("--threads", ThreadPool::default_threads());
+    const int64_t size_mb = args.integer("--size-mb", 1024, 16, 1 << 20);
+    const int64_t reps = args.integer("--reps", 5, 1, 1000);
+    const int64_t threads = args.integer("--threads", ThreadPool::default_threads(), 1, 1024);
     const std::string json_path = args.str("--json", "");
     const bool quiet = args.flag("--quiet");
     args.done();
-    if (size_mb < 16 || size_mb > 1 << 20) throw Error("--size-mb must be in [16, 1048576]");
-    if (reps < 1 || reps > 1000) throw Error("--reps must be in [1, 1000]");
-    if (threads < 1 || threads > 1024) throw Error("--threads must be in [1, 1024]");
 
     ThreadPool pool{int(threads)};
     const ProbeBuffer buf(pool, size_mb * (int64_t(1) << 20) / 8);

@@ -92,8 +92,9 @@ int cmd_bench_matmul(int argc, char** argv) {
         for (std::string s; std::getline(in, s, ',');) shape_args.push_back(s);
     }
     const std::vector<int32_t> tokens = parse_int_list("--tokens", args.str("--tokens", "1,16,512"));
-    const int64_t reps = args.integer("--reps", 5), ws_mb = args.integer("--working-set-mb", 1024);
-    const int64_t threads = args.integer("--threads", ThreadPool::default_threads());
+    const int64_t reps = args.integer("--reps", 5, 1, 1000),
+                  ws_mb = args.integer("--working-set-mb", 1024, 1, (1 << 20));
+    const int64_t threads = args.integer("--threads", ThreadPool::default_threads(), 1, 1024);
     const std::string dtype = args.str("--activation-dtype", "bf16"), json_path = args.str("--json", "");
     const std::string wdtype_name = args.str("--weight-dtype", "BF16");
     const bool quiet = args.flag("--quiet");
@@ -106,9 +107,6 @@ int cmd_bench_matmul(int argc, char** argv) {
     if (!dtype_from_name(wdtype_name, wdtype) || (wdtype != DType::kBF16 && !is_block_quant(wdtype)))
         throw Error("--weight-dtype: '" + wdtype_name + "' is not BF16 or a GGUF block type (Q4_K, Q8_0, ...)");
     const BlockShape blk = dtype_block(wdtype);
-    if (reps < 1 || reps > 1000) throw Error("--reps must be in [1, 1000]");
-    if (ws_mb < 1 || ws_mb > (1 << 20)) throw Error("--working-set-mb must be in [1, 1048576]");
-    if (threads < 1 || threads > 1024) throw Error("--threads must be in [1, 1024]");
     if (dtype != "bf16" && dtype != "f32") throw Error("--activation-dtype must be bf16 or f32");
     for (int32_t t : tokens)
         if (t < 1 || t > 65536) throw Error("--tokens must be in [1, 65536]");

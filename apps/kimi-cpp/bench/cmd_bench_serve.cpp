@@ -84,7 +84,7 @@ int cmd_bench_serve(int argc, char** argv) {
     const double range = args.real("--random-range-ratio", 0.0);
     const int64_t prefix_len = args.integer("--prefix-len", 256), suffix_len = args.integer("--suffix-len", 256);
     const int64_t prefix_out = args.integer("--output-len", 128);
-    const int64_t n_prompts = args.integer("--num-prompts", 100);
+    const int64_t n_prompts = args.integer("--num-prompts", 100, 1, 1000000);
     const int64_t max_conc = args.integer("--max-concurrency", 0);
     const double rate = args.real("--request-rate", INFINITY), burstiness = args.real("--burstiness", 1.0);
     const bool ignore_eos = args.flag("--ignore-eos");
@@ -96,7 +96,6 @@ int cmd_bench_serve(int argc, char** argv) {
     bench::Endpoint ep = bench::parse_base_url(base_url);
     ep.api_key = args.str("--api-key", "");
     args.done();
-    if (n_prompts < 1 || n_prompts > 1000000) throw Error("--num-prompts must be in [1, 1000000]");
     if (max_conc < 0) throw Error("--max-concurrency must be >= 0 (0: unlimited)");
     if (!(rate > 0)) throw Error("--request-rate must be > 0 (or inf)");
     if (!(burstiness > 0)) throw Error("--burstiness must be > 0");

@@ -66,14 +66,13 @@ int cmd_bench_vision(int argc, char** argv) {
     ArgParser args("bench vision", argc, argv);
     const std::string model_dir = args.required("--model");
     const int64_t width = args.integer("--width", 1024), height = args.integer("--height", 1024);
-    const int64_t reps = args.integer("--reps", 3);
+    const int64_t reps = args.integer("--reps", 3, 1, 1000);
     const std::string json_path = args.str("--json", "");
     const bool quiet = args.flag("--quiet");
     RunOptions run = parse_run_options(args);
     args.done();
     if (width < 1 || height < 1 || width > 16384 || height > 16384)
         throw Error("bench vision: --width and --height must be in [1, 16384]");
-    if (reps < 1 || reps > 1000) throw Error("bench vision: --reps must be in [1, 1000]");
 
     auto model = load_model_with_progress(model_dir, quiet, WeightMemory::kAuto, Shard{}, true, true);
     if (!model->has_vision()) throw Error("bench vision: " + model->vision_unavailable_reason());

@@ -10,8 +10,12 @@ import json
 import math
 import os
 import struct
+import sys
 
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "golden"))
+from kimi_ref import Cfg  # noqa: E402  (the one config parser of the Python references)
 
 # --------------------------------------------------------------------------------------
 # safetensors loading (no safetensors package)
@@ -159,66 +163,17 @@ def load_model_dir(model_dir, dtype):
 # config
 # --------------------------------------------------------------------------------------
 
-class Config:
-    """The config.json keys the forward pass uses (same defaults as kimi_ref.Cfg)."""
+class Config(Cfg):
+    """The config.json keys the forward pass uses: the one parser of the Python references
+    (tests/golden/kimi_ref.py, Cfg) on the text model's config dict (load_model_dir's), its errors
+    as ModelError, plus what this baseline does not implement."""
 
     def __init__(self, c):
         try:
-            self.hidden = int(c["hidden_size"])
-            self.n_layers = int(c["num_hidden_layers"])
-            self.vocab = int(c["vocab_size"])
+            super().__init__(c)   # the text config: flat, no text_config key
         except (KeyError, TypeError, ValueError) as e:
             raise ModelError(f"config.json: missing or bad key {e}")
-        self.eps = float(c.get("rms_norm_eps", 1e-5))
-        la = c.get("linear_attn_config") or {}
-        self.kda_layers = set(int(v) for v in (la.get("kda_layers") or []))  # 1-based
-        self.kda_heads = int(la.get("num_heads", 0) or 0)
-        self.kda_dim = int(la.get("head_dim", 0) or 0)
-        self.conv_w = int(la.get("short_conv_kernel_size", 4) or 4)
-        self.mla_heads = int(c.get("num_attention_heads", 0) or 0)
-        self.nope = int(c.get("qk_nope_head_dim", 0) or 0)
-        self.rope = int(c.get("qk_rope_head_dim", 0) or 0)
-        self.vdim = int(c.get("v_head_dim", 0) or 0)
-        self.kv_lora = int(c.get("kv_lora_rank", 0) or 0)
-        self.q_lora = c.get("q_lora_rank")
-        self.mla_use_nope = bool(c.get("mla_use_nope", True))
-        self.n_experts = int(c.get("num_experts", 0) or 0)
-        self.top_k = int(c.get("num_experts_per_token", 0) or 0)
-        self.n_shared = int(c.get("num_shared_experts", 0) or 0)
-        self.first_dense = int(c.get("first_k_dense_replace", 0) or 0)
-        self.moe_freq = int(c.get("moe_layer_freq", 1) or 1)
-        self.renorm = bool(c.get("moe_renormalize", True))
-        self.scale = float(c.get("routed_scaling_factor", 1.0))
-        self.n_group = int(c.get("num_expert_group", 1) or 1)
-        self.topk_group = int(c.get("topk_group", 1) or 1)
-        self.grouped = bool(c.get("use_grouped_topk", True))
-        self.router_act = c.get("moe_router_activation_func", "sigmoid")
-        self.tie = bool(c.get("tie_word_embeddings", False))
-        # Kimi-K3 features (docs/model.md#k3), each switched on by its own key; absent = Kimi Linear.
-        self.act = c.get("hidden_act", "silu") or "silu"
-        if self.act not in ("silu", "situ"):
-            raise ModelError(f"hidden_act {self.act!r} is not supported (silu, situ)")
-        self.situ_beta = self.situ_lin_beta = None
-        if self.act == "situ":
-            if c.get("activation_situ_beta") is None:
-                raise ModelError("config.json: hidden_act situ needs activation_situ_beta")
-            self.situ_beta = float(c["activation_situ_beta"])
-            lb = c.get("activation_situ_linear_beta")
-            self.situ_lin_beta = None if lb is None else float(lb)   # null: up passes through
-        self.full_rank_gate = bool(la.get("use_full_rank_gate", False))
-        glb = la.get("gate_lower_bound")
-        self.gate_lb = None if glb is None else float(glb)
-        self.mla_out_gate = bool(c.get("mla_use_output_gate", False))
-        self.latent = int(c.get("routed_expert_hidden_size") or 0)
-        self.latent_norm = bool(c.get("latent_moe_use_norm", False))
-        self.attn_res_bs = int(c.get("attn_res_block_size") or 0)
         if not self.mla_use_nope:
             raise ModelError("mla_use_nope=false (RoPE MLA) is not part of Kimi Linear")
         if self.router_act not in ("sigmoid", "softmax"):
             raise ModelError(f"router activation {self.router_act} is not supported")
-
-    def is_kda(self, i):
-        return (i + 1) in self.kda_layers
-
-    def is_moe(self, i):
-        return self.n_experts > 0 and i >= self.first_dense and i % self.moe_freq == 0

@@ -7,7 +7,7 @@
 // Every op: activations F32 and contiguous; float weights F32, BF16 or F16 (widened exactly);
 // each output element computed with arithmetic that does not depend on the number of rows,
 // the batch composition or the thread count. Shapes outermost first (T tokens, B sequences,
-// H heads, D model width). How to add an op: the header of tests/ops/op_test.cpp.
+// H heads, D model width). How to add an op: docs/development.md#add-an-op.
 // (Comments inside the macro are /* */: a // comment would swallow the line continuation.)
 #pragma once
 #include <cstdint>

@@ -9,24 +9,7 @@
 // op_test_kda.cpp (KDA), op_test_mla.cpp (MLA), mxfp4_test.cpp (MXFP4 weights), with the
 // helpers in op_test_util.h. A file past ~800 lines is split along its concepts.
 //
-// How to add an op:
-//  1. Declare it once in the op table, src/backend/op_table.h: X(name, (Exec& ex, ...)) under a
-//     comment saying what it computes and its shapes (x: [T, D] · w: [D]). That declares
-//     kimi::ops::name, kimi::cpu::name and kimi::ref::name.
-//  2. Check its contract in src/ops/ops.cpp: a CONTRACT(...) for every shape and dtype rule of
-//     that comment, then call cpu::name.
-//  3. Write the CPU kernel in src/backend/cpu/<concept>.cpp: parallel through ex.pool, each
-//     output element computed the same way whatever the thread count or the batch. Where it
-//     matters, one body per ISA — portable/scalar, AVX2, AVX-512 — in src/backend/cpu/kernels/
-//     (per-file compile flags in src/backend/CMakeLists.txt), chosen at run time from
-//     src/backend/cpu/cpu_features.h (use_avx2(), use_avx512(), matmul_isa()); never -march.
-//  4. Write its scalar reference in src/backend/ref/ref_ops.cpp: plain loops, double
-//     accumulation, no threads, obviously correct.
-//  5. Test it here, or in the file of its concept: TEST_P(<Concept>Ops, <Name>), Name the op's
-//     name in CamelCase (mla_cache_write → MlaCacheWrite), comparing ops::name against ref::name
-//     with rel_err or same_bits on odd shapes, for every dtype and precision it takes.
-//     OpTable.EveryOpHasATest fails until that test exists.
-//  6. Call it from the model through kimi::ops::name (src/model/layers/*.cpp, src/model/kimi_model.cpp).
+// How to add an op: docs/development.md#add-an-op (the one checklist).
 #include <gtest/gtest.h>
 
 #include <cctype>

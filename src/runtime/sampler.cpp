@@ -223,166 +223,172 @@ Sampler::Sampler(int64_t vocab_size)
       counts_(size_t(vocab_size), 0),
       in_prompt_(size_t(vocab_size), 0) {}
 
-void Sampler::sample(std::span<const float> logits, const SamplingParams& params, std::span<const int32_t> prompt,
-                     std::span<const int32_t> output, uint64_t seed, uint64_t step, SampledToken& out,
-                     std::span<const uint64_t> mask, uint32_t attempt) {
-    const int64_t vocab = std::min<int64_t>(vocab_, int64_t(logits.size()));
-    std::span<const float> raw = logits.first(size_t(vocab));
-    if (!mask.empty()) {   // structured output: refused tokens are gone from here on
-        masked_.resize(size_t(vocab_));
-        for (int64_t i = 0; i < vocab; ++i) {
-            const bool ok = size_t(i >> 6) < mask.size() && (mask[size_t(i >> 6)] >> (i & 63) & 1);
-            masked_[size_t(i)] = ok ? raw[size_t(i)] : kNegInf;
-        }
-        raw = std::span<const float>(masked_.data(), size_t(vocab));
+std::span<const float> Sampler::mask_logits(std::span<const float> raw, std::span<const uint64_t> mask) {
+    if (mask.empty()) return raw;
+    const int64_t vocab = int64_t(raw.size());
+    masked_.resize(size_t(vocab_));
+    for (int64_t i = 0; i < vocab; ++i) {
+        const bool ok = size_t(i >> 6) < mask.size() && (mask[size_t(i >> 6)] >> (i & 63) & 1);
+        masked_[size_t(i)] = ok ? raw[size_t(i)] : kNegInf;
     }
-    const std::span<float> work(work_.data(), size_t(vocab));
-    const std::span<int32_t> order(order_.data(), size_t(vocab));
-    const auto in_vocab = [vocab](int32_t t) { return t >= 0 && t < vocab; };
+    return std::span<const float>(masked_.data(), size_t(vocab));
+}
 
-    // --- 2–4: processed logits (a copy only when something changes them) ---
+std::span<const float> Sampler::penalize(std::span<const float> raw, const SamplingParams& params,
+                                         std::span<const int32_t> prompt, std::span<const int32_t> output) {
+    const int64_t vocab = int64_t(raw.size());
+    const std::span<float> work(work_.data(), size_t(vocab));
+    const auto in_vocab = [vocab](int32_t t) { return t >= 0 && t < vocab; };
     const float r = params.repetition_penalty;
     const bool rep = r != 1.0f && r > 0.0f;
     const bool freq_pres = (params.frequency_penalty != 0.0f || params.presence_penalty != 0.0f) && !output.empty();
     const bool processed = !params.logit_bias.empty() || (rep && (!prompt.empty() || !output.empty())) || freq_pres;
-    if (processed) {
-        std::copy(raw.begin(), raw.end(), work.begin());
-        for (const auto& [t, b] : params.logit_bias)
-            if (in_vocab(t)) work[size_t(t)] += b;
-        const auto penalise = [r](float& x) { x = x > 0.0f ? x / r : x * r; };
-        if (rep)
-            for (const int32_t t : prompt)
-                if (in_vocab(t)) in_prompt_[size_t(t)] = 1;
-        if (rep || freq_pres)
-            for (const int32_t t : output)
-                if (in_vocab(t)) ++counts_[size_t(t)];
-        if (rep)   // prompt tokens, each once (1 → 2 marks it done; reset below)
-            for (const int32_t t : prompt)
-                if (in_vocab(t) && in_prompt_[size_t(t)] == 1) {
-                    penalise(work[size_t(t)]);
-                    in_prompt_[size_t(t)] = 2;
-                }
-        for (const int32_t t : output) {   // output tokens, each once (counts_ zeroed on the first visit)
-            if (!in_vocab(t) || counts_[size_t(t)] == 0) continue;
-            const int32_t c = counts_[size_t(t)];
-            counts_[size_t(t)] = 0;
-            float& x = work[size_t(t)];
-            if (rep && in_prompt_[size_t(t)] == 0) penalise(x);
-            x -= params.frequency_penalty * float(c) + params.presence_penalty;
-        }
-        if (rep)
-            for (const int32_t t : prompt)
-                if (in_vocab(t)) in_prompt_[size_t(t)] = 0;
+    if (!processed) return raw;   // a copy only when something changes them
+    std::copy(raw.begin(), raw.end(), work.begin());
+    for (const auto& [t, b] : params.logit_bias)
+        if (in_vocab(t)) work[size_t(t)] += b;
+    const auto penalise = [r](float& x) { x = x > 0.0f ? x / r : x * r; };
+    if (rep)
+        for (const int32_t t : prompt)
+            if (in_vocab(t)) in_prompt_[size_t(t)] = 1;
+    if (rep || freq_pres)
+        for (const int32_t t : output)
+            if (in_vocab(t)) ++counts_[size_t(t)];
+    if (rep)   // prompt tokens, each once (1 → 2 marks it done; reset below)
+        for (const int32_t t : prompt)
+            if (in_vocab(t) && in_prompt_[size_t(t)] == 1) {
+                penalise(work[size_t(t)]);
+                in_prompt_[size_t(t)] = 2;
+            }
+    for (const int32_t t : output) {   // output tokens, each once (counts_ zeroed on the first visit)
+        if (!in_vocab(t) || counts_[size_t(t)] == 0) continue;
+        const int32_t c = counts_[size_t(t)];
+        counts_[size_t(t)] = 0;
+        float& x = work[size_t(t)];
+        if (rep && in_prompt_[size_t(t)] == 0) penalise(x);
+        x -= params.frequency_penalty * float(c) + params.presence_penalty;
     }
-    const std::span<const float> proc = processed ? std::span<const float>(work) : raw;
+    if (rep)
+        for (const int32_t t : prompt)
+            if (in_vocab(t)) in_prompt_[size_t(t)] = 0;
+    return work;
+}
 
-    // --- 5–6: choose the token ---
-    int64_t chosen = 0;
-    double raw_lse = 0.0;
-    bool have_raw_lse = false;
-    float raw_max = kNegInf;
-    bool have_raw_max = false;
-    if (vocab <= 0) {
-        chosen = -1;
-    } else if (params.greedy()) {
-        chosen = argmax(proc);
+int64_t Sampler::keep_prefix(int64_t n, double top_p, float min_p, double total, double& kept) const {
+    // top-p: the smallest prefix with Σ ≥ top_p · total; min-p: stop below min_p · p_max (p_max = 1).
+    const double need = top_p * total;
+    int64_t keep = n;
+    kept = 0.0;
+    for (int64_t j = 0; j < n; ++j) {
+        const float p = work_[size_t(order_[size_t(j)])];
+        if (j > 0 && p < min_p) {
+            keep = j;
+            break;
+        }
+        kept += double(p);
+        if (top_p < 1.0 && kept >= need) {
+            keep = j + 1;
+            break;
+        }
+    }
+    return keep;
+}
+
+int64_t Sampler::choose(std::span<const float> proc, bool processed, const SamplingParams& params, uint64_t seed,
+                        uint64_t step, uint32_t attempt, RawStats& rs) {
+    const int64_t vocab = int64_t(proc.size());
+    if (vocab <= 0) return -1;
+    const std::span<float> work(work_.data(), size_t(vocab));
+    const std::span<int32_t> order(order_.data(), size_t(vocab));
+    if (params.greedy()) {
+        const int64_t chosen = argmax(proc);
         if (!processed) {
-            raw_max = key(raw[size_t(chosen)]);
-            have_raw_max = true;
+            rs.max = key(proc[size_t(chosen)]);
+            rs.have_max = true;
+        }
+        return chosen;
+    }
+    const float t = params.temperature;
+    const bool top_k_on = params.top_k > 0 && params.top_k < vocab;
+    const bool top_p_on = params.top_p < 1.0f;
+    const bool min_p_on = params.min_p > 0.0f;
+    Rng rng(seed * 0x9E3779B97F4A7C15ull ^ (step + 1) * 0xBF58476D1CE4E5B9ull ^
+            uint64_t(attempt) * 0x94D049BB133111EBull);
+    const double u = rng.uniform();
+
+    // Probabilities (unnormalised, max-subtracted: the best token has p = 1) go in work[id].
+    int64_t n = vocab;    // candidates in order[0, n), best first (unless no filter)
+    double total = 0.0;   // Σ p over the candidates (the distribution top-p sees)
+    float m = 0.0f;
+    if (top_k_on) {
+        n = params.top_k;
+        select_top(proc, order, n);   // by processed logit = by probability
+        m = key(proc[size_t(order[0])]);
+        if (!processed) {
+            rs.max = m;
+            rs.have_max = true;
+        }
+        for (int64_t j = 0; j < n; ++j) {
+            const size_t id = size_t(order[size_t(j)]);
+            total += double(work[id] = exp_nonpos((proc[id] - m) / t));
         }
     } else {
-        const float t = params.temperature;
-        const bool top_k_on = params.top_k > 0 && params.top_k < vocab;
-        const bool top_p_on = params.top_p < 1.0f;
-        const bool min_p_on = params.min_p > 0.0f;
-        Rng rng(seed * 0x9E3779B97F4A7C15ull ^ (step + 1) * 0xBF58476D1CE4E5B9ull ^
-                uint64_t(attempt) * 0x94D049BB133111EBull);
-        const double u = rng.uniform();
-
-        // Probabilities (unnormalised, max-subtracted: the best token has p = 1) go in work[id].
-        int64_t n = vocab;    // candidates in order[0, n), best first (unless no filter)
-        double total = 0.0;   // Σ p over the candidates (the distribution top-p sees)
-        float m = 0.0f;
-        if (top_k_on) {
-            n = params.top_k;
-            select_top(proc, order, n);   // by processed logit = by probability
-            m = key(proc[size_t(order[0])]);
-            if (!processed) {
-                raw_max = m;
-                have_raw_max = true;
-            }
-            for (int64_t j = 0; j < n; ++j) {
-                const size_t id = size_t(order[size_t(j)]);
-                total += double(work[id] = exp_nonpos((proc[id] - m) / t));
-            }
-        } else {
-            m = max_value(proc);
-            total = exp_shifted<true>(proc.data(), work.data(), vocab, m, t);
-            if (!processed) {
-                raw_max = m;
-                have_raw_max = true;
-            }
-            if (!processed && t == 1.0f && std::isfinite(m)) {   // same sum as the raw log-softmax
-                raw_lse = double(m) + std::log(total);
-                have_raw_lse = true;
-            }
+        m = max_value(proc);
+        total = exp_shifted<true>(proc.data(), work.data(), vocab, m, t);
+        if (!processed) {
+            rs.max = m;
+            rs.have_max = true;
         }
-        if (!std::isfinite(m) || !(total > 0.0)) {   // degenerate row (all −inf / +inf): greedy
-            chosen = argmax(proc);
-        } else if (!top_k_on && !top_p_on && !min_p_on) {   // no filter: draw in id order, no sort
-            const double target = u * total;
-            double cum = 0.0;
-            chosen = -1;
-            for (int64_t i = 0; i < vocab; ++i) {
-                const float p = work[size_t(i)];
-                if (p > 0.0f) chosen = i;
-                cum += double(p);
-                if (cum > target) break;
-            }
-        } else {
-            const float min_p_thr = min_p_on ? std::min(params.min_p, 1.0f) : 0.0f;   // · p_max = 1
-            if (!top_k_on) {
-                chosen = draw_bucketed(work, top_p_on ? double(params.top_p) : 1.0, min_p_thr, u, order);
-            } else {
-                // top-p: the smallest prefix with Σ ≥ top_p · total; min-p: stop below min_p · p_max.
-                const double need = double(params.top_p) * total;
-                int64_t keep = n;
-                double kept = 0.0;
-                for (int64_t j = 0; j < n; ++j) {
-                    const float p = work[size_t(order[size_t(j)])];
-                    if (j > 0 && p < min_p_thr) {
-                        keep = j;
-                        break;
-                    }
-                    kept += double(p);
-                    if (top_p_on && kept >= need) {
-                        keep = j + 1;
-                        break;
-                    }
-                }
-                const double target = u * kept;
-                double cum = 0.0;
-                chosen = order[size_t(keep - 1)];   // rounding fallback: the last kept token
-                for (int64_t j = 0; j < keep; ++j) {
-                    cum += double(work[size_t(order[size_t(j)])]);
-                    if (cum > target) {
-                        chosen = order[size_t(j)];
-                        break;
-                    }
-                }
-            }
+        if (!processed && t == 1.0f && std::isfinite(m)) {   // same sum as the raw log-softmax
+            rs.lse = double(m) + std::log(total);
+            rs.have_lse = true;
         }
-        if (chosen < 0) chosen = argmax(proc);
     }
+    int64_t chosen = -1;
+    if (!std::isfinite(m) || !(total > 0.0)) {   // degenerate row (all −inf / +inf): greedy
+        chosen = argmax(proc);
+    } else if (!top_k_on && !top_p_on && !min_p_on) {   // no filter: draw in id order, no sort
+        const double target = u * total;
+        double cum = 0.0;
+        for (int64_t i = 0; i < vocab; ++i) {
+            const float p = work[size_t(i)];
+            if (p > 0.0f) chosen = i;
+            cum += double(p);
+            if (cum > target) break;
+        }
+    } else {
+        const float min_p_thr = min_p_on ? std::min(params.min_p, 1.0f) : 0.0f;   // · p_max = 1
+        if (!top_k_on) {
+            chosen = draw_bucketed(work, top_p_on ? double(params.top_p) : 1.0, min_p_thr, u, order);
+        } else {
+            double kept = 0.0;
+            const int64_t keep = keep_prefix(n, top_p_on ? double(params.top_p) : 1.0, min_p_thr, total, kept);
+            const double target = u * kept;
+            double cum = 0.0;
+            chosen = order[size_t(keep - 1)];   // rounding fallback: the last kept token
+            for (int64_t j = 0; j < keep; ++j) {
+                cum += double(work[size_t(order[size_t(j)])]);
+                if (cum > target) {
+                    chosen = order[size_t(j)];
+                    break;
+                }
+            }
+        }
+    }
+    return chosen < 0 ? argmax(proc) : chosen;
+}
 
-    // --- 1: raw logprobs (the model distribution before any processing) ---
+void Sampler::report_logprobs(std::span<const float> raw, int64_t chosen, const SamplingParams& params,
+                              const RawStats& rs, SampledToken& out) {
+    const int64_t vocab = int64_t(raw.size());
     out.token = int32_t(chosen);
     if (vocab <= 0) {
         out.logprob = 0.0f;
         out.top.clear();
         return;
     }
-    if (!have_raw_lse) raw_lse = log_sum_exp(raw, have_raw_max ? raw_max : max_value(raw), work);   // work is free now
+    const std::span<float> work(work_.data(), size_t(vocab));   // free by now: the scratch of log Σ exp
+    const double raw_lse = rs.have_lse ? rs.lse : log_sum_exp(raw, rs.have_max ? rs.max : max_value(raw), work);
     out.logprob = float(double(raw[size_t(chosen)]) - raw_lse);
     if (params.logprobs < 0) {
         out.top.clear();
@@ -391,11 +397,23 @@ void Sampler::sample(std::span<const float> logits, const SamplingParams& params
     const int64_t n_top = std::min<int64_t>(params.logprobs, vocab);
     out.top.resize(size_t(n_top));
     if (n_top == 0) return;
+    const std::span<int32_t> order(order_.data(), size_t(vocab));
     select_top(raw, order, n_top);
     for (int64_t j = 0; j < n_top; ++j) {
         const int32_t id = order[size_t(j)];
         out.top[size_t(j)] = {id, float(double(raw[size_t(id)]) - raw_lse)};
     }
+}
+
+void Sampler::sample(std::span<const float> logits, const SamplingParams& params, std::span<const int32_t> prompt,
+                     std::span<const int32_t> output, uint64_t seed, uint64_t step, SampledToken& out,
+                     std::span<const uint64_t> mask, uint32_t attempt) {
+    const int64_t vocab = std::min<int64_t>(vocab_, int64_t(logits.size()));
+    const std::span<const float> raw = mask_logits(logits.first(size_t(vocab)), mask);
+    const std::span<const float> proc = penalize(raw, params, prompt, output);
+    RawStats rs;
+    const int64_t chosen = choose(proc, proc.data() != raw.data(), params, seed, step, attempt, rs);
+    report_logprobs(raw, chosen, params, rs, out);
 }
 
 }   // namespace kimi

@@ -39,6 +39,31 @@ public:
         return p.logprobs < 0 && (p.greedy() || (p.top_k <= 0 && p.top_p >= 1.0f && p.min_p <= 0.0f));
     }
 
+    // The stages of sample(), in order, public for their tests. Each works in the member scratch.
+    // 0. The structured-output mask: refused tokens −inf (raw when the mask is empty).
+    std::span<const float> mask_logits(std::span<const float> raw, std::span<const uint64_t> mask);
+    // 1. Penalties: logit_bias, then the repetition penalty (prompt + output), then the frequency
+    //    and presence penalties (output counts): the processed logits, or raw itself when nothing
+    //    changes them.
+    std::span<const float> penalize(std::span<const float> raw, const SamplingParams& params,
+                                    std::span<const int32_t> prompt, std::span<const int32_t> output);
+    // What the choice learnt of the raw distribution on the way (so the logprobs need not redo it).
+    struct RawStats {
+        double lse = 0.0;   // log Σ exp(raw)
+        float max = 0.0f;   // max(raw)
+        bool have_lse = false, have_max = false;
+    };
+    // 2–3. Filtering and choice: greedy argmax, or temperature → top-k → top-p → min-p → one
+    //      seeded uniform draw from (seed, step, attempt). processed: proc is not raw.
+    int64_t choose(std::span<const float> proc, bool processed, const SamplingParams& params, uint64_t seed,
+                   uint64_t step, uint32_t attempt, RawStats& rs);
+    // 2 with top-k: how many of the n best candidates (ids in order_, probabilities in work_,
+    //   p_max = 1) top-p and min-p keep, at least one; kept: their mass.
+    int64_t keep_prefix(int64_t n, double top_p, float min_p, double total, double& kept) const;
+    // 4. Logprobs of the raw (masked) distribution: the chosen token's and the top-N.
+    void report_logprobs(std::span<const float> raw, int64_t chosen, const SamplingParams& params, const RawStats& rs,
+                         SampledToken& out);
+
 private:
     int64_t vocab_;
     std::vector<float> work_;       // processed logits / probabilities

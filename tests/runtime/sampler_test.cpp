@@ -1,7 +1,9 @@
 // Sampler unit tests: greedy and ties, logit bias, repetition / frequency / presence penalties
 // (exact formulas via greedy flips), temperature frequencies against a double-precision
 // softmax (chi-square), top-k / top-p / min-p kept sets against an independent reference
-// (vLLM v1 / OpenAI semantics), seeded determinism and call-order independence, raw logprobs.
+// (vLLM v1 / OpenAI semantics), seeded determinism and call-order independence, raw logprobs;
+// and each stage of sample() on its own (SamplerStages: mask, penalties, filtering and choice,
+// logprobs).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -654,6 +656,90 @@ TEST(SamplerTest, LogprobsCountAndClearing) {
 }
 
 // ---------------------------------------------------------------- cost
+
+// ---- the stages on their own (Sampler::mask_logits, penalize, choose / keep_prefix, report_logprobs)
+
+TEST(SamplerStages, MaskSetsRefusedTokensToMinusInf) {
+    Sampler s(70);
+    std::vector<float> raw(70);
+    std::iota(raw.begin(), raw.end(), 0.0f);
+    const std::vector<uint64_t> mask = {0b1010, uint64_t(1) << 1};   // tokens 1, 3, 65
+    const auto m = s.mask_logits(raw, mask);
+    for (int i = 0; i < 70; ++i) EXPECT_EQ(m[size_t(i)], i == 1 || i == 3 || i == 65 ? raw[size_t(i)] : -INFINITY) << i;
+    EXPECT_EQ(s.mask_logits(raw, {}).data(), raw.data());   // no mask: the row itself
+}
+
+TEST(SamplerStages, PenalizeIsEachFormulaOnceAndRawWhenNothingChanges) {
+    Sampler s(6);
+    const std::vector<float> raw = {2.0f, -1.0f, 3.0f, 0.5f, 1.0f, -2.0f};
+    SamplingParams p;
+    EXPECT_EQ(s.penalize(raw, p, Ids{0, 1}, Ids{2}).data(), raw.data());   // no bias, no penalty: no copy
+    p.logit_bias = {{5, 1.5f}};
+    p.repetition_penalty = 2.0f;
+    p.frequency_penalty = 0.25f;
+    p.presence_penalty = 0.5f;
+    const Ids prompt = {0, 1, 1}, output = {2, 2, 0, 4};
+    const auto got = s.penalize(raw, p, prompt, output);
+    // bias → repetition (prompt ∪ output, once) → frequency · count + presence (output only)
+    const std::vector<double> want = {2.0 / 2 - 0.25 * 1 - 0.5, -1.0 * 2,  3.0 / 2 - 0.25 * 2 - 0.5, 0.5,
+                                      1.0 / 2 - 0.25 * 1 - 0.5, -2.0 + 1.5};
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_FLOAT_EQ(got[i], float(want[i])) << i;
+    const auto again = s.penalize(raw, p, prompt, output);   // the scratch was reset
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(again[i], got[i]) << i;
+}
+
+TEST(SamplerStages, KeepPrefixIsTopPThenMinPOverTheTopK) {
+    Sampler s(5);
+    const std::vector<float> logits = {0.0f, std::log(0.5f), std::log(0.25f), std::log(0.125f), std::log(0.0625f)};
+    SamplingParams p;
+    p.temperature = 1.0f;
+    p.top_k = 4;   // order_ / work_ hold the 4 best (p = 1, .5, .25, .125; total 1.875)
+    Sampler::RawStats rs;
+    s.choose(logits, false, p, 1, 0, 0, rs);
+    double kept = 0.0;
+    EXPECT_EQ(s.keep_prefix(4, 1.0, 0.0f, 1.875, kept), 4);
+    EXPECT_NEAR(kept, 1.875, 1e-6);
+    EXPECT_EQ(s.keep_prefix(4, 0.8, 0.0f, 1.875, kept), 2);   // 1.5 ≥ 0.8 · 1.875
+    EXPECT_EQ(s.keep_prefix(4, 1.0, 0.3f, 1.875, kept), 2);   // 0.25 < 0.3 · p_max
+    EXPECT_EQ(s.keep_prefix(4, 0.1, 0.9f, 1.875, kept), 1);   // at least one
+    EXPECT_NEAR(kept, 1.0, 1e-6);
+}
+
+TEST(SamplerStages, ChooseIsGreedyOrASeededDrawAndNotesTheRawMax) {
+    Sampler s(4);
+    const std::vector<float> logits = {0.5f, 2.0f, 1.0f, -1.0f};
+    SamplingParams p;
+    p.temperature = 0.0f;
+    Sampler::RawStats rs;
+    EXPECT_EQ(s.choose(logits, false, p, 1, 0, 0, rs), 1);
+    EXPECT_TRUE(rs.have_max);
+    EXPECT_EQ(rs.max, 2.0f);
+    p.temperature = 1.0f;
+    Sampler::RawStats a, b;
+    const int64_t x = s.choose(logits, false, p, 7, 3, 0, a), y = s.choose(logits, false, p, 7, 3, 0, b);
+    EXPECT_EQ(x, y);   // (seed, step, attempt) alone decide the draw
+    ASSERT_TRUE(a.have_lse);
+    double sum = 0.0;
+    for (const float v : logits) sum += std::exp(double(v));
+    EXPECT_NEAR(a.lse, std::log(sum), 1e-6);
+}
+
+TEST(SamplerStages, ReportLogprobsIsTheRawLogSoftmaxAndItsTopN) {
+    Sampler s(4);
+    const std::vector<float> raw = {0.5f, 2.0f, 1.0f, -1.0f};
+    SamplingParams p;
+    p.logprobs = 2;
+    SampledToken out;
+    s.report_logprobs(raw, 2, p, Sampler::RawStats{}, out);
+    double sum = 0.0;
+    for (const float v : raw) sum += std::exp(double(v));
+    EXPECT_EQ(out.token, 2);
+    EXPECT_NEAR(out.logprob, 1.0 - std::log(sum), 1e-6);
+    ASSERT_EQ(out.top.size(), 2u);
+    EXPECT_EQ(out.top[0].first, 1);
+    EXPECT_EQ(out.top[1].first, 2);
+    EXPECT_NEAR(out.top[0].second, 2.0 - std::log(sum), 1e-6);
+}
 
 TEST(SamplerTest, PerCallTimeAtFullVocab) {
     const int64_t vocab = 163840;

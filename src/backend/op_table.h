@@ -132,7 +132,19 @@
        sum 1 if p.renormalize, times p.scale. Ties go to the lower index.                                            \
          logits: [T, E] F32, E ≤ 4096 · bias: [E] F32 · ids: [T, top_k] I32 · weights: [T, top_k] F32 */             \
     X(moe_route, (Exec& ex, const Tensor& logits, const Tensor& bias, const RouteParams& p, Tensor& ids,             \
-                  Tensor& weights))
+                  Tensor& weights))                                                                                  \
+    /* MoE dispatch: the (token, slot) pairs grouped by expert, a counting sort stable in (token, slot)              \
+       order. starts[e] .. starts[e + 1] are expert e's rows (the experts with local[e] = 0, another                 \
+       rank's, get none); row_of[t, s] is the pair's row, -1 for another rank's expert; row r of xg is              \
+       the row of x of its token. M = starts[E] rows of xg are written, the rest left as they are.                  \
+         x: [T, In] F32 · ids: [T, A] I32 in [0, E) · local: [E] · starts: [E + 1] I32 · row_of: [T, A] I32 ·       \
+         xg: [T·A, In] F32 */                                                                                        \
+    X(moe_dispatch, (Exec& ex, const Tensor& x, const Tensor& ids, std::span<const uint8_t> local, Tensor& starts,   \
+                     Tensor& row_of, Tensor& xg))                                                                    \
+    /* MoE combine: y[t] = Σ_s weights[t, s] · yg[row_of[t, s]], from +0 over the slots s in order (f32,            \
+       each product rounded, then the sum), skipping the rows -1 (another rank's experts).                          \
+         yg: [M, In] F32 · row_of: [T, A] I32 in [-1, M) · weights: [T, A] F32 · y: [T, In] F32 */                   \
+    X(moe_combine, (Exec& ex, const Tensor& yg, const Tensor& row_of, const Tensor& weights, Tensor& y))
 // clang-format on
 
 // Declares each op in the enclosing namespace: namespace kimi::x { KIMI_OPS(KIMI_OP_DECLARE) }

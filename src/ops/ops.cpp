@@ -192,4 +192,24 @@ void moe_route(Exec& ex, const Tensor& logits, const Tensor& bias, const RoutePa
     cpu::moe_route(ex, logits, bias, p, ids, weights);
 }
 
+void moe_dispatch(Exec& ex, const Tensor& x, const Tensor& ids, std::span<const uint8_t> local, Tensor& starts,
+                  Tensor& row_of, Tensor& xg) {
+    CONTRACT(x.rank == 2 && x.dtype == DType::kF32 && ids.rank == 2 && ids.dtype == DType::kI32 &&
+             ids.dim(0) == x.dim(0));
+    CONTRACT(same_shape(ids, row_of) && row_of.dtype == DType::kI32 && starts.dtype == DType::kI32 &&
+             starts.numel() == int64_t(local.size()) + 1);
+    CONTRACT(xg.rank == 2 && xg.dtype == DType::kF32 && xg.dim(0) == ids.numel() && xg.dim(1) == x.dim(1));
+    for (int64_t i = 0; i < ids.numel(); ++i) CONTRACT(ids.i32()[i] >= 0 && ids.i32()[i] < int64_t(local.size()));
+    cpu::moe_dispatch(ex, x, ids, local, starts, row_of, xg);
+}
+
+void moe_combine(Exec& ex, const Tensor& yg, const Tensor& row_of, const Tensor& weights, Tensor& y) {
+    CONTRACT(yg.rank == 2 && yg.dtype == DType::kF32 && row_of.rank == 2 && row_of.dtype == DType::kI32 &&
+             same_shape(row_of, weights) && weights.dtype == DType::kF32);
+    CONTRACT(y.rank == 2 && y.dtype == DType::kF32 && y.dim(0) == row_of.dim(0) && y.dim(1) == yg.dim(1) &&
+             y.data != yg.data);
+    for (int64_t i = 0; i < row_of.numel(); ++i) CONTRACT(row_of.i32()[i] >= -1 && row_of.i32()[i] < yg.dim(0));
+    cpu::moe_combine(ex, yg, row_of, weights, y);
+}
+
 }   // namespace kimi::ops

@@ -196,6 +196,53 @@ TEST_P(PointwiseOps, MoeRoute) {
         }
 }
 
+// The counting sort against a plain stable sort by expert: the same rows for every pair, the
+// same gathered activations bit for bit, -1 (and no row) for another rank's experts.
+TEST_P(PointwiseOps, MoeDispatch) {
+    Rng rng(11);
+    for (auto [t, e, k, in] : {std::tuple{1, 8, 2, 5}, {7, 8, 3, 16}, {13, 5, 5, 3}, {4, 16, 1, 33}})
+        for (int remote : {0, 1}) {   // every other expert on another rank
+            Buf x(DType::kF32, {t, in}, &rng), ids(DType::kI32, {t, k});
+            for (int64_t i = 0; i < int64_t(t) * k; ++i) ids.t.i32()[i] = int32_t(rng.next() % uint64_t(e));
+            std::vector<uint8_t> local(size_t(e), 1);
+            if (remote)
+                for (int64_t j = 1; j < e; j += 2) local[size_t(j)] = 0;
+            Buf st(DType::kI32, {e + 1}), row(DType::kI32, {t, k}), xg(DType::kF32, {int64_t(t) * k, in});
+            Buf str(DType::kI32, {e + 1}), rowr(DType::kI32, {t, k}), xgr(DType::kF32, {int64_t(t) * k, in});
+            ops::moe_dispatch(r.ex, x.t, ids.t, local, st.t, row.t, xg.t);
+            ref::moe_dispatch(r.ex, x.t, ids.t, local, str.t, rowr.t, xgr.t);
+            const std::string at =
+                "T=" + std::to_string(t) + " E=" + std::to_string(e) + " remote=" + std::to_string(remote);
+            EXPECT_TRUE(same_bits(st.t, str.t)) << at;
+            EXPECT_TRUE(same_bits(row.t, rowr.t)) << at;
+            const int64_t m = st.t.i32()[e];
+            EXPECT_TRUE(same_bits(xg.t.rows(0, m), xgr.t.rows(0, m))) << at;
+            if (!remote) {
+                EXPECT_EQ(m, int64_t(t) * k) << at;
+            }
+        }
+}
+
+// Each token's weighted sum of its experts' rows against a double sum, and a token's result
+// independent of the other tokens (one row at a time gives the same bits).
+TEST_P(PointwiseOps, MoeCombine) {
+    Rng rng(12);
+    for (auto [t, k, m, in] : {std::tuple{1, 2, 3, 5}, {6, 3, 18, 16}, {9, 4, 20, 37}}) {
+        Buf yg(DType::kF32, {m, in}, &rng), w(DType::kF32, {t, k}, &rng), row(DType::kI32, {t, k});
+        for (int64_t i = 0; i < int64_t(t) * k; ++i)
+            row.t.i32()[i] = i % 5 == 4 ? -1 : int32_t(rng.next() % uint64_t(m));   // some remote
+        Buf y(DType::kF32, {t, in}), yr(DType::kF32, {t, in});
+        ops::moe_combine(r.ex, yg.t, row.t, w.t, y.t);
+        ref::moe_combine(r.ex, yg.t, row.t, w.t, yr.t);
+        EXPECT_LT(rel_err(y.t, yr.t), 1e-6) << "T=" << t << " k=" << k;
+        for (int64_t i = 0; i < t; ++i) {
+            Buf y1(DType::kF32, {1, in});
+            ops::moe_combine(r.ex, yg.t, row.t.rows(i, i + 1), w.t.rows(i, i + 1), y1.t);
+            EXPECT_TRUE(same_bits(y1.t, y.t.rows(i, i + 1))) << "row " << i;
+        }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Threads, PointwiseOps, ::testing::Values(1, 2));
 
 TEST(MoeRouteFixed, BiasChoosesWeightsDoNot) {

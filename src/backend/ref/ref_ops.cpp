@@ -378,4 +378,38 @@ void moe_route(Exec&, const Tensor& logits, const Tensor& bias, const RouteParam
     }
 }
 
+// The pairs in (token, slot) order, each expert's in turn: a plain stable sort by expert.
+void moe_dispatch(Exec&, const Tensor& x, const Tensor& ids, std::span<const uint8_t> local, Tensor& starts,
+                  Tensor& row_of, Tensor& xg) {
+    const int64_t pairs = ids.numel(), k = ids.dim(1), in = x.dim(1), n_exp = int64_t(local.size());
+    int32_t next = 0;
+    for (int64_t e = 0; e < n_exp; ++e) {
+        starts.i32()[e] = next;
+        for (int64_t i = 0; i < pairs; ++i) {
+            if (ids.i32()[i] != e) continue;
+            if (!local[size_t(e)]) {
+                row_of.i32()[i] = -1;
+                continue;
+            }
+            row_of.i32()[i] = next;
+            for (int64_t j = 0; j < in; ++j) xg.f32()[int64_t(next) * in + j] = x.f32()[(i / k) * in + j];
+            ++next;
+        }
+    }
+    starts.i32()[n_exp] = next;
+}
+
+void moe_combine(Exec&, const Tensor& yg, const Tensor& row_of, const Tensor& weights, Tensor& y) {
+    const int64_t n = y.dim(0), in = y.dim(1), k = row_of.dim(1);
+    for (int64_t t = 0; t < n; ++t)
+        for (int64_t j = 0; j < in; ++j) {
+            double acc = 0.0;
+            for (int64_t s = 0; s < k; ++s) {
+                const int32_t r = row_of.i32()[t * k + s];
+                if (r >= 0) acc += double(weights.f32()[t * k + s]) * yg.f32()[int64_t(r) * in + j];
+            }
+            y.f32()[t * in + j] = float(acc);
+        }
+}
+
 }   // namespace kimi::ref

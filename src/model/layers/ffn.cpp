@@ -45,33 +45,20 @@ Tensor moe_forward(Exec& ex, const ModelConfig& c, const MoeWeights& w, const Te
     rp.scale = c.routed_scaling_factor;
     ops::moe_route(ex, logits, w.score_bias, rp, ids, wts);
 
-    // Group the (token, slot) pairs by expert: counting sort into `order`, with `row_of`
-    // mapping each pair to its row of the grouped activations (−1: another rank's expert).
-    int32_t* start = static_cast<int32_t*>(a.alloc_bytes(size_t(n_exp + 1) * sizeof(int32_t)));
-    int32_t* fill = static_cast<int32_t*>(a.alloc_bytes(size_t(n_exp) * sizeof(int32_t)));
-    int32_t* row_of = static_cast<int32_t*>(a.alloc_bytes(size_t(n * k) * sizeof(int32_t)));
-    std::memset(start, 0, size_t(n_exp + 1) * sizeof(int32_t));
-    const auto local = [&w](int32_t e) { return w.experts[size_t(e)].gate.defined(); };
-    for (int64_t i = 0; i < n * k; ++i)
-        if (local(ids.i32()[i])) ++start[ids.i32()[i] + 1];
-    for (int64_t e = 0; e < n_exp; ++e) start[e + 1] += start[e];
-    const int64_t m = start[n_exp];   // pairs this rank computes
-    std::memcpy(fill, start, size_t(n_exp) * sizeof(int32_t));
+    // Group the (token, slot) pairs by expert (this rank's experts only) and gather their inputs.
     Tensor xe = x;   // [T, In] the experts' input
     if (w.latent_down.defined()) {
         xe = a.alloc_f32({n, in});
         ops::matmul(ex, x, w.latent_down, ex.precision, xe);
     }
-    Tensor xg = a.alloc_f32({m, in});   // [M, In] grouped by expert
-    for (int64_t i = 0; i < n * k; ++i) {
-        if (!local(ids.i32()[i])) {
-            row_of[i] = -1;
-            continue;
-        }
-        const int32_t r = fill[ids.i32()[i]]++;
-        row_of[i] = r;
-        std::memcpy(xg.f32() + int64_t(r) * in, xe.f32() + (i / k) * in, size_t(in) * sizeof(float));
-    }
+    auto* local = static_cast<uint8_t*>(a.alloc_bytes(size_t(n_exp)));
+    for (int64_t e = 0; e < n_exp; ++e) local[e] = w.experts[size_t(e)].gate.defined() ? 1 : 0;
+    Tensor starts_t = a.alloc(DType::kI32, {n_exp + 1}), row_of = a.alloc(DType::kI32, {n, k});
+    Tensor xg = a.alloc_f32({n * k, in});   // [M ≤ T·A, In] grouped by expert
+    ops::moe_dispatch(ex, xe, ids, std::span<const uint8_t>(local, size_t(n_exp)), starts_t, row_of, xg);
+    const int32_t* start = starts_t.i32();
+    const int64_t m = start[n_exp];   // pairs this rank computes
+    xg.shape[0] = m;
     // Every expert's MLP at once: one parallel pass per product over (expert, column block),
     // instead of three per expert (few tokens each at decode).
     const Tensor** gate = static_cast<const Tensor**>(a.alloc_bytes(size_t(3 * n_exp) * sizeof(Tensor*)));
@@ -94,16 +81,7 @@ Tensor moe_forward(Exec& ex, const ModelConfig& c, const MoeWeights& w, const Te
 
     // Each token's routed sum in its own selection order.
     Tensor routed = a.alloc_f32({n, in});   // [T, In]
-    ex.pool->parallel_for(n, [&](int64_t t) {
-        float* yr = routed.f32() + t * in;
-        for (int64_t j = 0; j < in; ++j) yr[j] = 0.0f;
-        for (int64_t s = 0; s < k; ++s) {
-            if (row_of[t * k + s] < 0) continue;
-            const float wt = wts.f32()[t * k + s];
-            const float* er = yg.f32() + int64_t(row_of[t * k + s]) * in;
-            for (int64_t j = 0; j < in; ++j) yr[j] += wt * er[j];
-        }
-    });
+    ops::moe_combine(ex, yg, row_of, wts, routed);
     Tensor y = routed;   // [T, D]
     if (w.latent_up.defined()) {
         if (comm) comm->allreduce_sum({routed.f32(), size_t(routed.numel())});   // the whole sum before the norm

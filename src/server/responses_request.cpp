@@ -53,7 +53,8 @@ std::string text_of(const J& content, const std::string& where) {
 }
 
 // The input items → chat messages (appended to out). Reasoning items wait for the assistant turn
-// they belong to; function_call items join the assistant message before them.
+// they belong to (and are dropped when none follows: a reply cut short); function_call items join
+// the assistant message before them.
 void add_items(const J& input, J& out) {
     std::string reasoning;
     auto assistant = [&]() -> J& {   // the open assistant turn (one with no tool result after it)
@@ -83,6 +84,7 @@ void add_items(const J& input, J& out) {
                 J& cur = out.back();
                 cur["content"] = cur["content"].get<std::string>() + text_of(*content, w + ".content");
             } else if (role == "user" || role == "system" || role == "developer") {
+                reasoning.clear();   // reasoning with no assistant output after it (a cut reply): dropped
                 out.push_back({{"role", role}, {"content", content_parts(*content, w + ".content")}});
             } else {
                 throw bad_param("input", w + ".role must be user, assistant, system or developer");
@@ -97,6 +99,7 @@ void add_items(const J& input, J& out) {
         } else if (type == "function_call_output") {
             const J* o = field(item, "output");
             if (!o) throw bad_param("input", w + ".output is required");
+            reasoning.clear();
             out.push_back({{"role", "tool"},
                            {"tool_call_id", str(item, "call_id", w)},
                            {"content", content_parts(*o, w + ".output")}});
@@ -109,8 +112,6 @@ void add_items(const J& input, J& out) {
             throw bad_param("input", w + ": an input item of type \"" + type.substr(0, 40) + "\" is not supported");
         }
     }
-    if (!reasoning.empty())
-        throw bad_param("input", "a reasoning item must come before the assistant output it belongs to");
 }
 
 J tools_json(const J& tools) {

@@ -190,6 +190,10 @@ async function formatChecks(OpenAI, errors, label, preset, tmp) {
             await expect({ ...base, tools: [{ type: 'web_search' }] }, errors.BadRequestError, 400, 'function tools');
             await expect({ ...base, reasoning: { effort: 'extreme' } }, errors.BadRequestError, 400, 'reasoning.effort');
             await expect({ ...base, model: 'gpt-x' }, errors.NotFoundError, 404, 'gpt-x');
+            // a reasoning item with no assistant output after it (a reply cut short) is dropped, not refused
+            const cut = await client.responses.create({ ...base, ...noThink, input: [
+                { type: 'reasoning', summary: [], content: [{ type: 'reasoning_text', text: 'Thinking…' }] }, { role: 'user', content: 'Go on.' }] });
+            eq(cut.status, 'incomplete', 'a dangling reasoning item is accepted');
         });
     } finally {
         await checkShutdown(`${label} server`, srv);

@@ -33,10 +33,12 @@ namespace {
 class EngineLog {
 public:
     explicit EngineLog(const EngineSnapshot& s) : last_(s), t_last_(std::chrono::steady_clock::now()) {}
-    void tick(const EngineSnapshot& s) {
+    // Called often; the engine is asked for its figures only when a line is due.
+    void tick(const Engine& engine) {
         const auto now = std::chrono::steady_clock::now();
         const double dt = std::chrono::duration<double>(now - t_last_).count();
         if (dt < 10.0) return;
+        const EngineSnapshot s = engine.snapshot();
         const int64_t prompt = s.prompt_tokens_computed - last_.prompt_tokens_computed,
                       gen = s.generated_tokens - last_.generated_tokens;
         const int64_t queries = s.prefix_queries - last_.prefix_queries, hits = s.prefix_hits - last_.prefix_hits;
@@ -251,7 +253,7 @@ int cmd_serve(int argc, char** argv) {
     std::unique_lock<std::mutex> lk(mu);
     while (!cv.wait_for(lk, std::chrono::milliseconds(200), [&] { return stop; })) {
         if (!(failure = engine.failure()).empty()) break;
-        if (sc.log_level <= 1) engine_log.tick(engine.snapshot());
+        if (sc.log_level <= 1) engine_log.tick(engine);
     }
     lk.unlock();
     if (!failure.empty()) {

@@ -179,7 +179,8 @@ class Serve(unittest.TestCase):
         body = {"model": "gen", "prompt": "Once upon a time", "ignore_eos": True}
         srv = serve(model=gen)
         try:
-            self.assertIn("sampling defaults from generation_config.json", srv.stderr_text())
+            # stderr is read on its own thread: wait for the line rather than reading it at once
+            srv.wait_line(r"sampling defaults from generation_config\.json", timeout=10, stream="err")
             a = json.loads(request(srv.port, "POST", "/v1/completions", body)[2])
             b = json.loads(request(srv.port, "POST", "/v1/completions", body)[2])
             self.assertEqual(a["usage"]["completion_tokens"], 5, "max_new_tokens is the default max_tokens")

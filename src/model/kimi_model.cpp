@@ -6,6 +6,7 @@
 #include <new>
 
 #include "core/alloc_counter.h"
+#include "model/layers/attn_output.h"
 #include "model/layers/ffn.h"
 #include "model/layers/kda_attention.h"
 #include "model/layers/mla_attention.h"
@@ -106,15 +107,7 @@ void KimiModel::layer_forward(Exec& ex, const ForwardBatch& batch, CacheStorage&
                                                    : mla_attention_forward(lc, lw.mla, lw.cache_index, xn);
     // Split: o_proj was row-parallel; the sum over ranks lands in that very tensor.
     if (comm_) comm_->allreduce_sum({attn.f32(), size_t(attn.numel())});
-    Tensor addend = attn;
-    if (ex.attn_output == AttnOutputMode::kCopy) {
-        // The A/B baseline: as engines whose attention writes a caller-provided buffer.
-        addend = ex.arena->alloc_f32({n, d});
-        std::memcpy(addend.data, attn.data, attn.nbytes());
-        ++ex.counters.attn_output_copies;
-    }
-    ex.trace.residual_addend = addend.data;
-    ops::add_inplace(ex, res.partial, addend);   // that very tensor, into the residual
+    ops::add_inplace(ex, res.partial, residual_addend(ex, attn));   // that very tensor, into the residual
 
     ops::rms_norm(ex, attn_res_input(ex, cfg_, res, lw.ffn_res_score), lw.ffn_norm, cfg_.rms_norm_eps, xn);
     const Tensor ffn = lw.is_moe ? moe_forward(ex, cfg_, lw.moe, xn, comm_) : mlp_forward(ex, cfg_.act, lw.mlp, xn);

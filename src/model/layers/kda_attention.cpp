@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "model/layers/attn_output.h"
+
 namespace kimi {
 
 Tensor kda_attention_forward(LayerContext& lc, const KdaWeights& w, int64_t kda_layer, const Tensor& x) {
@@ -46,10 +48,7 @@ Tensor kda_attention_forward(LayerContext& lc, const KdaWeights& w, int64_t kda_
     }
     ops::gated_rms_norm(ex, o, w.o_norm, z.view({n, h, k}), lc.cfg.rms_norm_eps, o);
 
-    Tensor out = a.alloc_f32({n, lc.cfg.hidden_size});   // [T, D]
-    ops::matmul(ex, o.view({n, hk}), w.o_proj, p, out);
-    ex.trace.o_proj_output = out.data;
-    return out;
+    return attn_o_proj(ex, o.view({n, hk}), w.o_proj);   // [T, D]
 }
 
 }   // namespace kimi

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "model/layers/attn_output.h"
+
 namespace kimi {
 
 Tensor mla_attention_forward(LayerContext& lc, const MlaWeights& w, int64_t mla_layer, const Tensor& x) {
@@ -63,10 +65,7 @@ Tensor mla_attention_forward(LayerContext& lc, const MlaWeights& w, int64_t mla_
         ops::mul_sigmoid_inplace(ex, o, gate);
     }
 
-    Tensor out = a.alloc_f32({n, c.hidden_size});   // [T, D]
-    ops::matmul(ex, o, w.o_proj, p, out);
-    ex.trace.o_proj_output = out.data;
-    return out;
+    return attn_o_proj(ex, o, w.o_proj);   // [T, D]
 }
 
 }   // namespace kimi

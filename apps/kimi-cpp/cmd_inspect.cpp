@@ -39,6 +39,7 @@ struct HeldTensor {
     std::string dtype;
     bool quantizable = false;
     int split = -1;
+    std::string gguf;   // the GGUF tensor that holds it as llama.cpp converts it ("": none)
 };
 
 std::vector<int64_t> shape_of(const Tensor& t) { return {t.shape.begin(), t.shape.begin() + t.rank}; }
@@ -50,30 +51,33 @@ std::vector<int64_t> shape_of(const Tensor& t) { return {t.shape.begin(), t.shap
 std::vector<HeldTensor> held_tensors(const std::string& dir) {
     const ModelConfig c = load_model_config(dir);
     const TensorLayout layout(c);
-    const WeightStore store(dir, WeightMemory::kMmapLazy);
+    const std::vector<GgufSource> gguf = layout.gguf_sources();
+    const WeightStore store(dir, WeightMemory::kMmapLazy, {}, &gguf);
     std::map<std::string, Tensor> stored;
     for (const auto& [name, t] : store.all_tensors()) stored.emplace(name, t);
     std::vector<HeldTensor> out;
-    const auto take = [&](const std::string& name, bool quantizable, int split) {
+    const auto take = [&](const std::string& name, bool quantizable, int split, const std::string& g) {
         const auto it = stored.find(name);
         if (it == stored.end()) return false;
-        out.push_back({name, shape_of(it->second), dtype_name(it->second.dtype), quantizable, split});
+        out.push_back({name, shape_of(it->second), dtype_name(it->second.dtype), quantizable, split, g});
         stored.erase(it);
         return true;
     };
     // A K3 directory may come without its vision tower (a text-only export): then none of it.
-    const bool tower = stored.count("vision_tower.patch_embed.proj.weight") > 0;
+    const TensorRow* patch = layout.find(Slot::kPatchEmbed);
+    const bool tower = patch && stored.count(layout.full_name(*patch)) > 0;
     for (const TensorRow& r : layout.rows()) {
         if (r.vision && !tower) continue;
         const std::string full = layout.full_name(r);
-        if (take(full, r.quantizable(), r.split)) continue;
+        const std::string g = r.gguf_form == GgufForm::kSplitKvB ? r.gguf + " + " + r.gguf_v : r.gguf;
+        if (take(full, r.quantizable(), r.split, g)) continue;
         const std::string module = layout.prefix() + r.module();
-        if (r.is_linear() && take(module + ".weight_packed", true, r.split) &&
-            take(module + ".weight_scale", true, r.split))
+        if (r.is_linear() && take(module + ".weight_packed", true, r.split, g) &&
+            take(module + ".weight_scale", true, r.split, g))
             continue;
         throw Error(dir + ": tensor '" + full + "' is missing (the config implies it)");
     }
-    for (const auto& [name, t] : stored) out.push_back({name, shape_of(t), dtype_name(t.dtype), false, -1});
+    for (const auto& [name, t] : stored) out.push_back({name, shape_of(t), dtype_name(t.dtype), false, -1, ""});
     return out;
 }
 
@@ -90,13 +94,14 @@ int print_tensors(const std::string& dir, bool json) {
         std::printf("%s\n", a.dump(1).c_str());
         return 0;
     }
-    std::printf("%-64s %-20s %-5s %-11s %s\n", "name", "shape", "dtype", "quantizable", "split");
+    std::printf("%-64s %-20s %-5s %-11s %-5s %s\n", "name", "shape", "dtype", "quantizable", "split", "gguf");
     for (const HeldTensor& r : rows) {
         std::string shape;
         for (int64_t d : r.shape) shape += (shape.empty() ? "[" : ", ") + std::to_string(d);
-        std::printf("%-64s %-20s %-5s %-11s %s\n", r.name.c_str(),
+        std::printf("%-64s %-20s %-5s %-11s %-5s %s\n", r.name.c_str(),
                     (shape.empty() ? std::string("[]") : shape + "]").c_str(), r.dtype.c_str(),
-                    r.quantizable ? "yes" : "no", r.split < 0 ? "-" : std::to_string(r.split).c_str());
+                    r.quantizable ? "yes" : "no", r.split < 0 ? "-" : std::to_string(r.split).c_str(),
+                    r.gguf.empty() ? "-" : r.gguf.c_str());
     }
     std::printf("%zu tensors\n", rows.size());
     return 0;

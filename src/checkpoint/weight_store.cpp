@@ -45,9 +45,10 @@ FileMemory resolve_file_memory(WeightMemory m, uint64_t total_bytes, uint64_t av
 }
 
 WeightStore::WeightStore(const std::string& model_dir, WeightMemory memory,
-                         const std::function<void(uint64_t, uint64_t)>& on_read) {
+                         const std::function<void(uint64_t, uint64_t)>& on_read, const std::vector<GgufSource>* gguf) {
     if (is_gguf_path(model_dir)) {
-        load_gguf(model_dir, memory, on_read);
+        KIMI_CHECK(gguf, "WeightStore: a GGUF file needs its tensor layout's GGUF sources");
+        load_gguf(model_dir, memory, on_read, *gguf);
         return;
     }
     const std::string index_path = model_dir + "/model.safetensors.index.json";

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "checkpoint/gguf_file.h"
+#include "checkpoint/gguf_names.h"
 #include "checkpoint/quant_config.h"
 #include "checkpoint/safetensors.h"
 
@@ -46,8 +47,11 @@ std::string module_kind(const std::string& module);
 class WeightStore {
 public:
     // throws kimi::Error; on_read(done, total) reports the bytes read so far (copy only).
+    // gguf: where each tensor of a GGUF file comes from (TensorLayout::gguf_sources()); a GGUF
+    // file is refused without it.
     explicit WeightStore(const std::string& model_dir, WeightMemory memory = WeightMemory::kAuto,
-                         const std::function<void(uint64_t, uint64_t)>& on_read = {});
+                         const std::function<void(uint64_t, uint64_t)>& on_read = {},
+                         const std::vector<GgufSource>* gguf = nullptr);
     FileMemory file_memory() const { return file_memory_; }   // what kAuto resolved to
 
     // Whether the KDA `A_log` tensors hold -exp(A_log) already (a GGUF: llama.cpp's converter
@@ -112,12 +116,11 @@ private:
     std::vector<std::unique_ptr<SafetensorsFile>> files_;
     std::unique_ptr<GgufModel> gguf_;
     bool a_log_folded_ = false;
-    void load_gguf(const std::string& path, WeightMemory memory,
-                   const std::function<void(uint64_t, uint64_t)>& on_read);   // weight_store_gguf.cpp
-    // GGUF: a fused AttnRes score vector as the HF pair (`pair`_norm = it, `pair`_proj = ones),
-    // and MLA's kv_b_proj rebuilt from its k_b / v_b halves (weight_store_gguf.cpp).
-    void add_fused_res(const std::string& pair, const Tensor& fused, const std::string& prefix,
-                       const std::string* file);
+    // weight_store_gguf.cpp: the GGUF's tensors under their Hugging Face names, MLA's kv_b_proj
+    // rebuilt from its k_b / v_b halves.
+    void load_gguf(const std::string& path, WeightMemory memory, const std::function<void(uint64_t, uint64_t)>& on_read,
+                   const std::vector<GgufSource>& sources);
+    void join_kv_b_halves(const std::vector<GgufSource>& sources);
     Tensor join_kv_b(const Tensor& k_b, const Tensor& v_b, const std::string& where);
     FileMemory file_memory_ = FileMemory::kMap;
     const Entry& find(const std::string& name, const std::string& expected_shape, bool bytes = false);

@@ -10,6 +10,7 @@
 #include "model/layers/ffn.h"
 #include "model/layers/kda_attention.h"
 #include "model/layers/mla_attention.h"
+#include "model/tensor_layout.h"
 #include "model/vision/vision_tower.h"
 
 namespace kimi {
@@ -30,7 +31,9 @@ std::unique_ptr<KimiModel> KimiModel::load(const std::string& model_dir, const L
         // page cache; a private copy would hold the whole checkpoint once per rank.
         if (memory == WeightMemory::kAuto) memory = WeightMemory::kMmap;
     }
-    m->store_ = std::make_unique<WeightStore>(model_dir, memory, progress);
+    const std::vector<GgufSource> gguf =
+        is_gguf_path(model_dir) ? TensorLayout(m->cfg_).gguf_sources() : std::vector<GgufSource>{};
+    m->store_ = std::make_unique<WeightStore>(model_dir, memory, progress, &gguf);
     m->store_->set_check_weights(check_weights);
     if (m->cfg_.is_k3_layout()) {   // the vision tower and projector are kept when the config has them
         std::vector<std::string> top_level;

@@ -18,29 +18,51 @@ namespace {
 
 constexpr dist::Range kWhole{0, -1};
 
-// Reads each tensor by its tensor-layout row: the shape checked is the layout's, and of a
-// tensor split over ranks this rank keeps `part` along the layout's split axis (rows: a view;
-// columns: a copy, see weight_shard.h). Replicated rows are read whole.
+// Reads each tensor by its tensor-layout row, addressed by slot (in `layer`, the decoder layer
+// being bound): the shape checked is the layout's, and of a tensor split over ranks this rank
+// keeps `part` along the layout's split axis (rows: a view; columns: a copy, see
+// weight_shard.h). Replicated rows are read whole. What is kept of each row is recorded in
+// `held` (ModelWeights::held).
 class Binder {
 public:
-    Binder(const TensorLayout& layout, WeightStore& store) : layout_(layout), s_(store) {}
+    Binder(const TensorLayout& layout, WeightStore& store, std::vector<Tensor>& held)
+        : layout_(layout), s_(store), held_(held) {
+        held_.assign(layout.rows().size(), Tensor());
+    }
     WeightStore& store() { return s_; }
+    int64_t layer = -1;
 
-    // The weight of linear `module` as stored (dense or MXFP4); `dense`: dequantized to BF16.
-    Tensor linear(const std::string& module, dist::Range part = kWhole, bool dense = false) {
-        const TensorRow& r = layout_.linear(module);
-        const Tensor t =
-            dense ? s_.linear_dense(module, r.shape[0], r.shape[1]) : s_.linear(module, r.shape[0], r.shape[1]);
-        return slice(r, t, part);
+    // The weight of a linear as stored (dense or MXFP4); linear_dense: dequantized to BF16.
+    Tensor linear(Slot s, dist::Range part = kWhole, int64_t expert = -1) {
+        return read_linear(row(s, expert), part, false);
     }
+    Tensor linear_dense(Slot s, dist::Range part = kWhole) { return read_linear(row(s), part, true); }
     // A norm weight, conv kernel or bias, widened to f32 (this rank's `part` of a split one).
-    Tensor f32(const std::string& name, dist::Range part = kWhole) {
-        const TensorRow& r = layout_.at(name);
-        return s_.to_f32(slice(r, s_.get(name, r.shape), part));
+    Tensor f32(Slot s, dist::Range part = kWhole) {
+        const TensorRow& r = row(s);
+        return keep(r, s_.to_f32(slice(r, s_.get(r.name, r.shape), part)));
     }
-    Tensor get(const std::string& name) { return s_.get(name, layout_.at(name).shape); }
+    Tensor get(Slot s) {
+        const TensorRow& r = row(s);
+        return keep(r, s_.get(r.name, r.shape));
+    }
+    Tensor any_shape(Slot s) { return keep(row(s), s_.get_any_shape(row(s).name)); }
+    // What is kept of a row once prepared (another tensor, or nothing: folded into another row's).
+    void hold(Slot s, const Tensor& t, int64_t expert = -1) { held_[layout_.index_of(row(s, expert))] = t; }
+    const TensorRow& row(Slot s, int64_t expert = -1) const {
+        const TensorRow* r = layout_.find(s, layer, expert);
+        KIMI_CHECK(r, "tensor layout: no row for this slot in layer " + std::to_string(layer));
+        return *r;
+    }
 
 private:
+    Tensor keep(const TensorRow& r, const Tensor& t) { return held_[layout_.index_of(r)] = t; }
+    Tensor read_linear(const TensorRow& r, dist::Range part, bool dense) {
+        const std::string module = r.module();
+        const Tensor t =
+            dense ? s_.linear_dense(module, r.shape[0], r.shape[1]) : s_.linear(module, r.shape[0], r.shape[1]);
+        return keep(r, slice(r, t, part));
+    }
     Tensor slice(const TensorRow& r, const Tensor& t, dist::Range part) {
         if (part.end < 0) return t;
         KIMI_CHECK(r.split == 0 || r.split == 1, "tensor layout: '" + r.name + "' is not split over ranks");
@@ -55,20 +77,29 @@ private:
     }
     const TensorLayout& layout_;
     WeightStore& s_;
+    std::vector<Tensor>& held_;
 };
+
+// The three slots of a gated MLP (a dense MLP, a routed expert, the shared experts).
+struct MlpSlots {
+    Slot gate, up, down;
+};
+constexpr MlpSlots kDenseMlp{Slot::kMlpGate, Slot::kMlpUp, Slot::kMlpDown};
+constexpr MlpSlots kRoutedExpert{Slot::kExpertGate, Slot::kExpertUp, Slot::kExpertDown};
+constexpr MlpSlots kSharedExperts{Slot::kSharedGate, Slot::kSharedUp, Slot::kSharedDown};
 
 // A dense MLP (or expert): gate/up column-parallel and down row-parallel over this rank's
 // intermediate units (all of them unless `split`).
-MlpWeights bind_mlp(Binder& b, const std::string& p, int64_t f, const char* gate, const char* up, const char* down,
-                    const Shard& sh, bool split = true) {
+MlpWeights bind_mlp(Binder& b, MlpSlots slots, int64_t f, const Shard& sh, bool split = true, int64_t expert = -1) {
     const dist::Range u = split ? sh.units(f) : dist::Range{0, f};
     if (u.size() == 0)
         throw Error("tensor parallelism over " + std::to_string(sh.size) + " ranks leaves rank " +
-                    std::to_string(sh.rank) + " no units of '" + p + "' (intermediate " + std::to_string(f) + ")");
+                    std::to_string(sh.rank) + " no units of '" + b.row(slots.gate, expert).module() +
+                    "' (intermediate " + std::to_string(f) + ")");
     MlpWeights m;
-    m.gate = b.linear(p + gate, u);
-    m.up = b.linear(p + up, u);
-    m.down = b.linear(p + down, u);
+    m.gate = b.linear(slots.gate, u, expert);
+    m.up = b.linear(slots.up, u, expert);
+    m.down = b.linear(slots.down, u, expert);
     return m;
 }
 
@@ -80,28 +111,28 @@ dist::Range heads_of(const Shard& sh, int64_t n, const char* kind) {
     return sh.part(n);
 }
 
-KdaWeights bind_kda(const ModelConfig& c, Binder& b, const std::string& p, const Shard& sh) {
+KdaWeights bind_kda(const ModelConfig& c, Binder& b, const Shard& sh) {
     const int64_t h = c.kda_heads, k = c.kda_head_dim;
     const dist::Range hr = heads_of(sh, h, "KDA");
     const dist::Range rows{hr.begin * k, hr.end * k};   // this rank's rows of [H*K]
     KdaWeights a;
-    a.q_proj = b.linear(p + "q_proj", rows);
-    a.k_proj = b.linear(p + "k_proj", rows);
-    a.v_proj = b.linear(p + "v_proj", rows);
-    a.q_conv = b.f32(p + "q_conv1d.weight", rows);
-    a.k_conv = b.f32(p + "k_conv1d.weight", rows);
-    a.v_conv = b.f32(p + "v_conv1d.weight", rows);
-    a.f_a = b.linear(p + "f_a_proj");
-    a.f_b = b.linear(p + "f_b_proj", rows);
-    a.dt_bias = b.f32(p + "dt_bias", rows);
+    a.q_proj = b.linear(Slot::kKdaQ, rows);
+    a.k_proj = b.linear(Slot::kKdaK, rows);
+    a.v_proj = b.linear(Slot::kKdaV, rows);
+    a.q_conv = b.f32(Slot::kKdaQConv, rows);
+    a.k_conv = b.f32(Slot::kKdaKConv, rows);
+    a.v_conv = b.f32(Slot::kKdaVConv, rows);
+    a.f_a = b.linear(Slot::kKdaFA);
+    a.f_b = b.linear(Slot::kKdaFB, rows);
+    a.dt_bias = b.f32(Slot::kKdaDtBias, rows);
     // A_log: [1, 1, H, 1] in Kimi Linear; a 1-D F32 vector in K3, padded beyond the H heads
     // (to head_dim): the first H entries are the real ones. Either form is accepted.
-    const Tensor a_log = b.store().get_any_shape(p + "A_log");
+    const Tensor a_log = b.any_shape(Slot::kKdaALog);
     const bool kl_shape =
         a_log.rank == 4 && a_log.dim(0) == 1 && a_log.dim(1) == 1 && a_log.dim(2) == h && a_log.dim(3) == 1;
     if (!kl_shape && !(a_log.rank == 1 && a_log.dim(0) >= h))
-        throw Error("tensor '" + c.tensor_prefix + p + "A_log': shape " + shape_str(a_log) + ", expected [1, 1, " +
-                    std::to_string(h) + ", 1] or a vector of at least the " + std::to_string(h) +
+        throw Error("tensor '" + c.tensor_prefix + b.row(Slot::kKdaALog).name + "': shape " + shape_str(a_log) +
+                    ", expected [1, 1, " + std::to_string(h) + ", 1] or a vector of at least the " + std::to_string(h) +
                     " KDA heads (padded)" +
                     (b.store().is_gguf() ? "; llama.cpp's K3 converter keeps only attention.head_count (the MLA "
                                            "heads) of them, so this GGUF cannot hold more KDA heads than MLA heads"
@@ -113,39 +144,41 @@ KdaWeights bind_kda(const ModelConfig& c, Binder& b, const std::string& p, const
         const float v = element_f32(a_log, hr.begin + i);
         a.neg_exp_a.f32()[i] = folded ? v : -std::exp(v);
     }
-    a.b_proj = b.linear(p + "b_proj", hr);
+    b.hold(Slot::kKdaALog, a.neg_exp_a);
+    a.b_proj = b.linear(Slot::kKdaB, hr);
     if (c.kda_full_rank_gate) {
-        a.g_proj = b.linear(p + "g_proj", rows);
+        a.g_proj = b.linear(Slot::kKdaG, rows);
     } else {
-        a.g_a = b.linear(p + "g_a_proj");
-        a.g_b = b.linear(p + "g_b_proj", rows);
+        a.g_a = b.linear(Slot::kKdaGA);
+        a.g_b = b.linear(Slot::kKdaGB, rows);
     }
-    a.o_norm = b.f32(p + "o_norm.weight");
-    a.o_proj = b.linear(p + "o_proj", rows);   // row-parallel: partial sums
+    a.o_norm = b.f32(Slot::kKdaONorm);
+    a.o_proj = b.linear(Slot::kKdaO, rows);   // row-parallel: partial sums
     return a;
 }
 
 // MLA: this rank's heads (queries, the output gate, kv_b's k and v parts, o_proj's columns);
 // the latent path (kv_a, its norm, q_a) is replicated.
-MlaWeights bind_mla(const ModelConfig& c, Binder& b, const std::string& p, const Shard& sh) {
+MlaWeights bind_mla(const ModelConfig& c, Binder& b, const Shard& sh) {
     const int64_t n = c.qk_nope_dim, r = c.qk_rope_dim, v = c.v_head_dim, rank = c.kv_lora_rank;
     const dist::Range hr = heads_of(sh, c.mla_heads, "MLA");
     const int64_t h0 = hr.begin, h = hr.size();
     const dist::Range q_rows{h0 * (n + r), hr.end * (n + r)}, v_rows{h0 * v, hr.end * v};
     MlaWeights m;
     if (c.q_lora_rank > 0) {
-        m.q_a = b.linear(p + "q_a_proj");
-        m.q_a_norm = b.f32(p + "q_a_layernorm.weight");
-        m.q_b = b.linear(p + "q_b_proj", q_rows);
+        m.q_a = b.linear(Slot::kMlaQA);
+        m.q_a_norm = b.f32(Slot::kMlaQANorm);
+        m.q_b = b.linear(Slot::kMlaQB, q_rows);
     } else {
-        m.q_proj = b.linear(p + "q_proj", q_rows);
+        m.q_proj = b.linear(Slot::kMlaQ, q_rows);
     }
-    if (c.mla_output_gate) m.g_proj = b.linear(p + "g_proj", v_rows);
-    const Tensor kv_a = b.linear(p + "kv_a_proj_with_mqa");
+    if (c.mla_output_gate) m.g_proj = b.linear(Slot::kMlaG, v_rows);
+    const Tensor kv_a = b.linear(Slot::kMlaKvA);
     m.kv_a_c = kv_a.rows(0, rank);
     m.kv_a_rope = kv_a.rows(rank, rank + r);
-    m.kv_a_norm = b.f32(p + "kv_a_layernorm.weight");
-    const Tensor kv_b = b.linear(p + "kv_b_proj", {h0 * (n + v), hr.end * (n + v)}, /*dense=*/true);
+    m.kv_a_norm = b.f32(Slot::kMlaKvANorm);
+    // held: this dense slice, as many bytes as the w_uk_t and w_uv made from it
+    const Tensor kv_b = b.linear_dense(Slot::kMlaKvB, {h0 * (n + v), hr.end * (n + v)});
     // w_uk_t[h][j][i] = kv_b[h*(n+v) + i][j]  (same dtype: a transposition is exact)
     m.w_uk_t = b.store().new_like(kv_b.dtype, {h, rank, n});
     const size_t es = dtype_size(kv_b.dtype);
@@ -162,48 +195,52 @@ MlaWeights bind_mla(const ModelConfig& c, Binder& b, const std::string& p, const
     for (int64_t hh = 0; hh < h; ++hh)
         std::memcpy(static_cast<unsigned char*>(m.w_uv.data) + size_t(hh * v * rank) * es,
                     src + size_t((hh * (n + v) + n) * rank) * es, size_t(v * rank) * es);
-    m.o_proj = b.linear(p + "o_proj", v_rows);   // row-parallel
+    m.o_proj = b.linear(Slot::kMlaO, v_rows);   // row-parallel
     return m;
 }
 
 // MoE: router, score bias and the latent projections replicated; each routed expert's
 // intermediate split (tensor parallel), or whole experts spread over the ranks (expert
 // parallel: the others are checked but not kept); shared experts split like a dense MLP.
-MoeWeights bind_moe(const ModelConfig& c, Binder& b, const std::string& p, const Shard& sh) {
+MoeWeights bind_moe(const ModelConfig& c, Binder& b, const Shard& sh) {
     const int64_t e = c.n_experts, f = c.moe_intermediate_size;
     MoeWeights m;
-    m.router = b.linear(p + "gate", kWhole, /*dense=*/true);
-    m.score_bias = b.f32(p + "gate.e_score_correction_bias");
+    m.router = b.linear_dense(Slot::kRouter);
+    m.score_bias = b.f32(Slot::kScoreBias);
     if (c.moe_latent_dim > 0) {
-        m.latent_down = b.linear(p + "routed_expert_down_proj");
-        if (c.moe_latent_norm) m.latent_norm = b.f32(p + "routed_expert_norm.weight");
-        m.latent_up = b.linear(p + "routed_expert_up_proj");
+        m.latent_down = b.linear(Slot::kLatentDown);
+        if (c.moe_latent_norm) m.latent_norm = b.f32(Slot::kLatentNorm);
+        m.latent_up = b.linear(Slot::kLatentUp);
     }
     if (sh.expert_parallel && e < sh.size)
         throw Error("expert parallelism over " + std::to_string(sh.size) + " ranks needs at least as many experts (" +
                     std::to_string(e) + ")");
     const dist::Range mine = sh.expert_parallel ? sh.part(e) : dist::Range{0, e};
     for (int64_t i = 0; i < e; ++i) {
-        const std::string q = p + "experts." + std::to_string(i) + ".";
         if (i >= mine.begin && i < mine.end) {
-            m.experts.push_back(bind_mlp(b, q, f, "w1", "w3", "w2", sh, !sh.expert_parallel));
+            m.experts.push_back(bind_mlp(b, kRoutedExpert, f, sh, !sh.expert_parallel, i));
         } else {   // another rank's expert: checked (shape, dtype), not kept
-            for (const char* w : {"w1", "w3", "w2"}) b.linear(q + w);
+            for (Slot w : {Slot::kExpertGate, Slot::kExpertUp, Slot::kExpertDown}) {
+                b.linear(w, kWhole, i);
+                b.hold(w, Tensor(), i);
+            }
             m.experts.emplace_back();
         }
     }
     m.has_shared = c.n_shared_experts > 0;
-    if (m.has_shared)
-        m.shared = bind_mlp(b, p + "shared_experts.", f * c.n_shared_experts, "gate_proj", "up_proj", "down_proj", sh);
+    if (m.has_shared) m.shared = bind_mlp(b, kSharedExperts, f * c.n_shared_experts, sh);
     return m;
 }
 
-// AttnRes score vector: `<name>_norm.weight` [D] times `<name>_proj.weight` [1, D], in f32.
-Tensor bind_res_score(Binder& b, const std::string& name, int64_t d) {
-    const Tensor norm = b.get(name + "_norm.weight");
-    const Tensor proj = b.linear(name + "_proj", kWhole, /*dense=*/true);
+// AttnRes score vector: the norm weight [D] times the projection [1, D], in f32 (held as the
+// norm row's; the projection row keeps nothing of its own).
+Tensor bind_res_score(Binder& b, Slot norm_slot, Slot proj_slot, int64_t d) {
+    const Tensor norm = b.get(norm_slot);
+    const Tensor proj = b.linear_dense(proj_slot);
     Tensor out = b.store().new_f32({d});
     for (int64_t i = 0; i < d; ++i) out.f32()[i] = element_f32(norm, i) * element_f32(proj, i);
+    b.hold(norm_slot, out);
+    b.hold(proj_slot, Tensor());
     return out;
 }
 
@@ -213,40 +250,42 @@ ModelWeights bind_weights(const ModelConfig& c, WeightStore& s, const LoadProgre
     const int64_t d = c.hidden_size;
     s.set_quant(&c.quant);
     const TensorLayout layout(c);
-    Binder b(layout, s);
     ModelWeights w;
+    Binder b(layout, s, w.held);
     w.vocab = sh.part(c.vocab_size);   // vocabulary-parallel embedding and lm_head rows
-    w.embed = shard_rows(b.get("model.embed_tokens.weight"), w.vocab.begin, w.vocab.end);
-    w.final_norm = b.f32("model.norm.weight");
-    w.lm_head = c.tie_word_embeddings ? w.embed : b.linear("lm_head", w.vocab);
-    if (c.attn_res_block_size > 0) w.output_res_score = bind_res_score(b, "model.output_attn_res", d);
+    w.embed = shard_rows(b.get(Slot::kEmbed), w.vocab.begin, w.vocab.end);
+    b.hold(Slot::kEmbed, w.embed);
+    w.final_norm = b.f32(Slot::kFinalNorm);
+    w.lm_head = c.tie_word_embeddings ? w.embed : b.linear(Slot::kLmHead, w.vocab);
+    if (c.attn_res_block_size > 0)
+        w.output_res_score = bind_res_score(b, Slot::kOutputResNorm, Slot::kOutputResProj, d);
     int64_t n_kda = 0, n_mla = 0;
     for (int64_t i = 0; i < c.n_layers; ++i) {
-        const std::string p = "model.layers." + std::to_string(i) + ".";
+        b.layer = i;
         LayerWeights l;
         l.kind = c.layer_kinds[size_t(i)];
-        l.attn_norm = b.f32(p + "input_layernorm.weight");
-        l.ffn_norm = b.f32(p + "post_attention_layernorm.weight");
+        l.attn_norm = b.f32(Slot::kAttnNorm);
+        l.ffn_norm = b.f32(Slot::kFfnNorm);
         if (c.attn_res_block_size > 0) {
-            l.attn_res_score = bind_res_score(b, p + "self_attention_res", d);
-            l.ffn_res_score = bind_res_score(b, p + "mlp_res", d);
+            l.attn_res_score = bind_res_score(b, Slot::kAttnResNorm, Slot::kAttnResProj, d);
+            l.ffn_res_score = bind_res_score(b, Slot::kFfnResNorm, Slot::kFfnResProj, d);
         }
         if (l.kind == LayerKind::kKda) {
             l.cache_index = n_kda++;
-            l.kda = bind_kda(c, b, p + "self_attn.", sh);
+            l.kda = bind_kda(c, b, sh);
         } else {
             l.cache_index = n_mla++;
-            l.mla = bind_mla(c, b, p + "self_attn.", sh);
+            l.mla = bind_mla(c, b, sh);
         }
         l.is_moe = c.is_moe_layer(i);
         if (l.is_moe)
-            l.moe = bind_moe(c, b, p + "block_sparse_moe.", sh);
+            l.moe = bind_moe(c, b, sh);
         else
-            l.mlp = bind_mlp(b, p + "mlp.", c.intermediate_size, "gate_proj", "up_proj", "down_proj", sh);
+            l.mlp = bind_mlp(b, kDenseMlp, c.intermediate_size, sh);
         w.layers.push_back(std::move(l));
         if (progress) progress(s.bytes_used(), s.tensor_bytes());
     }
-    if (checkpoint_has_vision(c, s)) w.vision = bind_vision(c, s);
+    if (checkpoint_has_vision(layout, s)) w.vision = bind_vision(c, s, layout, w.held);
     s.finish();
     return w;
 }

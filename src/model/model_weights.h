@@ -77,6 +77,11 @@ struct ModelWeights {
     Tensor output_res_score;   // [D] f32 (prepared; AttnRes only)
     std::vector<LayerWeights> layers;
     std::optional<VisionWeights> vision;   // K3 with its vision tower in the checkpoint
+    // Per tensor-layout row (TensorLayout(config).rows(), in order): what this rank keeps of it,
+    // in the form kept (an MXFP4 linear packed, a norm widened to f32, its slice when split);
+    // undefined when it keeps nothing of its own (another rank's expert, an AttnRes projection
+    // folded into its norm's score vector, a vision tower the checkpoint lacks).
+    std::vector<Tensor> held;
 };
 
 // Checks every tensor the config implies (presence, float dtype, exact shape), rejects

@@ -6,33 +6,39 @@
 
 namespace kimi {
 
-bool checkpoint_has_vision(const ModelConfig& c, const WeightStore& s) {
-    return c.vision.present && s.has_top_level("vision_tower.patch_embed.proj.weight");
+bool checkpoint_has_vision(const TensorLayout& layout, const WeightStore& s) {
+    const TensorRow* patch = layout.find(Slot::kPatchEmbed);
+    return patch && s.has_top_level(layout.full_name(*patch));
 }
 
-VisionWeights bind_vision(const ModelConfig& c, WeightStore& s) {
-    const TensorLayout layout(c);
+VisionWeights bind_vision(const ModelConfig& c, WeightStore& s, const TensorLayout& layout, std::vector<Tensor>& held) {
     const VisionConfig& v = c.vision;
-    const auto get = [&](const std::string& name) { return s.get_top_level(name, layout.at(name).shape); };
-    const auto f32 = [&](const std::string& name) { return s.to_f32(get(name)); };
+    const auto get = [&](Slot slot, int64_t block = -1) {
+        const TensorRow* r = layout.find(slot, block);
+        KIMI_CHECK(r, "tensor layout: no vision row for this slot");
+        return held[layout.index_of(*r)] = s.get_top_level(layout.full_name(*r), r->shape);
+    };
+    const auto f32 = [&](Slot slot, int64_t block = -1) {
+        const TensorRow* r = layout.find(slot, block);
+        return held[layout.index_of(*r)] = s.to_f32(get(slot, block));
+    };
     VisionWeights w;
-    w.patch = get("vision_tower.patch_embed.proj.weight").view({v.hidden, v.patch_dim()});
-    w.pos_emb = f32("vision_tower.patch_embed.pos_emb.weight");
+    w.patch = get(Slot::kPatchEmbed).view({v.hidden, v.patch_dim()});
+    w.pos_emb = f32(Slot::kPosEmb);
     for (int64_t i = 0; i < v.n_layers; ++i) {
-        const std::string b = "vision_tower.encoder.blocks." + std::to_string(i) + ".";
         VisionBlockWeights bw;
-        bw.norm0 = f32(b + "norm0.weight");
-        bw.norm1 = f32(b + "norm1.weight");
-        bw.wqkv = get(b + "wqkv.weight");
-        bw.wo = get(b + "wo.weight");
-        bw.fc0 = get(b + "mlp.fc0.weight");
-        bw.fc1 = get(b + "mlp.fc1.weight");
+        bw.norm0 = f32(Slot::kVisNorm0, i);
+        bw.norm1 = f32(Slot::kVisNorm1, i);
+        bw.wqkv = get(Slot::kVisQkv, i);
+        bw.wo = get(Slot::kVisO, i);
+        bw.fc0 = get(Slot::kVisFc0, i);
+        bw.fc1 = get(Slot::kVisFc1, i);
         w.blocks.push_back(bw);
     }
-    w.final_norm = f32("vision_tower.encoder.final_layernorm.weight");
-    w.proj0 = get("mm_projector.proj.0.weight");
-    w.proj2 = get("mm_projector.proj.2.weight");
-    w.post_norm = f32("mm_projector.post_norm.weight");
+    w.final_norm = f32(Slot::kVisFinalNorm);
+    w.proj0 = get(Slot::kProj0);
+    w.proj2 = get(Slot::kProj2);
+    w.post_norm = f32(Slot::kProjPostNorm);
     return w;
 }
 

@@ -27,9 +27,12 @@ struct VisionWeights {
     Tensor post_norm;    // [text hidden] f32 (prepared)
 };
 
+class TensorLayout;
+
 // Whether the checkpoint carries the tower (a K3 export may be text only): its patch embedding.
-bool checkpoint_has_vision(const ModelConfig& c, const WeightStore& s);
-// Checks (presence, float dtype, exact shape) and prepares every tower and projector tensor.
-VisionWeights bind_vision(const ModelConfig& c, WeightStore& s);
+bool checkpoint_has_vision(const TensorLayout& layout, const WeightStore& s);
+// Checks (presence, float dtype, exact shape) and prepares every tower and projector tensor,
+// by the layout's vision rows; records what it keeps of each in held (ModelWeights::held).
+VisionWeights bind_vision(const ModelConfig& c, WeightStore& s, const TensorLayout& layout, std::vector<Tensor>& held);
 
 }   // namespace kimi

@@ -1,13 +1,13 @@
 // Engine implementation (see engine.h). step() is schedule → run the model → postprocess;
 // cache sizing lives in cache_sizing.cpp, checkpoint planning in cache/checkpoint_planner.cpp,
-// sampling, stop checks and publishing in output_processor.cpp.
+// sampling, stop checks and publishing in output_processor.cpp, queueing and cancels in
+// request_inbox.cpp, the snapshot in engine_stats.cpp.
 #include "runtime/engine.h"
 
 #include <algorithm>
 #include <cstdio>
 
 #include "core/alloc_counter.h"
-#include "core/rng.h"
 #include "runtime/rank_protocol.h"
 
 namespace kimi {
@@ -78,17 +78,14 @@ Engine::~Engine() {
     }
 }
 
-uint64_t Engine::new_group() {
-    std::lock_guard<std::mutex> lk(inbox_mu_);
-    return next_id_++;   // groups and request ids share one counter: a group never equals another request's id
-}
+uint64_t Engine::new_group() { return inbox_.new_group(); }
 
 std::shared_ptr<RequestStream> Engine::submit(std::vector<int32_t> prompt, const SamplingParams& params,
                                               std::shared_ptr<StreamNotifier> notifier, uint64_t group,
                                               std::span<const MediaSpan> media) {
     std::unique_ptr<LiveRequest> live = make_live(std::move(prompt), media, params, std::move(notifier));
     std::shared_ptr<RequestStream> s = live->stream;
-    enqueue(std::span<std::unique_ptr<LiveRequest>>(&live, 1), group);
+    inbox_.enqueue(std::span<std::unique_ptr<LiveRequest>>(&live, 1), group);
     return s;
 }
 
@@ -105,7 +102,7 @@ std::vector<std::shared_ptr<RequestStream>> Engine::submit_all(std::span<const S
             make_live(std::vector<int32_t>(r.prompt.begin(), r.prompt.end()), r.media, *r.params, notifier));
         streams.push_back(lives.back()->stream);
     }
-    enqueue(lives, group);
+    inbox_.enqueue(lives, group);
     return streams;
 }
 
@@ -162,68 +159,9 @@ std::unique_ptr<LiveRequest> Engine::make_live(std::vector<int32_t> prompt, std:
     return live;
 }
 
-void Engine::enqueue(std::span<std::unique_ptr<LiveRequest>> lives, uint64_t group) {
-    {
-        std::lock_guard<std::mutex> lk(inbox_mu_);
-        const size_t need = inbox_.size() + lives.size();
-        if (inbox_.capacity() < need)
-            inbox_.reserve(std::max(need, 2 * inbox_.capacity()));   // may throw: nothing queued
-        for (std::unique_ptr<LiveRequest>& live : lives) {           // allocates nothing from here on
-            live->req.id = next_id_++;
-            live->req.group = group != 0 ? group : live->req.id;
-            // A request without a seed gets one derived from its id: reproducible per process.
-            live->req.seed =
-                live->req.params.seed ? *live->req.params.seed : Rng(live->req.id * 0x9e3779b97f4a7c15ull).next();
-            live->stream->id_ = live->req.id;
-            inbox_.push_back(std::move(live));
-        }
-    }
-    inbox_cv_.notify_one();
-}
+void Engine::cancel(uint64_t id) { inbox_.cancel(id); }
 
-void Engine::cancel(uint64_t id) {
-    {
-        std::lock_guard<std::mutex> lk(inbox_mu_);
-        cancels_.push_back(id);
-    }
-    inbox_cv_.notify_one();
-}
-
-void Engine::cancel(RequestStream& stream) noexcept {
-    if (stream.cancel_requested_.exchange(true)) return;
-    {
-        std::lock_guard<std::mutex> lk(inbox_mu_);
-        cancel_flagged_ = true;
-    }
-    inbox_cv_.notify_one();
-}
-
-void Engine::admit_pending() {
-    std::lock_guard<std::mutex> lk(inbox_mu_);
-    // Room first: then an emplace that runs out of memory fails before it takes the request
-    // (a rehash could drop it). What was moved before a failure is null here; fail_all skips it.
-    const size_t need = live_.size() + inbox_.size();
-    if (!inbox_.empty() && double(need) > double(live_.bucket_count()) * double(live_.max_load_factor()))
-        live_.reserve(need);
-    for (auto& l : inbox_) {
-        if (!l) continue;
-        Request* r = &l->req;
-        const uint64_t id = r->id;
-        live_.emplace(id, std::move(l));
-        sched_.add(r);
-    }
-    inbox_.clear();
-    for (uint64_t id : cancels_) {
-        auto it = live_.find(id);
-        if (it != live_.end()) it->second->req.abort_requested = true;
-    }
-    cancels_.clear();
-    if (cancel_flagged_) {   // only after a cancel(RequestStream&): no scan on an ordinary step
-        cancel_flagged_ = false;
-        for (auto& [id, l] : live_)
-            if (l->stream->cancel_requested_.load(std::memory_order_relaxed)) l->req.abort_requested = true;
-    }
-}
+void Engine::cancel(RequestStream& stream) noexcept { inbox_.cancel(stream); }
 
 bool Engine::step() {
     try {
@@ -234,10 +172,7 @@ bool Engine::step() {
     } catch (const std::exception& e) {
         std::shared_ptr<const std::string> why = oom_error_;
         try {
-            {
-                std::lock_guard<std::mutex> lk(inbox_mu_);
-                failure_ = e.what();
-            }
+            inbox_.set_failure(e.what());
             why = std::make_shared<const std::string>(std::string("the engine failed: ") + e.what());
         } catch (const std::bad_alloc&) {   // the requests still end, with the message made at start
         }
@@ -247,69 +182,60 @@ bool Engine::step() {
 }
 
 std::string Engine::failure() const {
-    {
-        std::lock_guard<std::mutex> lk(inbox_mu_);
-        if (!failure_.empty()) return failure_;
-    }
+    if (std::string why = inbox_.failure(); !why.empty()) return why;
     // A split model: a lost rank is known at once, also while no step runs.
     if (model_.shard().split() && dist::Comm::world().peer_lost()) return dist::Comm::world().peer_lost_reason();
     return "";
 }
 
 void Engine::fail_all(const std::shared_ptr<const std::string>& why) {
-    {
-        // Not admitted first (that allocates): the queued requests end here, the admitted ones below.
-        std::lock_guard<std::mutex> lk(inbox_mu_);
-        for (auto& l : inbox_)
-            if (l) OutputProcessor::fail(*l, why);   // null: admitted before memory ran out (in live_)
-        inbox_.clear();
-        cancels_.clear();
-        cancel_flagged_ = false;
-    }
+    inbox_.fail_queued(why);   // not taken first (that allocates): the queued end there, the admitted here
     outputs_.fail_all(sched_, live_, why);
-    plan_.clear();
-    sample_reqs_.clear();
-    update_snapshot(false);
+    plan_buf_.clear();   // the plan and rows name requests that are gone now
+    sample_buf_.clear();
+    stats_.update(total_preemptions_);
 }
 
-// One step, as nano-vllm's LLMEngine.step: schedule, run the model, postprocess.
+// One step, as nano-vllm's LLMEngine.step: schedule, run the model, postprocess. The plan and
+// the sampled rows live in buffers kept from step to step (no allocation in steady state).
 bool Engine::run_step() {
     const uint64_t allocs_before = thread_alloc_count() + pool_.worker_alloc_count();
-    if (!schedule()) return false;
+    ScheduleOutput& plan = plan_buf_;
+    if (!schedule(plan)) return false;
     const double t0 = event_clock_ms();
-    const Tensor logits = run_model();   // [sample_reqs_.size(), vocab]
-    record_step();
-    outputs_.postprocess(logits, sample_reqs_, live_, sched_);   // may end requests: plan_ is stale after it
-    finish_step(t0, allocs_before);
+    const ModelOutput out = run_model(plan, sample_buf_);
+    record_step(plan);
+    outputs_.postprocess(out.logits, out.rows, live_, sched_);   // may end requests: `plan` is stale after it
+    finish_step(t0, allocs_before, int64_t(out.rows.size()));
     return true;
 }
 
-bool Engine::schedule() {
-    admit_pending();
-    sched_.schedule(plan_);
+bool Engine::schedule(ScheduleOutput& plan) {
+    inbox_.take(live_, sched_);
+    sched_.schedule(plan);
     outputs_.finish_aborted(sched_, live_);
-    total_preemptions_ += int64_t(plan_.preempted.size());
-    if (!plan_.scheduled.empty()) return true;
-    update_snapshot(false);
+    total_preemptions_ += int64_t(plan.preempted.size());
+    if (!plan.scheduled.empty()) return true;
+    stats_.update(total_preemptions_);
     return false;
 }
 
-Tensor Engine::run_model() {
-    for (const auto& s : plan_.scheduled)
+Engine::ModelOutput Engine::run_model(const ScheduleOutput& plan, std::vector<Request*>& sample_buf) {
+    for (const auto& s : plan.scheduled)
         if (s.fresh && s.restore != 0) prefix_hit_tokens_ += s.req->n_computed;
-    runner_.prepare_states(plan_);   // restores first: planning captures may reuse checkpoint slots
-    plan_captures();
-    const Tensor logits = runner_.execute(ex_, plan_, ckpt_plan_.captures(), sample_reqs_);
-    sched_.step_done(plan_);
+    runner_.prepare_states(plan);   // restores first: planning captures may reuse checkpoint slots
+    plan_captures(plan);
+    const Tensor logits = runner_.execute(ex_, plan, ckpt_plan_.captures(), sample_buf);   // [R, vocab]
+    sched_.step_done(plan);
     ckpt_plan_.commit_captures();
-    save_checkpoints();
-    return logits;
+    save_checkpoints(plan);
+    return ModelOutput{logits, sample_buf};
 }
 
-void Engine::plan_captures() {
+void Engine::plan_captures(const ScheduleOutput& plan) {
     ckpt_plan_.clear();
-    for (size_t i = 0; i < plan_.scheduled.size(); ++i) {
-        const ScheduledRequest& s = plan_.scheduled[i];
+    for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+        const ScheduledRequest& s = plan.scheduled[i];
         const Request& r = *s.req;
         const auto token_at = [&r](int64_t t) { return r.cache_key_at(t); };
         if (!ckpt_plan_.plan_chunk(int32_t(i), r.id, r.n_computed, s.n_tokens, int64_t(r.prompt.size()), token_at))
@@ -317,92 +243,47 @@ void Engine::plan_captures() {
     }
 }
 
-void Engine::save_checkpoints() {
-    for (const auto& s : plan_.scheduled) {
+void Engine::save_checkpoints(const ScheduleOutput& plan) {
+    for (const auto& s : plan.scheduled) {
         Request& r = *s.req;
         r.tail_checkpoint = ckpt_plan_.save_chunk_end(r.id, r.n_computed, int64_t(r.prompt.size()), r.tail_checkpoint);
     }
 }
 
-void Engine::record_step() {
+void Engine::record_step(const ScheduleOutput& plan) {
     last_ = EngineStepStats{};
-    last_.n_seqs = int32_t(plan_.scheduled.size());
-    last_.n_tokens = plan_.total_tokens;
-    for (const auto& s : plan_.scheduled) {
+    last_.n_seqs = int32_t(plan.scheduled.size());
+    last_.n_tokens = plan.total_tokens;
+    for (const auto& s : plan.scheduled) {
         const bool decode = s.n_tokens == 1 && !s.req->output.empty() && !s.fresh;
         last_.n_decode_seqs += decode;
         last_.n_prefill_tokens += decode ? 0 : s.n_tokens;
     }
-    last_.n_preempted = int32_t(plan_.preempted.size());
+    last_.n_preempted = int32_t(plan.preempted.size());
     last_.attn_output_copies = ex_.counters.attn_output_copies;
     last_.heap_allocations = ex_.counters.heap_allocations;
 }
 
-void Engine::finish_step(double t0_ms, uint64_t allocs_before) {
+void Engine::finish_step(double t0_ms, uint64_t allocs_before, int64_t n_sampled) {
     last_.n_running = sched_.n_running();
     last_.n_waiting = sched_.n_waiting();
     last_.blocks_used = cache_.blocks().n_total() - cache_.blocks().n_free();
     last_.slots_used = cache_.slots().n_total() - cache_.slots().n_free();
     last_.step_ms = event_clock_ms() - t0_ms;
     last_.step_heap_allocations = int64_t(thread_alloc_count() + pool_.worker_alloc_count() - allocs_before);
-    update_snapshot(true);
+    stats_.update(total_preemptions_, last_, n_sampled);
 }
 
-void Engine::update_snapshot(bool ran) {
-    std::lock_guard<std::mutex> lk(stats_mu_);
-    snap_.n_running = sched_.n_running();
-    snap_.n_waiting = sched_.n_waiting();
-    snap_.blocks_total = cache_.blocks().n_total();
-    snap_.blocks_used = snap_.blocks_total - cache_.blocks().n_free();
-    snap_.slots_total = cache_.slots().n_total();
-    snap_.slots_used = snap_.slots_total - cache_.slots().n_free();
-    snap_.preemptions = total_preemptions_;
-    snap_.fair_preemptions = sched_.fair_preemptions();
-    snap_.prefix_queries = sched_.prefix_queries();
-    snap_.prefix_hits = sched_.prefix_hits();
-    snap_.blocks_cached = cache_.blocks().n_cached();
-    snap_.checkpoints = ckpt_.size();
-    snap_.checkpoints_total = sizing_.n_checkpoints;
-    snap_.checkpoint_bytes = ckpt_.bytes_used();
-    snap_.checkpoints_saved = ckpt_.n_saved();
-    if (!ran) return;
-    ++snap_.steps;
-    snap_.prompt_tokens_computed += last_.n_prefill_tokens;
-    snap_.generated_tokens += int64_t(sample_reqs_.size());
-    snap_.attn_output_copies += last_.attn_output_copies;
-    snap_.forward_heap_allocations += last_.heap_allocations;
-    snap_.step_heap_allocations += last_.step_heap_allocations;
-    snap_.last = last_;
-}
-
-EngineSnapshot Engine::snapshot() const {
-    std::lock_guard<std::mutex> lk(stats_mu_);
-    EngineSnapshot s = snap_;
-    if (s.blocks_total == 0) {   // before the first step
-        s.checkpoints_total = sizing_.n_checkpoints;
-        s.blocks_total = cache_.blocks().n_total();
-        s.slots_total = cache_.slots().n_total();
-    }
-    s.cache_bytes = sizing_.total_bytes();
-    s.checkpoint_capacity_bytes = int64_t(sizing_.n_checkpoints) * sizing_.slot_bytes;
-    return s;
-}
+EngineSnapshot Engine::snapshot() const { return stats_.snapshot(); }
 
 void Engine::run_until_idle() {
     while (step()) {}
 }
 
 void Engine::start() {
-    stop_ = false;
+    inbox_.start();
     loop_ = std::thread([this] {
-        for (;;) {
-            {
-                std::unique_lock<std::mutex> lk(inbox_mu_);
-                inbox_cv_.wait(lk, [&] {
-                    return stop_ || !inbox_.empty() || !cancels_.empty() || cancel_flagged_ || sched_.has_work();
-                });
-                if (stop_) return;
-            }
+        while (inbox_.wait_for_work([this] { return sched_.has_work(); })) {
             try {
                 step();
             } catch (const std::exception& e) {   // failed for good (failure()): requests are refused from now on
@@ -414,11 +295,7 @@ void Engine::start() {
 }
 
 void Engine::stop() {
-    {
-        std::lock_guard<std::mutex> lk(inbox_mu_);
-        stop_ = true;
-    }
-    inbox_cv_.notify_all();
+    inbox_.stop();
     if (loop_.joinable()) loop_.join();
 }
 

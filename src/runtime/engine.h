@@ -1,11 +1,12 @@
 // Engine: owns the cache (storage + bookkeeping), scheduler, runner and output processing of
 // one loaded model. submit() may be called from any thread and returns a stream of token
 // events (request_stream.h); step() runs one scheduler step: schedule → run the model →
-// postprocess (sample, stop checks, publish: output_processor.h); start() runs steps on a
-// background thread that sleeps when idle.
+// postprocess (sample, stop checks, publish: output_processor.h), each phase handed what the
+// one before made; start() runs steps on a background thread that sleeps when idle. What other
+// threads hand it waits in a RequestInbox (request_inbox.h); the counters they read are on a
+// StatsBoard (engine_stats.h).
 // ref: docs/runtime.md#engine, vLLM v1 EngineCore.step(), nano-vllm LLMEngine.step().
 #pragma once
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -25,6 +26,7 @@
 #include "runtime/live_request.h"
 #include "runtime/model_runner.h"
 #include "runtime/output_processor.h"
+#include "runtime/request_inbox.h"
 #include "runtime/request_stream.h"
 #include "runtime/scheduler.h"
 #include "runtime/structured_output.h"
@@ -105,26 +107,33 @@ private:
     // first request: steady-state steps then fault in no pages and allocate nothing.
     void profile_run();
 
-    // The phases of a step (run_step).
-    bool schedule();      // admit, plan into plan_, end aborts; false: nothing to run
-    Tensor run_model();   // the forward of plan_ with its prefix-cache checkpoints
-    void record_step();   // last_ from plan_ and the forward (before postprocess)
-    void finish_step(double t0_ms, uint64_t allocs_before);   // last_'s end-of-step counts, snapshot
+    // What the forward hands to postprocess: rows[i] samples from logits row i.
+    struct ModelOutput {
+        Tensor logits;   // [rows.size(), vocab], arena-owned until the next step
+        std::span<Request* const> rows;
+    };
 
-    // submit() and submit_all(): a checked request with its buffers reserved, not yet queued ...
+    // The phases of a step (run_step), each handed what the one before made. The buffers they
+    // fill are the engine's (plan_buf_, sample_buf_), reused from step to step; only run_step
+    // hands them out (and fail_all empties them).
+    bool schedule(ScheduleOutput& plan);   // admit, plan into `plan`, end aborts; false: nothing to run
+    // The forward of `plan` with its prefix-cache checkpoints; the rows to sample land in sample_buf.
+    ModelOutput run_model(const ScheduleOutput& plan, std::vector<Request*>& sample_buf);
+    void record_step(const ScheduleOutput& plan);   // last_ from the plan and the forward (before postprocess)
+    // last_'s end-of-step counts, the snapshot; n_sampled: the rows the step sampled.
+    void finish_step(double t0_ms, uint64_t allocs_before, int64_t n_sampled);
+
+    // submit() and submit_all(): a checked request with its buffers reserved, not yet queued
+    // (then inbox_.enqueue: all of them, or none).
     std::unique_ptr<LiveRequest> make_live(std::vector<int32_t> prompt, std::span<const MediaSpan> media,
                                            const SamplingParams& params, std::shared_ptr<StreamNotifier> notifier);
-    // ... then all of them queued, or none (std::bad_alloc); each gets its id.
-    void enqueue(std::span<std::unique_ptr<LiveRequest>> lives, uint64_t group);
-    void admit_pending();
-    // Prefix cache: KDA checkpoints inside this step's chunks (captured by the forward pass),
+    // Prefix cache: KDA checkpoints inside the plan's chunks (captured by the forward pass),
     // then those at the chunks' ends (checkpoint_planner.h).
-    void plan_captures();
-    void save_checkpoints();
+    void plan_captures(const ScheduleOutput& plan);
+    void save_checkpoints(const ScheduleOutput& plan);
     bool run_step();   // step() without its failure handling
     // Every request in flight (queued ones too) ends with this error; allocates nothing.
     void fail_all(const std::shared_ptr<const std::string>& why);
-    void update_snapshot(bool ran);
 
     const KimiModel& model_;
     const tok::Tokenizer* tok_;
@@ -140,26 +149,19 @@ private:
     Scheduler sched_;
     ModelRunner runner_;
     OutputProcessor outputs_;
-    ScheduleOutput plan_;
-    std::vector<Request*> sample_reqs_;
+    ScheduleOutput plan_buf_;            // the step's plan (schedule → run_model → record_step)
+    std::vector<Request*> sample_buf_;   // the rows the step samples (run_model → postprocess)
     std::mutex vocab_mu_;
     std::unique_ptr<GrammarVocab> grammar_vocab_;   // built at the first structured request
     EngineStepStats last_;
     int64_t total_preemptions_ = 0;
-    int64_t prefix_hit_tokens_ = 0;   // tokens admitted from the prefix cache, all requests
-    mutable std::mutex stats_mu_;
-    EngineSnapshot snap_;   // updated at the end of every step, under stats_mu_
+    int64_t prefix_hit_tokens_ = 0;                      // tokens admitted from the prefix cache, all requests
+    StatsBoard stats_{sched_, cache_, ckpt_, sizing_};   // updated at the end of every step
 
-    mutable std::mutex inbox_mu_;
-    std::condition_variable inbox_cv_;
-    std::vector<std::unique_ptr<LiveRequest>> inbox_;
-    std::vector<uint64_t> cancels_;
-    bool cancel_flagged_ = false;   // cancel(RequestStream&) flagged a stream since the last admission
-    uint64_t next_id_ = 1;
+    // After grammar_vocab_, which the requests' grammar states refer to: they are destroyed first.
+    RequestInbox inbox_;
     LiveRequests live_;
     std::thread loop_;
-    bool stop_ = false;
-    std::string failure_;   // under inbox_mu_
     // The error of requests failed by a step that ran out of memory: made at start, as
     // nothing can be allocated then.
     const std::shared_ptr<const std::string> oom_error_ =

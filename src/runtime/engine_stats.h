@@ -1,10 +1,16 @@
 // The engine's counters: EngineStepStats, what one step did (Engine::last_step(), the
 // commands' --step-stats), and EngineSnapshot, a consistent copy of every counter taken at the
-// end of each step for other threads (the server's /metrics).
+// end of each step for other threads (the server's /metrics), which the StatsBoard holds.
 #pragma once
 #include <cstdint>
+#include <mutex>
 
 namespace kimi {
+
+class Scheduler;
+class CacheManager;
+class CheckpointStore;
+struct CacheSizing;
 
 struct EngineStepStats {
     int32_t n_seqs = 0, n_tokens = 0, n_prefill_tokens = 0, n_decode_seqs = 0;
@@ -30,6 +36,33 @@ struct EngineSnapshot {
     // Memory the engine holds from start to end: the KV/state cache and the checkpoint capacity.
     int64_t cache_bytes = 0, checkpoint_capacity_bytes = 0;
     EngineStepStats last;
+};
+
+// The EngineSnapshot other threads read: the engine's thread updates it at the end of every
+// step, from the engine's scheduler, cache and checkpoints (held by reference: they outlive
+// the board), and snapshot() copies it out, both under one mutex. Allocates nothing.
+class StatsBoard {
+public:
+    StatsBoard(const Scheduler& sched, const CacheManager& cache, const CheckpointStore& ckpt,
+               const CacheSizing& sizing)
+        : sched_(sched), cache_(cache), ckpt_(ckpt), sizing_(sizing) {}
+
+    // A step that ran nothing (or failed): the gauges as they are now. preemptions: all of
+    // them since start-up.
+    void update(int64_t preemptions);
+    // A step that ran the model: the gauges, and its counts added; n_sampled: tokens it sampled.
+    void update(int64_t preemptions, const EngineStepStats& step, int64_t n_sampled);
+    EngineSnapshot snapshot() const;   // thread-safe
+
+private:
+    void read_gauges(int64_t preemptions);   // under mu_
+
+    const Scheduler& sched_;
+    const CacheManager& cache_;
+    const CheckpointStore& ckpt_;
+    const CacheSizing& sizing_;
+    mutable std::mutex mu_;
+    EngineSnapshot snap_;   // under mu_
 };
 
 }   // namespace kimi

@@ -52,7 +52,8 @@ public:
     bool next(TokenEvent& out);       // blocks; false once the final event was taken
     bool try_next(TokenEvent& out);   // does not block; false if no event is ready
 private:
-    friend class Engine;            // creates it (id, notifier, reserved events)
+    friend class Engine;            // creates it (notifier, reserved events)
+    friend class RequestInbox;      // gives it its id; cancel(RequestStream&) flags it
     friend class OutputProcessor;   // publishes its events
     void push(TokenEvent&& e);
     uint64_t id_ = 0;
@@ -62,7 +63,7 @@ private:
     size_t read_ = 0;
     bool closed_ = false;
     std::shared_ptr<StreamNotifier> notifier_;
-    std::atomic<bool> cancel_requested_{false};   // Engine::cancel(RequestStream&)
+    std::atomic<bool> cancel_requested_{false};   // Engine::cancel(RequestStream&) (RequestInbox)
 };
 
 }   // namespace kimi

@@ -74,44 +74,39 @@ void read_f32(const Tensor& t, int64_t e0, int64_t n, float* out) {
     for (int64_t i = 0; i < n; ++i) out[i] = element_f32(t, e0 + i);
 }
 
-}   // namespace
-
-QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string& out_dir, const QuantizeOptions& opts) {
-    const std::string& targets = opts.targets;
-    if (targets != "experts" && targets != "experts+shared" && targets != "all-linear")
-        throw Error("quantize: targets must be experts, experts+shared or all-linear, got '" + targets + "'");
-    std::error_code ec;
-    if (fs::exists(out_dir) && (fs::equivalent(in_dir, out_dir, ec) || !fs::is_empty(out_dir)))
-        throw Error("quantize: output " + out_dir + " exists and is not empty (or is the input)");
-
-    // The input: its config as written (to keep every key and its order), validated.
+// The input's config.json as written (to keep every key and its order).
+ojson read_config_json(const std::string& in_dir) {
     ojson config;
-    {
-        std::ifstream f(in_dir + "/config.json");
-        if (!f) throw Error(in_dir + "/config.json: cannot open");
-        try {
-            config = ojson::parse(f);
-        } catch (const nlohmann::json::exception& e) {
-            throw Error(in_dir + "/config.json: invalid JSON: " + e.what());
-        }
+    std::ifstream f(in_dir + "/config.json");
+    if (!f) throw Error(in_dir + "/config.json: cannot open");
+    try {
+        config = ojson::parse(f);
+    } catch (const nlohmann::json::exception& e) {
+        throw Error(in_dir + "/config.json: invalid JSON: " + e.what());
     }
-    const ModelConfig mc = load_model_config(in_dir);
-    if (mc.quant.mxfp4)
-        throw Error("quantize: " + in_dir + " is already quantized (its config has a quantization_config)");
-    const WeightStore store(in_dir, WeightMemory::kMmapLazy);   // one pass; the input may exceed RAM
-    const auto tensors = store.all_tensors();
-    const TensorLayout layout(mc);
+    return config;
+}
+
+// What the output holds: its entries, each with the input tensor it is made from.
+struct OutputPlan {
+    QuantizeReport report;   // with bytes_in and bytes_out
+    std::vector<SafetensorsWriter::Entry> entries;
+    std::map<std::string, Tensor> source;   // output tensor name → the input tensor it comes from
+};
+
+// Which linears become MXFP4 (a packed weight and its scales); every other tensor is kept.
+OutputPlan plan_output(const std::vector<std::pair<std::string, Tensor>>& tensors, const TensorLayout& layout,
+                       const std::string& targets) {
     // The layout row of a stored tensor (vision rows are never quantizable).
     const auto row_of = [&](const std::string& name) -> const TensorRow* {
         if (const TensorRow* v = layout.find(name); v && v->vision) return v;
         if (name.compare(0, layout.prefix().size(), layout.prefix()) != 0) return nullptr;
         return layout.find(name.substr(layout.prefix().size()));
     };
-
-    // Which linears become MXFP4.
-    QuantizeReport plan;
-    std::vector<SafetensorsWriter::Entry> entries;
-    std::map<std::string, Tensor> source;   // output tensor name → the input tensor it comes from
+    OutputPlan out;
+    QuantizeReport& plan = out.report;
+    std::vector<SafetensorsWriter::Entry>& entries = out.entries;
+    std::map<std::string, Tensor>& source = out.source;
     uint64_t bytes_in = 0, bytes_out = 0;
     for (const auto& [name, t] : tensors) {
         bytes_in += t.nbytes();
@@ -139,40 +134,81 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
         source[name] = t;
         bytes_out += t.nbytes();
     }
+    plan.bytes_in = bytes_in;
+    plan.bytes_out = bytes_out;
+    return out;
+}
+
+// Elements [offset, offset + n) of output entry `e`, made from its input tensor `t`: the bytes of
+// a tensor kept as it is, or a quantized linear's packed weights or scales.
+void fill_entry(const SafetensorsWriter::Entry& e, const Tensor& t, uint64_t offset, uint64_t n, uint8_t* dst,
+                ThreadPool& pool) {
+    const bool packed = e.name.size() > 14 && e.name.compare(e.name.size() - 14, 14, ".weight_packed") == 0;
+    const bool scales = !packed && e.dtype == DType::kU8 && t.dtype != DType::kU8;
+    if (!packed && !scales) {   // a tensor kept as it is: its bytes
+        const size_t es = dtype_size(e.dtype);
+        std::memcpy(dst, static_cast<const uint8_t*>(t.data) + offset * es, size_t(n) * es);
+        return;
+    }
+    // packed: 16 bytes per group of 32 weights; scales: one byte per group
+    const int64_t per_group = packed ? 16 : 1, g0 = int64_t(offset) / per_group, n_groups = int64_t(n) / per_group;
+    pool.parallel_ranges(n_groups, [&](int64_t b, int64_t end, int) {
+        float w[kMxfp4Group];
+        uint8_t q[16], s = 0;
+        for (int64_t g = b; g < end; ++g) {
+            read_f32(t, (g0 + g) * kMxfp4Group, kMxfp4Group, w);
+            mxfp4_quantize_group(w, q, &s);
+            if (packed)
+                std::memcpy(dst + g * 16, q, 16);
+            else
+                dst[g] = s;
+        }
+    });
+}
+
+// Every other file of the input (tokenizer, generation config, chat template, …).
+void copy_other_files(const std::string& in_dir, const std::string& out_dir) {
+    for (const auto& ent : fs::directory_iterator(in_dir)) {
+        const std::string fname = ent.path().filename().string();
+        const bool weights = fname == "config.json" || fname == "model.safetensors.index.json" ||
+            (fname.size() > 12 && fname.compare(fname.size() - 12, 12, ".safetensors") == 0);
+        if (ent.is_regular_file() && !weights)
+            fs::copy_file(ent.path(), fs::path(out_dir) / fname, fs::copy_options::overwrite_existing);
+    }
+}
+
+}   // namespace
+
+QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string& out_dir, const QuantizeOptions& opts) {
+    const std::string& targets = opts.targets;
+    if (targets != "experts" && targets != "experts+shared" && targets != "all-linear")
+        throw Error("quantize: targets must be experts, experts+shared or all-linear, got '" + targets + "'");
+    std::error_code ec;
+    if (fs::exists(out_dir) && (fs::equivalent(in_dir, out_dir, ec) || !fs::is_empty(out_dir)))
+        throw Error("quantize: output " + out_dir + " exists and is not empty (or is the input)");
+
+    // The input: its config as written, validated.
+    ojson config = read_config_json(in_dir);
+    const ModelConfig mc = load_model_config(in_dir);
+    if (mc.quant.mxfp4)
+        throw Error("quantize: " + in_dir + " is already quantized (its config has a quantization_config)");
+    const WeightStore store(in_dir, WeightMemory::kMmapLazy);   // one pass; the input may exceed RAM
+    const auto tensors = store.all_tensors();
+    const TensorLayout layout(mc);
+
+    OutputPlan out = plan_output(tensors, layout, targets);
+    QuantizeReport& plan = out.report;
     if (plan.quantized.empty())
         throw Error("quantize: no linear layer matches the targets '" + targets + "' (nothing to quantize)");
     fs::create_directories(out_dir);
     ThreadPool pool{opts.threads};
     uint64_t done = 0;
-    const auto fill = [&](const SafetensorsWriter::Entry& e, uint64_t offset, uint64_t n, void* out) {
-        const Tensor& t = source.at(e.name);
-        auto* dst = static_cast<uint8_t*>(out);
-        const bool packed = e.name.size() > 14 && e.name.compare(e.name.size() - 14, 14, ".weight_packed") == 0;
-        const bool scales = !packed && e.dtype == DType::kU8 && t.dtype != DType::kU8;
-        if (!packed && !scales) {   // a tensor kept as it is: its bytes
-            const size_t es = dtype_size(e.dtype);
-            std::memcpy(dst, static_cast<const uint8_t*>(t.data) + offset * es, size_t(n) * es);
-        } else {
-            // packed: 16 bytes per group of 32 weights; scales: one byte per group
-            const int64_t per_group = packed ? 16 : 1, g0 = int64_t(offset) / per_group,
-                          n_groups = int64_t(n) / per_group;
-            pool.parallel_ranges(n_groups, [&](int64_t b, int64_t end, int) {
-                float w[kMxfp4Group];
-                uint8_t q[16], s = 0;
-                for (int64_t g = b; g < end; ++g) {
-                    read_f32(t, (g0 + g) * kMxfp4Group, kMxfp4Group, w);
-                    mxfp4_quantize_group(w, q, &s);
-                    if (packed)
-                        std::memcpy(dst + g * 16, q, 16);
-                    else
-                        dst[g] = s;
-                }
-            });
-        }
+    const auto fill = [&](const SafetensorsWriter::Entry& e, uint64_t offset, uint64_t n, void* dst) {
+        fill_entry(e, out.source.at(e.name), offset, n, static_cast<uint8_t*>(dst), pool);
         done += n * dtype_size(e.dtype);
-        if (opts.progress) opts.progress(done, bytes_out);
+        if (opts.progress) opts.progress(done, plan.bytes_out);
     };
-    SafetensorsWriter::write_checkpoint(out_dir, entries, fill, opts.max_shard_bytes);
+    SafetensorsWriter::write_checkpoint(out_dir, out.entries, fill, opts.max_shard_bytes);
 
     // config.json with the quantization_config (K3: inside text_config, as published).
     (mc.is_k3_layout() ? config["text_config"] : config)["quantization_config"] =
@@ -182,16 +218,7 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
         f << config.dump(2) << "\n";
         if (!f) throw Error(out_dir + "/config.json: write failed");
     }
-    // Every other file of the input (tokenizer, generation config, chat template, …).
-    for (const auto& ent : fs::directory_iterator(in_dir)) {
-        const std::string fname = ent.path().filename().string();
-        const bool weights = fname == "config.json" || fname == "model.safetensors.index.json" ||
-            (fname.size() > 12 && fname.compare(fname.size() - 12, 12, ".safetensors") == 0);
-        if (ent.is_regular_file() && !weights)
-            fs::copy_file(ent.path(), fs::path(out_dir) / fname, fs::copy_options::overwrite_existing);
-    }
-    plan.bytes_in = bytes_in;
-    plan.bytes_out = bytes_out;
+    copy_other_files(in_dir, out_dir);
     return plan;
 }
 

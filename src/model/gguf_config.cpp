@@ -24,6 +24,54 @@ bool any_layer_has(const GgufModel& g, int64_t n_layers, const std::string& suff
     return false;
 }
 
+// hidden_act: SiTU where the file gives its beta, silu otherwise.
+void activation_keys(const GgufFile& f, const std::string& a, json& t) {
+    if (f.has(a + "activation.situ_beta")) {
+        t["hidden_act"] = "situ";
+        t["activation_situ_beta"] = f.get_float(a + "activation.situ_beta");
+        if (f.has(a + "activation.situ_linear_beta"))
+            t["activation_situ_linear_beta"] = f.get_float(a + "activation.situ_linear_beta");
+    } else {
+        t["hidden_act"] = "silu";
+    }
+}
+
+// KDA: llama.cpp marks its layers by a KV head count of 0; GGUF has no KDA head count of
+// its own (the converter assumes num_attention_heads), so it is read from b_proj's rows.
+json kda_config(const GgufModel& g, const std::string& a, int64_t n_layers) {
+    const GgufFile& f = g.first();
+    const std::vector<int64_t> kv = f.get_int_array(a + "attention.head_count_kv");
+    if (int64_t(kv.size()) != n_layers)
+        throw Error(f.path() + ": " + a + "attention.head_count_kv has " + std::to_string(kv.size()) + " entries for " +
+                    std::to_string(n_layers) + " layers (one per layer: 0 for KDA)");
+    json kda_layers = json::array(), full_layers = json::array();
+    int64_t kda_heads = 0;
+    for (int64_t l = 0; l < n_layers; ++l) {
+        if (kv[size_t(l)] != 0) {
+            full_layers.push_back(l + 1);
+            continue;
+        }
+        kda_layers.push_back(l + 1);
+        const GgufTensorInfo* beta = tensor(g, "blk." + std::to_string(l) + ".ssm_beta.weight");
+        if (!beta || beta->ne.size() != 2)
+            throw Error(f.path() + ": KDA layer " + std::to_string(l) + " has no 2-D tensor 'blk." + std::to_string(l) +
+                        ".ssm_beta.weight' (GGUF carries the KDA head count only in its shape)");
+        if (kda_heads != 0 && beta->ne[1] != kda_heads)
+            throw Error(f.path() + ": 'blk." + std::to_string(l) + ".ssm_beta.weight' gives " +
+                        std::to_string(beta->ne[1]) + " KDA heads, an earlier layer " + std::to_string(kda_heads));
+        kda_heads = beta->ne[1];
+    }
+    json lac;
+    lac["num_heads"] = kda_heads > 0 ? kda_heads : f.get_int(a + "attention.head_count");
+    lac["head_dim"] = f.get_int(a + "kda.head_dim");
+    lac["short_conv_kernel_size"] = f.get_int(a + "ssm.conv_kernel");
+    lac["use_full_rank_gate"] = any_layer_has(g, n_layers, "ssm_g.weight");
+    if (f.has(a + "kda.gate_lower_bound")) lac["gate_lower_bound"] = f.get_float(a + "kda.gate_lower_bound");
+    lac["kda_layers"] = kda_layers;
+    lac["full_attn_layers"] = full_layers;
+    return lac;
+}
+
 }   // namespace
 
 json gguf_model_config_json(const GgufModel& g) {
@@ -51,14 +99,7 @@ json gguf_model_config_json(const GgufModel& g) {
         if (f.has(std::string("tokenizer.ggml.") + id + "_token_id"))
             t[std::string(id) + "_token_id"] = f.get_int(std::string("tokenizer.ggml.") + id + "_token_id");
     if (f.has("tokenizer.ggml.padding_token_id")) t["pad_token_id"] = f.get_int("tokenizer.ggml.padding_token_id");
-    if (f.has(a + "activation.situ_beta")) {
-        t["hidden_act"] = "situ";
-        t["activation_situ_beta"] = f.get_float(a + "activation.situ_beta");
-        if (f.has(a + "activation.situ_linear_beta"))
-            t["activation_situ_linear_beta"] = f.get_float(a + "activation.situ_linear_beta");
-    } else {
-        t["hidden_act"] = "silu";
-    }
+    activation_keys(f, a, t);
 
     // MLA (served by llama.cpp as MQA over the latent: key_length = kv_lora_rank + rope dims)
     t["num_attention_heads"] = i("attention.head_count");
@@ -72,38 +113,7 @@ json gguf_model_config_json(const GgufModel& g) {
     t["mla_use_nope"] = true;
     t["mla_use_output_gate"] = any_layer_has(g, n_layers, "attn_gate.weight");
 
-    // KDA: llama.cpp marks its layers by a KV head count of 0; GGUF has no KDA head count of
-    // its own (the converter assumes num_attention_heads), so it is read from b_proj's rows.
-    const std::vector<int64_t> kv = f.get_int_array(a + "attention.head_count_kv");
-    if (int64_t(kv.size()) != n_layers)
-        throw Error(f.path() + ": " + a + "attention.head_count_kv has " + std::to_string(kv.size()) + " entries for " +
-                    std::to_string(n_layers) + " layers (one per layer: 0 for KDA)");
-    json kda_layers = json::array(), full_layers = json::array();
-    int64_t kda_heads = 0;
-    for (int64_t l = 0; l < n_layers; ++l) {
-        if (kv[size_t(l)] != 0) {
-            full_layers.push_back(l + 1);
-            continue;
-        }
-        kda_layers.push_back(l + 1);
-        const GgufTensorInfo* beta = tensor(g, "blk." + std::to_string(l) + ".ssm_beta.weight");
-        if (!beta || beta->ne.size() != 2)
-            throw Error(f.path() + ": KDA layer " + std::to_string(l) + " has no 2-D tensor 'blk." + std::to_string(l) +
-                        ".ssm_beta.weight' (GGUF carries the KDA head count only in its shape)");
-        if (kda_heads != 0 && beta->ne[1] != kda_heads)
-            throw Error(f.path() + ": 'blk." + std::to_string(l) + ".ssm_beta.weight' gives " +
-                        std::to_string(beta->ne[1]) + " KDA heads, an earlier layer " + std::to_string(kda_heads));
-        kda_heads = beta->ne[1];
-    }
-    json lac;
-    lac["num_heads"] = kda_heads > 0 ? kda_heads : i("attention.head_count");
-    lac["head_dim"] = i("kda.head_dim");
-    lac["short_conv_kernel_size"] = i("ssm.conv_kernel");
-    lac["use_full_rank_gate"] = any_layer_has(g, n_layers, "ssm_g.weight");
-    if (f.has(a + "kda.gate_lower_bound")) lac["gate_lower_bound"] = f.get_float(a + "kda.gate_lower_bound");
-    lac["kda_layers"] = kda_layers;
-    lac["full_attn_layers"] = full_layers;
-    t["linear_attn_config"] = lac;
+    t["linear_attn_config"] = kda_config(g, a, n_layers);
 
     // MoE
     const int64_t gating = i_or("expert_gating_func", 2);

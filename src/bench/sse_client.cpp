@@ -11,6 +11,32 @@ namespace kimi::bench {
 
 namespace {
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// The text of a streamed choice: its delta's content (chat) or its text (completions).
+void append_choice_text(const nlohmann::ordered_json& c0, bool chat, std::string& text) {
+    if (chat) {
+        if (c0.contains("delta") && c0["delta"].contains("content") && c0["delta"]["content"].is_string())
+            text += c0["delta"]["content"].get<std::string>();
+    } else if (c0.contains("text") && c0["text"].is_string()) {
+        text += c0["text"].get<std::string>();
+    }
+}
+
+// Each complete line of the SSE stream in `buf` taken out of it; the data of a "data:" line goes
+// to on_data. A line not yet ended stays in `buf`.
+void take_data_lines(std::string& buf, const std::function<void(const std::string&)>& on_data) {
+    size_t pos;
+    while ((pos = buf.find('\n')) != std::string::npos) {
+        std::string line = buf.substr(0, pos);
+        buf.erase(0, pos + 1);
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (line.rfind("data:", 0) == 0) {
+            size_t k = 5;
+            while (k < line.size() && line[k] == ' ') ++k;
+            on_data(line.substr(k));
+        }
+    }
+}
 }   // namespace
 
 Endpoint parse_base_url(const std::string& url) {
@@ -71,7 +97,7 @@ RequestResult stream_request(const Endpoint& ep, const std::string& path, const 
     std::string buf, raw;
     double st = now_s(), last = 0;
     bool got_first = false, done = false, have_usage = false;
-    auto on_event = [&](const std::string& data) {
+    const std::function<void(const std::string&)> on_event = [&](const std::string& data) {
         if (data == "[DONE]") {
             done = true;
             return;
@@ -93,13 +119,7 @@ RequestResult stream_request(const Endpoint& ep, const std::string& path, const 
                 r.itl.push_back(t - last);
             }
             last = t;
-            const auto& c0 = (*ch)[0];
-            if (chat) {
-                if (c0.contains("delta") && c0["delta"].contains("content") && c0["delta"]["content"].is_string())
-                    text += c0["delta"]["content"].get<std::string>();
-            } else if (c0.contains("text") && c0["text"].is_string()) {
-                text += c0["text"].get<std::string>();
-            }
+            append_choice_text((*ch)[0], chat, text);
         } else if (j.contains("usage") && j["usage"].is_object()) {
             r.output_tokens = j["usage"].value("completion_tokens", int64_t(0));
             r.prompt_tokens = j["usage"].value("prompt_tokens", int64_t(0));
@@ -111,17 +131,7 @@ RequestResult stream_request(const Endpoint& ep, const std::string& path, const 
     req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
         buf.append(data, len);
         if (raw.size() < 4096) raw.append(data, std::min<size_t>(len, 4096));
-        size_t pos;
-        while ((pos = buf.find('\n')) != std::string::npos) {
-            std::string line = buf.substr(0, pos);
-            buf.erase(0, pos + 1);
-            if (!line.empty() && line.back() == '\r') line.pop_back();
-            if (line.rfind("data:", 0) == 0) {
-                size_t k = 5;
-                while (k < line.size() && line[k] == ' ') ++k;
-                on_event(line.substr(k));
-            }
-        }
+        take_data_lines(buf, on_event);
         return true;
     };
     st = now_s();

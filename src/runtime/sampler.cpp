@@ -294,41 +294,20 @@ int64_t Sampler::keep_prefix(int64_t n, double top_p, float min_p, double total,
     return keep;
 }
 
-int64_t Sampler::choose(std::span<const float> proc, bool processed, const SamplingParams& params, uint64_t seed,
-                        uint64_t step, uint32_t attempt, RawStats& rs) {
+double Sampler::probabilities(std::span<const float> proc, bool processed, float t, int64_t top_k, float& m,
+                              RawStats& rs) {
     const int64_t vocab = int64_t(proc.size());
-    if (vocab <= 0) return -1;
     const std::span<float> work(work_.data(), size_t(vocab));
     const std::span<int32_t> order(order_.data(), size_t(vocab));
-    if (params.greedy()) {
-        const int64_t chosen = argmax(proc);
-        if (!processed) {
-            rs.max = key(proc[size_t(chosen)]);
-            rs.have_max = true;
-        }
-        return chosen;
-    }
-    const float t = params.temperature;
-    const bool top_k_on = params.top_k > 0 && params.top_k < vocab;
-    const bool top_p_on = params.top_p < 1.0f;
-    const bool min_p_on = params.min_p > 0.0f;
-    Rng rng(seed * 0x9E3779B97F4A7C15ull ^ (step + 1) * 0xBF58476D1CE4E5B9ull ^
-            uint64_t(attempt) * 0x94D049BB133111EBull);
-    const double u = rng.uniform();
-
-    // Probabilities (unnormalised, max-subtracted: the best token has p = 1) go in work[id].
-    int64_t n = vocab;    // candidates in order[0, n), best first (unless no filter)
-    double total = 0.0;   // Σ p over the candidates (the distribution top-p sees)
-    float m = 0.0f;
-    if (top_k_on) {
-        n = params.top_k;
-        select_top(proc, order, n);   // by processed logit = by probability
+    double total = 0.0;
+    if (top_k > 0) {
+        select_top(proc, order, top_k);   // by processed logit = by probability
         m = key(proc[size_t(order[0])]);
         if (!processed) {
             rs.max = m;
             rs.have_max = true;
         }
-        for (int64_t j = 0; j < n; ++j) {
+        for (int64_t j = 0; j < top_k; ++j) {
             const size_t id = size_t(order[size_t(j)]);
             total += double(work[id] = exp_nonpos((proc[id] - m) / t));
         }
@@ -344,6 +323,35 @@ int64_t Sampler::choose(std::span<const float> proc, bool processed, const Sampl
             rs.have_lse = true;
         }
     }
+    return total;
+}
+
+int64_t Sampler::choose(std::span<const float> proc, bool processed, const SamplingParams& params, uint64_t seed,
+                        uint64_t step, uint32_t attempt, RawStats& rs) {
+    const int64_t vocab = int64_t(proc.size());
+    if (vocab <= 0) return -1;
+    const std::span<float> work(work_.data(), size_t(vocab));
+    const std::span<int32_t> order(order_.data(), size_t(vocab));
+    if (params.greedy()) {
+        const int64_t chosen = argmax(proc);
+        if (!processed) {
+            rs.max = key(proc[size_t(chosen)]);
+            rs.have_max = true;
+        }
+        return chosen;
+    }
+    const bool top_k_on = params.top_k > 0 && params.top_k < vocab;
+    const bool top_p_on = params.top_p < 1.0f;
+    const bool min_p_on = params.min_p > 0.0f;
+    Rng rng(seed * 0x9E3779B97F4A7C15ull ^ (step + 1) * 0xBF58476D1CE4E5B9ull ^
+            uint64_t(attempt) * 0x94D049BB133111EBull);
+    const double u = rng.uniform();
+
+    // Probabilities (unnormalised, max-subtracted: the best token has p = 1) go in work[id].
+    const int64_t n = top_k_on ? params.top_k : vocab;   // candidates in order[0, n), best first (unless no filter)
+    float m = 0.0f;
+    // Σ p over the candidates (the distribution top-p sees)
+    const double total = probabilities(proc, processed, params.temperature, top_k_on ? n : 0, m, rs);
     int64_t chosen = -1;
     if (!std::isfinite(m) || !(total > 0.0)) {   // degenerate row (all −inf / +inf): greedy
         chosen = argmax(proc);

@@ -65,6 +65,11 @@ public:
                          SampledToken& out);
 
 private:
+    // choose()'s probabilities at temperature t (unnormalised, max-subtracted: the best token has
+    // p = 1) in work_[id]; with top_k > 0 only the k best, their ids in order_[0, k) best first.
+    // m: the largest processed logit. Returns Σ p over the candidates.
+    double probabilities(std::span<const float> proc, bool processed, float t, int64_t top_k, float& m, RawStats& rs);
+
     int64_t vocab_;
     std::vector<float> work_;       // processed logits / probabilities
     std::vector<float> masked_;     // the logits after the structured-output mask (sized on first use)

@@ -1,4 +1,4 @@
-// Scheduler implementation (see scheduler.h). The whole policy is schedule().
+// Scheduler implementation (see scheduler.h). The whole policy is schedule() and its two passes.
 #include "runtime/scheduler.h"
 
 #include <algorithm>
@@ -55,7 +55,12 @@ void Scheduler::schedule(ScheduleOutput& out) {
     reap(waiting_);
 
     int32_t budget = cfg_.max_num_batched_tokens;
-    // 1. Running requests, oldest first.
+    schedule_running(out, budget);
+    admit_waiting(out, budget);
+}
+
+// 1. Running requests, oldest first.
+void Scheduler::schedule_running(ScheduleOutput& out, int32_t& budget) {
     for (size_t i = 0; i < running_.size() && budget > 0;) {
         Request* r = running_[i];
         const int32_t n = int32_t(std::min<int64_t>(r->num_tokens() - r->n_computed, budget));
@@ -78,10 +83,13 @@ void Scheduler::schedule(ScheduleOutput& out) {
         budget -= n;
         ++i;
     }
-    // 2. Waiting requests, unless this step had to preempt: the one whose group runs the
-    // fewest sequences, in queue order among equals (plain FCFS when every request is its own
-    // group). A full batch makes room for it when another group runs two or more sequences
-    // beyond it: that group's newest sequence is preempted (fair_share_victim).
+}
+
+// 2. Waiting requests, unless this step had to preempt: the one whose group runs the
+// fewest sequences, in queue order among equals (plain FCFS when every request is its own
+// group). A full batch makes room for it when another group runs two or more sequences
+// beyond it: that group's newest sequence is preempted (fair_share_victim).
+void Scheduler::admit_waiting(ScheduleOutput& out, int32_t& budget) {
     while (out.preempted.empty() && !waiting_.empty() && budget > 0) {
         const size_t pick = fairest_waiting();
         Request* r = waiting_[pick];

@@ -68,6 +68,9 @@ public:
     std::vector<Request*>& finished() { return finished_; }
 
 private:
+    // The two passes of schedule(), each taking its tokens from `budget`.
+    void schedule_running(ScheduleOutput& out, int32_t& budget);
+    void admit_waiting(ScheduleOutput& out, int32_t& budget);
     void preempt(Request* r, ScheduleOutput& out);
     int32_t running_in_group(uint64_t group) const;
     size_t fairest_waiting() const;                     // index into waiting_

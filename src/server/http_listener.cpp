@@ -260,85 +260,94 @@ bool HttpListener::peer_closed(int fd) {
     return (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
+// Reads the connection's next request into `req`; false when there is none to answer: the
+// client closed or stayed quiet, the listener stops, or the request was refused with an error.
+bool HttpListener::read_request(int fd, std::string& in, RequestParser& parser, bool first, bool& peer_done,
+                                HttpRequest& req) {
+    // Wait for a request: idle keep-alive time between requests (the whole request time
+    // for a new connection's first), unless bytes of one are already here (pipelining).
+    auto deadline = after(first ? cfg_.request_timeout_s : cfg_.keep_alive_timeout_s);
+    bool started = !in.empty();
+    if (started) deadline = after(cfg_.request_timeout_s);
+    char buf[16384];
+    for (;;) {
+        const RequestParser::State st = parser.feed(in);
+        if (st == RequestParser::State::kComplete) {
+            req = parser.take();
+            return true;
+        }
+        if (st == RequestParser::State::kError) {
+            send_error(fd, parser.error().status, parser.error().message);
+            return false;
+        }
+        if (st == RequestParser::State::kHeadDone) {
+            if (parser.peek().expects_continue() && !write_all(fd, "HTTP/1.1 100 Continue\r\n\r\n")) return false;
+            continue;
+        }
+        // More bytes are needed.
+        if (peer_done || (stopping_ && !started) || force_close_) return false;
+        if (Clock::now() >= deadline) {
+            if (started) {
+                {
+                    std::lock_guard<std::mutex> lk(mu_);
+                    ++stats_.timed_out;
+                }
+                send_error(fd, 408,
+                           "the request did not arrive within " + std::to_string(int(cfg_.request_timeout_s)) +
+                               " s (--request-timeout)");
+            }
+            return false;
+        }
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, ms_until(deadline)) <= 0) continue;
+        const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+        if (n > 0) {
+            if (!started) {
+                started = true;
+                deadline = after(cfg_.request_timeout_s);
+            }
+            in.append(buf, size_t(n));
+        } else if (n == 0) {
+            peer_done = true;
+        } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            return false;
+        }
+    }
+}
+
+// Runs the handler on one request and sends its response; false when the connection ends after it.
+bool HttpListener::answer(int fd, HttpRequest& req, bool peer_done) {
+    HttpResponse res;
+    const auto t_request = Clock::now();
+    req.arrived_s = std::chrono::duration<double>(t_request.time_since_epoch()).count();
+    // A client that half-closed after sending its request still waits for the answer; one
+    // that closes while the request is handled has gone.
+    if (!peer_done) req.client_gone = [this, fd] { return force_close_ || peer_closed(fd); };
+    try {
+        handler_(req, res);
+    } catch (const std::bad_alloc&) {   // even its answer could not be made: serve() sends one made at start
+        throw;
+    } catch (...) {   // the handler answers its own errors; this is the last resort
+        res = HttpResponse{};
+        res.status = 500;
+        res.body = error_body_(500, "internal error");
+    }
+    if (!req.keep_alive() || stopping_) res.close = true;
+    const bool sent = send_response(fd, &req, res);
+    if (on_done_) on_done_(req, res, std::chrono::duration<double>(Clock::now() - t_request).count());
+    return sent && !res.close;
+}
+
 void HttpListener::serve_requests(int fd) {
     std::string in;
     RequestParser parser(cfg_.limits);
     bool peer_done = false;   // the client closed its sending side
     bool first = true;
-    char buf[16384];
     for (;;) {
-        // Wait for a request: idle keep-alive time between requests (the whole request time
-        // for a new connection's first), unless bytes of one are already here (pipelining).
-        auto deadline = after(first ? cfg_.request_timeout_s : cfg_.keep_alive_timeout_s);
-        bool started = !in.empty();
-        if (started) deadline = after(cfg_.request_timeout_s);
         HttpRequest req;
-        bool complete = false;
-        for (;;) {
-            const RequestParser::State st = parser.feed(in);
-            if (st == RequestParser::State::kComplete) {
-                req = parser.take();
-                complete = true;
-                break;
-            }
-            if (st == RequestParser::State::kError) {
-                send_error(fd, parser.error().status, parser.error().message);
-                break;
-            }
-            if (st == RequestParser::State::kHeadDone) {
-                if (parser.peek().expects_continue() && !write_all(fd, "HTTP/1.1 100 Continue\r\n\r\n")) break;
-                continue;
-            }
-            // More bytes are needed.
-            if (peer_done || (stopping_ && !started) || force_close_) break;
-            if (Clock::now() >= deadline) {
-                if (started) {
-                    {
-                        std::lock_guard<std::mutex> lk(mu_);
-                        ++stats_.timed_out;
-                    }
-                    send_error(fd, 408,
-                               "the request did not arrive within " + std::to_string(int(cfg_.request_timeout_s)) +
-                                   " s (--request-timeout)");
-                }
-                break;
-            }
-            pollfd p{fd, POLLIN, 0};
-            if (::poll(&p, 1, ms_until(deadline)) <= 0) continue;
-            const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-            if (n > 0) {
-                if (!started) {
-                    started = true;
-                    deadline = after(cfg_.request_timeout_s);
-                }
-                in.append(buf, size_t(n));
-            } else if (n == 0) {
-                peer_done = true;
-            } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-                break;
-            }
-        }
-        if (!complete) break;
+        if (!read_request(fd, in, parser, first, peer_done, req)) break;
         first = false;
-        HttpResponse res;
-        const auto t_request = Clock::now();
-        req.arrived_s = std::chrono::duration<double>(t_request.time_since_epoch()).count();
-        // A client that half-closed after sending its request still waits for the answer; one
-        // that closes while the request is handled has gone.
-        if (!peer_done) req.client_gone = [this, fd] { return force_close_ || peer_closed(fd); };
-        try {
-            handler_(req, res);
-        } catch (const std::bad_alloc&) {   // even its answer could not be made: serve() sends one made at start
-            throw;
-        } catch (...) {   // the handler answers its own errors; this is the last resort
-            res = HttpResponse{};
-            res.status = 500;
-            res.body = error_body_(500, "internal error");
-        }
-        if (!req.keep_alive() || stopping_) res.close = true;
-        const bool sent = send_response(fd, &req, res);
-        if (on_done_) on_done_(req, res, std::chrono::duration<double>(Clock::now() - t_request).count());
-        if (!sent || res.close) break;
+        if (!answer(fd, req, peer_done)) break;
     }
 }
 

@@ -94,6 +94,8 @@ private:
     void accept_loop();
     void serve(int fd);   // one connection's thread: nothing escapes it
     void serve_requests(int fd);
+    bool read_request(int fd, std::string& in, RequestParser& parser, bool first, bool& peer_done, HttpRequest& req);
+    bool answer(int fd, HttpRequest& req, bool peer_done);   // false: the connection ends
     void refuse(int fd);
     static bool peer_closed(int fd);
     bool write_all(int fd, std::string_view data);

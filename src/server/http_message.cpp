@@ -53,6 +53,21 @@ std::optional<std::string> decode_path(std::string_view p) {
     return out;
 }
 
+// A chunk-size line (its '\n' excluded) → the size; false when malformed.
+bool parse_chunk_size(std::string_view line, size_t& size) {
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    line = line.substr(0, line.find(';'));   // chunk extensions are ignored
+    line = trim(line);
+    if (line.empty() || line.size() > 15) return false;
+    size = 0;
+    for (char c : line) {
+        const int h = hex_value(c);
+        if (h < 0) return false;
+        size = size * 16 + size_t(h);
+    }
+    return true;
+}
+
 // The end of the line starting at `from` (the index of its '\n'), or npos.
 size_t line_end(std::string_view s, size_t from) { return s.find('\n', from); }
 
@@ -253,17 +268,9 @@ RequestParser::State RequestParser::feed_body(std::string& in) {
                     if (in.size() - at > 1024) return fail(400, "malformed chunk size line");
                     return consume(), State::kNeedMore;
                 }
-                std::string_view line(in.data() + at, eol - at);
-                if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-                line = line.substr(0, line.find(';'));   // chunk extensions are ignored
-                line = trim(line);
-                if (line.empty() || line.size() > 15) return fail(400, "malformed chunk size");
                 size_t size = 0;
-                for (char c : line) {
-                    const int h = hex_value(c);
-                    if (h < 0) return fail(400, "malformed chunk size");
-                    size = size * 16 + size_t(h);
-                }
+                if (!parse_chunk_size(std::string_view(in.data() + at, eol - at), size))
+                    return fail(400, "malformed chunk size");
                 at = eol + 1;
                 if (size > limits_.max_body_bytes - std::min(limits_.max_body_bytes, req_.body.size()))
                     return fail(

@@ -512,6 +512,42 @@ bool HttpServer::stored_response(const HttpRequest& req, HttpResponse& res) {
     return true;
 }
 
+// POST /tokenize: a prompt, or a chat's messages as the chat route would render them.
+void HttpServer::tokenize(const HttpRequest& req, HttpResponse& res) {
+    const J b = parse_body(req.body);
+    if (b.contains("model") && !b["model"].is_null() && b["model"] != cfg_.served_model_name)
+        throw ApiError(404, "The model does not exist; this server serves `" + cfg_.served_model_name + "`.", "model",
+                       "model_not_found");
+    std::vector<int32_t> ids;
+    if (b.contains("messages")) {
+        J chat = b;
+        chat["max_tokens"] = 1;
+        chat.erase("stream");
+        const ParseContext pc = parse_context(std::numeric_limits<int32_t>::max(), std::numeric_limits<int64_t>::max());
+        ids = parse_chat_request(chat, pc).prompts[0].ids;   // image parts: their pad tokens too
+    } else {
+        if (!b.contains("prompt") || !b["prompt"].is_string()) throw bad_param("prompt", "prompt must be a string");
+        ids = tok_->encode(b["prompt"].get<std::string>(), true);
+    }
+    send_json(
+        res, 200,
+        {{"count", ids.size()}, {"max_model_len", engine_->max_model_len()}, {"tokens", ids}, {"token_strs", nullptr}});
+}
+
+// POST /detokenize: token ids back to text.
+void HttpServer::detokenize(const HttpRequest& req, HttpResponse& res) {
+    const J b = parse_body(req.body);
+    if (!b.contains("tokens") || !b["tokens"].is_array())
+        throw bad_param("tokens", "tokens must be an array of token ids");
+    std::vector<int32_t> ids;
+    for (const auto& v : b["tokens"]) {
+        if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= tok_->n_vocab())
+            throw bad_param("tokens", "tokens must be token ids in [0, " + std::to_string(tok_->n_vocab()) + ")");
+        ids.push_back(v.get<int32_t>());
+    }
+    send_json(res, 200, {{"prompt", tok_->decode_lossy(ids)}});
+}
+
 void HttpServer::routes() {
     auto on = [this](const char* method, const char* path, Handler h) {
         routes_.push_back({method, path, std::move(h)});
@@ -550,41 +586,8 @@ void HttpServer::routes() {
                   {"permission", J::array()}};
         send_json(res, 200, {{"object", "list"}, {"data", J::array({card})}});
     });
-    on("POST", "/tokenize", [this](const HttpRequest& req, HttpResponse& res) {
-        const J b = parse_body(req.body);
-        if (b.contains("model") && !b["model"].is_null() && b["model"] != cfg_.served_model_name)
-            throw ApiError(404, "The model does not exist; this server serves `" + cfg_.served_model_name + "`.",
-                           "model", "model_not_found");
-        std::vector<int32_t> ids;
-        if (b.contains("messages")) {
-            J chat = b;
-            chat["max_tokens"] = 1;
-            chat.erase("stream");
-            const ParseContext pc =
-                parse_context(std::numeric_limits<int32_t>::max(), std::numeric_limits<int64_t>::max());
-            ids = parse_chat_request(chat, pc).prompts[0].ids;   // image parts: their pad tokens too
-        } else {
-            if (!b.contains("prompt") || !b["prompt"].is_string()) throw bad_param("prompt", "prompt must be a string");
-            ids = tok_->encode(b["prompt"].get<std::string>(), true);
-        }
-        send_json(res, 200,
-                  {{"count", ids.size()},
-                   {"max_model_len", engine_->max_model_len()},
-                   {"tokens", ids},
-                   {"token_strs", nullptr}});
-    });
-    on("POST", "/detokenize", [this](const HttpRequest& req, HttpResponse& res) {
-        const J b = parse_body(req.body);
-        if (!b.contains("tokens") || !b["tokens"].is_array())
-            throw bad_param("tokens", "tokens must be an array of token ids");
-        std::vector<int32_t> ids;
-        for (const auto& v : b["tokens"]) {
-            if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= tok_->n_vocab())
-                throw bad_param("tokens", "tokens must be token ids in [0, " + std::to_string(tok_->n_vocab()) + ")");
-            ids.push_back(v.get<int32_t>());
-        }
-        send_json(res, 200, {{"prompt", tok_->decode_lossy(ids)}});
-    });
+    on("POST", "/tokenize", [this](const HttpRequest& req, HttpResponse& res) { tokenize(req, res); });
+    on("POST", "/detokenize", [this](const HttpRequest& req, HttpResponse& res) { detokenize(req, res); });
     on("POST", "/v1/completions", [this](const HttpRequest& req, HttpResponse& res) { generate(req, res, false); });
     on("POST", "/v1/chat/completions", [this](const HttpRequest& req, HttpResponse& res) { generate(req, res, true); });
     on("POST", "/v1/messages", [this](const HttpRequest& req, HttpResponse& res) { messages(req, res); });

@@ -87,6 +87,8 @@ private:
     void messages(const HttpRequest& req, HttpResponse& res);          // POST /v1/messages
     void responses(const HttpRequest& req, HttpResponse& res);         // POST /v1/responses
     bool stored_response(const HttpRequest& req, HttpResponse& res);   // GET / DELETE /v1/responses/{id}
+    void tokenize(const HttpRequest& req, HttpResponse& res);          // POST /tokenize
+    void detokenize(const HttpRequest& req, HttpResponse& res);        // POST /detokenize
     // The job's images encoded, its requests submitted to the engine.
     std::shared_ptr<JobRun> submit(GenerationJob parsed, const HttpRequest& req);
     void access_line(const HttpRequest& req, const HttpResponse& res, double seconds) const;

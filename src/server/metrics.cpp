@@ -88,6 +88,69 @@ void ServerMetrics::on_http_request(int status) {
     if (cls >= 1 && cls <= 5) ++http_[size_t(cls)];
 }
 
+namespace {
+
+// The engine's gauges and counters (from its snapshot; absent while the model loads).
+void render_engine(std::string& out, const EngineSnapshot& e) {
+    gauge(out, "kimi:num_requests_running", "Requests in the running batch", e.n_running);
+    gauge(out, "kimi:num_requests_waiting", "Requests waiting to be scheduled", e.n_waiting);
+    gauge(out, "kimi:cache_memory_bytes", "KV cache and KDA state slots, allocated at start", double(e.cache_bytes));
+    gauge(out, "kimi:prefix_cache_capacity_bytes", "KDA checkpoint memory of the prefix cache, allocated at start",
+          double(e.checkpoint_capacity_bytes));
+    gauge(out, "kimi:kv_cache_usage_perc", "Fraction of MLA cache blocks in use",
+          e.blocks_total ? double(e.blocks_used) / e.blocks_total : 0.0);
+    gauge(out, "kimi:cache_blocks_used", "MLA cache blocks in use", e.blocks_used);
+    gauge(out, "kimi:cache_blocks_total", "MLA cache blocks", e.blocks_total);
+    gauge(out, "kimi:state_slots_used", "KDA state slots in use", e.slots_used);
+    gauge(out, "kimi:state_slots_total", "KDA state slots", e.slots_total);
+    counter(out, "kimi:engine_steps_total", "Engine steps run", double(e.steps));
+    counter(out, "kimi:prompt_tokens_computed_total", "Prompt tokens run through the model (recompute included)",
+            double(e.prompt_tokens_computed));
+    counter(out, "kimi:num_preemptions_total", "Requests preempted (recomputed later)", double(e.preemptions));
+    counter(out, "kimi:num_fair_preemptions_total", "Sequences preempted to share the batch between client requests",
+            double(e.fair_preemptions));
+    counter(out, "kimi:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache (at first admission)",
+            double(e.prefix_queries));
+    counter(out, "kimi:prefix_cache_hits_total", "Prompt tokens served from the prefix cache", double(e.prefix_hits));
+    gauge(out, "kimi:prefix_cache_blocks_cached", "MLA blocks kept only for their cached contents (evictable)",
+          e.blocks_cached);
+    gauge(out, "kimi:prefix_cache_checkpoints", "KDA state checkpoints resident", e.checkpoints);
+    gauge(out, "kimi:prefix_cache_checkpoints_total", "KDA state checkpoints the prefix-cache memory holds",
+          e.checkpoints_total);
+    gauge(out, "kimi:prefix_cache_checkpoint_bytes", "Memory of the resident KDA checkpoints",
+          double(e.checkpoint_bytes));
+    counter(out, "kimi:prefix_cache_checkpoints_saved_total", "KDA checkpoints written", double(e.checkpoints_saved));
+    counter(out, "kimi:attn_output_copies_total", "Attention-output copies (0 in direct mode)",
+            double(e.attn_output_copies));
+    counter(out, "kimi:forward_heap_allocations_total", "Heap allocations inside forward passes",
+            double(e.forward_heap_allocations));
+    counter(out, "kimi:step_heap_allocations_total", "Heap allocations inside whole engine steps",
+            double(e.step_heap_allocations));
+    gauge(out, "kimi:last_step_attn_output_copies", "Attention-output copies in the last step",
+          double(e.last.attn_output_copies));
+    gauge(out, "kimi:last_step_heap_allocations", "Heap allocations in the last step",
+          double(e.last.step_heap_allocations));
+    gauge(out, "kimi:last_step_batch_size", "Sequences in the last step", e.last.n_seqs);
+    gauge(out, "kimi:last_step_tokens", "Tokens in the last step", e.last.n_tokens);
+    gauge(out, "kimi:last_step_seconds", "Duration of the last step", e.last.step_ms / 1e3);
+}
+
+// The vision encoder's (a model with a vision tower).
+void render_vision(std::string& out, const VisionEncoder::Stats& v) {
+    counter(out, "kimi:mm_images_encoded_total", "Images run through the vision tower", double(v.misses));
+    counter(out, "kimi:mm_encoder_cache_hits_total", "Images taken from the encoder cache", double(v.hits));
+    counter(out, "kimi:mm_encoded_patches_total", "14x14 patches run through the vision tower",
+            double(v.encoded_patches));
+    counter(out, "kimi:mm_encode_seconds_total", "Time spent encoding images", v.encode_ms / 1e3);
+    gauge(out, "kimi:mm_encoder_cache_images", "Images in the encoder cache", double(v.cached_images));
+    gauge(out, "kimi:mm_encoder_cache_bytes", "Bytes of the encoder cache", double(v.cached_bytes));
+    counter(out, "kimi:mm_encodes_stopped_total",
+            "Encodes given up between tower blocks (client gone or past --request-timeout)", double(v.stopped));
+    gauge(out, "kimi:mm_encodes_running", "Images being encoded now", double(v.in_flight));
+}
+
+}   // namespace
+
 std::string ServerMetrics::render(const EngineSnapshot* e, bool ready, const ListenerStats& conn,
                                   const VisionEncoder::Stats* vision) const {
     std::string out;
@@ -123,65 +186,8 @@ std::string ServerMetrics::render(const EngineSnapshot* e, bool ready, const Lis
     e2e_.render(out, "kimi:e2e_request_latency_seconds", "Time from request arrival to its last token");
     grammar_compile_.render(out, "kimi:grammar_compile_seconds",
                             "Compile time of each structured-output request's grammar");
-    if (e) {
-        gauge(out, "kimi:num_requests_running", "Requests in the running batch", e->n_running);
-        gauge(out, "kimi:num_requests_waiting", "Requests waiting to be scheduled", e->n_waiting);
-        gauge(out, "kimi:cache_memory_bytes", "KV cache and KDA state slots, allocated at start",
-              double(e->cache_bytes));
-        gauge(out, "kimi:prefix_cache_capacity_bytes", "KDA checkpoint memory of the prefix cache, allocated at start",
-              double(e->checkpoint_capacity_bytes));
-        gauge(out, "kimi:kv_cache_usage_perc", "Fraction of MLA cache blocks in use",
-              e->blocks_total ? double(e->blocks_used) / e->blocks_total : 0.0);
-        gauge(out, "kimi:cache_blocks_used", "MLA cache blocks in use", e->blocks_used);
-        gauge(out, "kimi:cache_blocks_total", "MLA cache blocks", e->blocks_total);
-        gauge(out, "kimi:state_slots_used", "KDA state slots in use", e->slots_used);
-        gauge(out, "kimi:state_slots_total", "KDA state slots", e->slots_total);
-        counter(out, "kimi:engine_steps_total", "Engine steps run", double(e->steps));
-        counter(out, "kimi:prompt_tokens_computed_total", "Prompt tokens run through the model (recompute included)",
-                double(e->prompt_tokens_computed));
-        counter(out, "kimi:num_preemptions_total", "Requests preempted (recomputed later)", double(e->preemptions));
-        counter(out, "kimi:num_fair_preemptions_total",
-                "Sequences preempted to share the batch between client requests", double(e->fair_preemptions));
-        counter(out, "kimi:prefix_cache_queries_total",
-                "Prompt tokens looked up in the prefix cache (at first admission)", double(e->prefix_queries));
-        counter(out, "kimi:prefix_cache_hits_total", "Prompt tokens served from the prefix cache",
-                double(e->prefix_hits));
-        gauge(out, "kimi:prefix_cache_blocks_cached", "MLA blocks kept only for their cached contents (evictable)",
-              e->blocks_cached);
-        gauge(out, "kimi:prefix_cache_checkpoints", "KDA state checkpoints resident", e->checkpoints);
-        gauge(out, "kimi:prefix_cache_checkpoints_total", "KDA state checkpoints the prefix-cache memory holds",
-              e->checkpoints_total);
-        gauge(out, "kimi:prefix_cache_checkpoint_bytes", "Memory of the resident KDA checkpoints",
-              double(e->checkpoint_bytes));
-        counter(out, "kimi:prefix_cache_checkpoints_saved_total", "KDA checkpoints written",
-                double(e->checkpoints_saved));
-        counter(out, "kimi:attn_output_copies_total", "Attention-output copies (0 in direct mode)",
-                double(e->attn_output_copies));
-        counter(out, "kimi:forward_heap_allocations_total", "Heap allocations inside forward passes",
-                double(e->forward_heap_allocations));
-        counter(out, "kimi:step_heap_allocations_total", "Heap allocations inside whole engine steps",
-                double(e->step_heap_allocations));
-        gauge(out, "kimi:last_step_attn_output_copies", "Attention-output copies in the last step",
-              double(e->last.attn_output_copies));
-        gauge(out, "kimi:last_step_heap_allocations", "Heap allocations in the last step",
-              double(e->last.step_heap_allocations));
-        gauge(out, "kimi:last_step_batch_size", "Sequences in the last step", e->last.n_seqs);
-        gauge(out, "kimi:last_step_tokens", "Tokens in the last step", e->last.n_tokens);
-        gauge(out, "kimi:last_step_seconds", "Duration of the last step", e->last.step_ms / 1e3);
-    }
-    if (vision) {
-        counter(out, "kimi:mm_images_encoded_total", "Images run through the vision tower", double(vision->misses));
-        counter(out, "kimi:mm_encoder_cache_hits_total", "Images taken from the encoder cache", double(vision->hits));
-        counter(out, "kimi:mm_encoded_patches_total", "14x14 patches run through the vision tower",
-                double(vision->encoded_patches));
-        counter(out, "kimi:mm_encode_seconds_total", "Time spent encoding images", vision->encode_ms / 1e3);
-        gauge(out, "kimi:mm_encoder_cache_images", "Images in the encoder cache", double(vision->cached_images));
-        gauge(out, "kimi:mm_encoder_cache_bytes", "Bytes of the encoder cache", double(vision->cached_bytes));
-        counter(out, "kimi:mm_encodes_stopped_total",
-                "Encodes given up between tower blocks (client gone or past --request-timeout)",
-                double(vision->stopped));
-        gauge(out, "kimi:mm_encodes_running", "Images being encoded now", double(vision->in_flight));
-    }
+    if (e) render_engine(out, *e);
+    if (vision) render_vision(out, *vision);
     return out;
 }
 

@@ -348,32 +348,30 @@ GenerationJob parse_completion_request(const J& b, const ParseContext& c) {
     return job;
 }
 
-GenerationJob parse_chat_request(const J& b, const ParseContext& c) {
-    GenerationJob job;
-    job.endpoint = Endpoint::kChat;
-    parse_common(b, c, job);
-    const J* msgs = field(b, "messages");
-    if (!msgs) throw ApiError(400, "messages is required", "messages", "missing_required_parameter");
-    if (!msgs->is_array() || msgs->empty()) throw bad_param("messages", "messages must be a non-empty array");
-    check_roles(*msgs);
-    const bool k3 = c.format && std::string(c.format->name()) == "kimi-k3";
+namespace {
+
+// Kimi Linear: the messages as its renderer reads them; it has no vision tower, so no image parts.
+std::vector<chat::ChatMessage> kimi_linear_messages(const J& msgs) {
     std::vector<chat::ChatMessage> messages;
-    if (!k3) {   // Kimi Linear: the messages as its renderer reads them
-        try {
-            messages = chat::chat_messages_from_json(*msgs);
-        } catch (const Error& e) {
-            throw bad_param("messages", e.what());
-        }
-        for (const auto& m : messages) {
-            if (m.parts)
-                for (const auto& part : *m.parts)
-                    if (part.is_image)
-                        throw ApiError(400,
-                                       "image content is not supported by this model (Kimi Linear has no vision "
-                                       "tower)",
-                                       "messages", "invalid_image");
-        }
+    try {
+        messages = chat::chat_messages_from_json(msgs);
+    } catch (const Error& e) {
+        throw bad_param("messages", e.what());
     }
+    for (const auto& m : messages) {
+        if (m.parts)
+            for (const auto& part : *m.parts)
+                if (part.is_image)
+                    throw ApiError(400,
+                                   "image content is not supported by this model (Kimi Linear has no vision "
+                                   "tower)",
+                                   "messages", "invalid_image");
+    }
+    return messages;
+}
+
+// The request's function tools, checked; null when there are none.
+J chat_tools(const J& b) {
     J tools = nullptr;
     if (const J* t = field(b, "tools")) {
         if (!t->is_array()) throw bad_param("tools", "tools must be an array");
@@ -386,6 +384,79 @@ GenerationJob parse_chat_request(const J& b, const ParseContext& c) {
         }
         if (!t->empty()) tools = *t;
     }
+    return tools;
+}
+
+// logprobs (a boolean here) and top_logprobs, the number of alternatives.
+void chat_logprobs(const J& b, GenerationJob& job) {
+    job.logprobs = boolean(b, "logprobs", false);
+    if (field(b, "top_logprobs")) {
+        if (!job.logprobs) throw bad_param("top_logprobs", "top_logprobs requires logprobs to be true");
+        job.params.logprobs = int32_t(integer(b, "top_logprobs", 0, 0, 20));
+    } else if (job.logprobs) {
+        job.params.logprobs = 0;
+    }
+}
+
+// The K3 format renders the request as a whole (chat_template_kwargs, reasoning_effort,
+// tool results matched to calls, JSON-string arguments parsed as vLLM does); the image parts
+// it meets are added to `images`.
+tok::ChatPrompt render_k3(const J& b, const ParseContext& c, GenerationJob& job, std::vector<PendingImage>& images) {
+    tok::ChatPrompt rendered;
+    try {
+        chat::ChatRequest r = chat::chat_request_from_body(b);
+        r.allow_special_in_content = false;   // no control-token injection through message text
+        if (c.media)
+            r.images = c.media->probe_resolver(images);
+        else
+            r.images = [](const J&, const std::string& where) -> chat::ImagePrompt {
+                throw ImageError(where + ": image content is not supported (no vision tower is served)");
+            };
+        rendered = c.format->render(r);
+        job.output_format = c.format;
+        job.thinking = r.thinking;
+    } catch (const ImageError& e) {
+        throw ApiError(400, e.what(), "messages", "invalid_image");
+    } catch (const Error& e) {
+        const std::string what = e.what();
+        const bool kwargs = what.find("thinking") != std::string::npos ||
+            what.find("reasoning_effort") != std::string::npos ||
+            what.find("chat_template_kwargs") != std::string::npos;
+        throw bad_param(kwargs ? "chat_template_kwargs" : "messages", what);
+    }
+    // The parser reads the format's markers: keep their text (other specials still add none).
+    for (const char* m : {"<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"})
+        if (auto id = c.tok->special_id(m)) job.params.keep_special_ids.push_back(*id);
+    return rendered;
+}
+
+// The reply's grammar: the response_format constraint and/or the forced tool call, inside the
+// chat format's frame.
+void compile_reply_grammar(GenerationJob& job, ChatFrame frame, const std::optional<ForcedTools>& forced) {
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+        job.params.structured =
+            std::make_shared<StructuredOutput>(frame_grammar(frame, job.thinking, std::move(job.constraint), forced));
+    } catch (const Error& e) {
+        throw bad_param(forced ? "tool_choice" : "response_format", e.what());
+    }
+    job.grammar_compile_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}   // namespace
+
+GenerationJob parse_chat_request(const J& b, const ParseContext& c) {
+    GenerationJob job;
+    job.endpoint = Endpoint::kChat;
+    parse_common(b, c, job);
+    const J* msgs = field(b, "messages");
+    if (!msgs) throw ApiError(400, "messages is required", "messages", "missing_required_parameter");
+    if (!msgs->is_array() || msgs->empty()) throw bad_param("messages", "messages must be a non-empty array");
+    check_roles(*msgs);
+    const bool k3 = c.format && std::string(c.format->name()) == "kimi-k3";
+    std::vector<chat::ChatMessage> messages;
+    if (!k3) messages = kimi_linear_messages(*msgs);
+    const J tools = chat_tools(b);
     const J* tc = field(b, "tool_choice");
     const bool tool_choice_none = tc && tc->is_string() && *tc == "none";
     const std::optional<ForcedTools> forced = parse_forced_tools(b, tools);
@@ -399,43 +470,12 @@ GenerationJob parse_chat_request(const J& b, const ParseContext& c) {
         reject_if_set(b, "continue_final_message", "continuing a final assistant message is not supported");
     job.parse_tools = !tools.is_null() && !tool_choice_none;
 
-    job.logprobs = boolean(b, "logprobs", false);
-    if (field(b, "top_logprobs")) {
-        if (!job.logprobs) throw bad_param("top_logprobs", "top_logprobs requires logprobs to be true");
-        job.params.logprobs = int32_t(integer(b, "top_logprobs", 0, 0, 20));
-    } else if (job.logprobs) {
-        job.params.logprobs = 0;
-    }
+    chat_logprobs(b, job);
 
     tok::ChatPrompt rendered;
     std::vector<PendingImage> images;
     if (k3) {
-        // The K3 format renders the request as a whole (chat_template_kwargs, reasoning_effort,
-        // tool results matched to calls, JSON-string arguments parsed as vLLM does).
-        try {
-            chat::ChatRequest r = chat::chat_request_from_body(b);
-            r.allow_special_in_content = false;   // no control-token injection through message text
-            if (c.media)
-                r.images = c.media->probe_resolver(images);
-            else
-                r.images = [](const J&, const std::string& where) -> chat::ImagePrompt {
-                    throw ImageError(where + ": image content is not supported (no vision tower is served)");
-                };
-            rendered = c.format->render(r);
-            job.output_format = c.format;
-            job.thinking = r.thinking;
-        } catch (const ImageError& e) {
-            throw ApiError(400, e.what(), "messages", "invalid_image");
-        } catch (const Error& e) {
-            const std::string what = e.what();
-            const bool kwargs = what.find("thinking") != std::string::npos ||
-                what.find("reasoning_effort") != std::string::npos ||
-                what.find("chat_template_kwargs") != std::string::npos;
-            throw bad_param(kwargs ? "chat_template_kwargs" : "messages", what);
-        }
-        // The parser reads the format's markers: keep their text (other specials still add none).
-        for (const char* m : {"<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"})
-            if (auto id = c.tok->special_id(m)) job.params.keep_special_ids.push_back(*id);
+        rendered = render_k3(b, c, job, images);
     } else {
         chat::ChatOptions opts;
         opts.add_generation_prompt = boolean(b, "add_generation_prompt", true);
@@ -451,17 +491,7 @@ GenerationJob parse_chat_request(const J& b, const ParseContext& c) {
     p.text = std::move(rendered.text);
     p.images = std::move(images);
     job.prompts.push_back(std::move(p));
-    if (job.constraint || forced) {
-        const auto t0 = std::chrono::steady_clock::now();
-        const ChatFrame frame = k3 ? ChatFrame::kK3 : ChatFrame::kKimiLinear;
-        try {
-            job.params.structured = std::make_shared<StructuredOutput>(
-                frame_grammar(frame, job.thinking, std::move(job.constraint), forced));
-        } catch (const Error& e) {
-            throw bad_param(forced ? "tool_choice" : "response_format", e.what());
-        }
-        job.grammar_compile_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    }
+    if (job.constraint || forced) compile_reply_grammar(job, k3 ? ChatFrame::kK3 : ChatFrame::kKimiLinear, forced);
     // A reply ends at the end-of-turn tokens unless ignore_eos.
     if (!job.params.ignore_eos)
         for (int32_t id : c.tok->stop_ids())

@@ -222,10 +222,7 @@ private:
                 if (open && name == "call") {
                     auto tool = attribute(header, "tool");
                     if (!tool || tool->empty()) return false;   // a call with no name
-                    call_ = ToolCallOut{};
-                    call_.name = *tool;
-                    args_ = nlohmann::ordered_json::object();
-                    json_text_.reset();
+                    begin_call(*tool);
                     state_ = kCall;
                     return true;
                 }
@@ -244,26 +241,14 @@ private:
                     return true;
                 }
                 if (!open && name == "call") {
-                    const int32_t index = int32_t(msg_.tool_calls.size());
-                    call_.id = "functions." + call_.name + ":" + std::to_string(index);
-                    call_.arguments = json_text_ ? *json_text_ : tok::py_json_dumps(args_, false, false);
-                    msg_.tool_calls.push_back(call_);
-                    out.push_back({Delta::kToolCall, {}, index, call_});
+                    end_call(out);
                     state_ = kTools;
                     return true;
                 }
                 return false;
             case kArgument:
                 if (!open && name == "argument") {
-                    if (type_ == "string") {
-                        args_[key_] = value_;
-                    } else {
-                        // too deep to be walked safely, or not JSON: kept as the text
-                        auto v = json_depth_within(value_)
-                            ? nlohmann::ordered_json::parse(value_, nullptr, false)
-                            : nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded);
-                        args_[key_] = v.is_discarded() ? nlohmann::ordered_json(value_) : v;
-                    }
+                    end_argument();
                     state_ = kCall;
                     return true;
                 }
@@ -279,6 +264,31 @@ private:
             case kRaw: return false;
         }
         return false;
+    }
+
+    // What the tags of a tool call do with it: tag() decides which may come; these keep the data.
+    void begin_call(const std::string& tool) {
+        call_ = ToolCallOut{};
+        call_.name = tool;
+        args_ = nlohmann::ordered_json::object();
+        json_text_.reset();
+    }
+    void end_argument() {
+        if (type_ == "string") {
+            args_[key_] = value_;
+        } else {
+            // too deep to be walked safely, or not JSON: kept as the text
+            auto v = json_depth_within(value_) ? nlohmann::ordered_json::parse(value_, nullptr, false)
+                                               : nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded);
+            args_[key_] = v.is_discarded() ? nlohmann::ordered_json(value_) : v;
+        }
+    }
+    void end_call(std::vector<Delta>& out) {
+        const int32_t index = int32_t(msg_.tool_calls.size());
+        call_.id = "functions." + call_.name + ":" + std::to_string(index);
+        call_.arguments = json_text_ ? *json_text_ : tok::py_json_dumps(args_, false, false);
+        msg_.tool_calls.push_back(call_);
+        out.push_back({Delta::kToolCall, {}, index, call_});
     }
 
     State state_;

@@ -115,6 +115,51 @@ struct BmpLayout {
     uint64_t start = 0;   // offset of the first stored row
 };
 
+// The raw layout (and mode) that a BI_BITFIELDS header's channel masks name.
+void bitfields_layout(uint32_t bits, const Masks& masks, Raw& raw, PixelMode& mode) {
+    const Masks rgb{masks.r, masks.g, masks.b, 0};
+    if (bits == 32 && masks == Masks{0xff0000, 0xff00, 0xff, 0}) {
+        raw = Raw::kBGRX;
+    } else if (bits == 32 && masks == Masks{0xff000000, 0xff0000, 0xff00, 0}) {
+        raw = Raw::kXBGR;
+    } else if (bits == 32 && masks == Masks{0xff000000, 0xff0000, 0xff00, 0xff}) {
+        raw = Raw::kABGR, mode = PixelMode::kRGBA;
+    } else if (bits == 32 && masks == Masks{0xff, 0xff00, 0xff0000, 0xff000000}) {
+        raw = Raw::kRGBA, mode = PixelMode::kRGBA;
+    } else if (bits == 32 && (masks == Masks{0xff0000, 0xff00, 0xff, 0xff000000} || masks == Masks{0, 0, 0, 0})) {
+        raw = Raw::kBGRA, mode = PixelMode::kRGBA;
+    } else if (bits == 24 && rgb == Masks{0xff0000, 0xff00, 0xff, 0}) {
+        raw = Raw::kBGR;
+    } else if (bits == 16 && rgb == Masks{0xf800, 0x7e0, 0x1f, 0}) {
+        raw = Raw::kBGR16;
+    } else if (bits == 16 && rgb == Masks{0x7c00, 0x3e0, 0x1f, 0}) {
+        raw = Raw::kBGR15;
+    } else {
+        throw Error("bmp: unsupported bitfields layout");
+    }
+}
+
+// The palette of a mode-P image: `colors` entries from `pos` (moved past them).
+void read_palette(std::span<const uint8_t> bytes, uint32_t colors, size_t& pos, BmpLayout& l) {
+    const size_t size = bytes.size();
+    if (colors == 0 || colors > 256) throw Error("bmp: unsupported palette size (" + std::to_string(colors) + ")");
+    if ((size - pos) / l.palette_padding < colors) throw Error("bmp: truncated palette");
+    l.palette = bytes.data() + pos;
+    l.colors = colors;
+    pos += l.palette_padding * colors;
+    // Pillow drops a black/white (2 colours) or grey-ramp palette: mode "1" / L, read as such.
+    bool grey = true;
+    for (uint32_t i = 0; i < colors && grey; ++i) {
+        const uint8_t v = colors == 2 ? (i ? 255 : 0) : static_cast<uint8_t>(i);
+        const uint8_t* e = l.palette + i * l.palette_padding;
+        grey = e[0] == v && e[1] == v && e[2] == v;
+    }
+    if (grey) {
+        l.mode = colors == 2 ? PixelMode::k1 : PixelMode::kL;
+        l.raw = colors == 2 ? Raw::k1 : Raw::kL;
+    }
+}
+
 BmpLayout parse_bmp(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
     const size_t size = bytes.size();
     const uint8_t* d = bytes.data();
@@ -167,26 +212,7 @@ BmpLayout parse_bmp(std::span<const uint8_t> bytes, const DecodeLimits& limits) 
         default: throw Error("bmp: unsupported pixel depth (" + std::to_string(bits) + ")");
     }
     if (compression == kBitfields) {
-        const Masks rgb{masks.r, masks.g, masks.b, 0};
-        if (bits == 32 && masks == Masks{0xff0000, 0xff00, 0xff, 0}) {
-            raw = Raw::kBGRX;
-        } else if (bits == 32 && masks == Masks{0xff000000, 0xff0000, 0xff00, 0}) {
-            raw = Raw::kXBGR;
-        } else if (bits == 32 && masks == Masks{0xff000000, 0xff0000, 0xff00, 0xff}) {
-            raw = Raw::kABGR, mode = PixelMode::kRGBA;
-        } else if (bits == 32 && masks == Masks{0xff, 0xff00, 0xff0000, 0xff000000}) {
-            raw = Raw::kRGBA, mode = PixelMode::kRGBA;
-        } else if (bits == 32 && (masks == Masks{0xff0000, 0xff00, 0xff, 0xff000000} || masks == Masks{0, 0, 0, 0})) {
-            raw = Raw::kBGRA, mode = PixelMode::kRGBA;
-        } else if (bits == 24 && rgb == Masks{0xff0000, 0xff00, 0xff, 0}) {
-            raw = Raw::kBGR;
-        } else if (bits == 16 && rgb == Masks{0xf800, 0x7e0, 0x1f, 0}) {
-            raw = Raw::kBGR16;
-        } else if (bits == 16 && rgb == Masks{0x7c00, 0x3e0, 0x1f, 0}) {
-            raw = Raw::kBGR15;
-        } else {
-            throw Error("bmp: unsupported bitfields layout");
-        }
+        bitfields_layout(bits, masks, raw, mode);
     } else if (compression == kRle8 || compression == kRle4) {
         throw Error("bmp: RLE compression is not supported");
     } else if (compression != kRaw) {
@@ -194,24 +220,7 @@ BmpLayout parse_bmp(std::span<const uint8_t> bytes, const DecodeLimits& limits) 
     }
     check_dimensions("bmp", width, height, limits);
 
-    if (mode == PixelMode::kP) {
-        if (colors == 0 || colors > 256) throw Error("bmp: unsupported palette size (" + std::to_string(colors) + ")");
-        if ((size - pos) / l.palette_padding < colors) throw Error("bmp: truncated palette");
-        l.palette = d + pos;
-        l.colors = colors;
-        pos += l.palette_padding * colors;
-        // Pillow drops a black/white (2 colours) or grey-ramp palette: mode "1" / L, read as such.
-        bool grey = true;
-        for (uint32_t i = 0; i < colors && grey; ++i) {
-            const uint8_t v = colors == 2 ? (i ? 255 : 0) : static_cast<uint8_t>(i);
-            const uint8_t* e = l.palette + i * l.palette_padding;
-            grey = e[0] == v && e[1] == v && e[2] == v;
-        }
-        if (grey) {
-            mode = colors == 2 ? PixelMode::k1 : PixelMode::kL;
-            raw = colors == 2 ? Raw::k1 : Raw::kL;
-        }
-    }
+    if (mode == PixelMode::kP) read_palette(bytes, colors, pos, l);
 
     // Rows of `stride` bytes from the data offset (the end of the palette when it is 0); the last
     // row needs only the bytes the unpacker reads, as in Pillow's raw decoder.

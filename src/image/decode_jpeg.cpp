@@ -164,6 +164,36 @@ int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
 uint32_t be16(const uint8_t* p) { return static_cast<uint32_t>(p[0]) << 8 | p[1]; }
 
+Error truncated() { return Error("jpeg: Premature end of JPEG file (header)"); }
+
+// libjpeg's next_marker: the code of the next marker from `pos` (moved past it), skipping any
+// garbage before its 0xff and the fill bytes after.
+int next_marker(const uint8_t* d, size_t n, size_t& pos) {
+    int c = 0;
+    for (;;) {
+        while (pos < n && d[pos] != 0xff) ++pos;
+        if (pos >= n) throw truncated();
+        do {
+            if (++pos >= n) throw truncated();
+            c = d[pos];
+        } while (c == 0xff);
+        ++pos;
+        if (c != 0) return c;
+    }
+}
+
+// The markers jdmarker.c reads (with parameters); any other is refused as libjpeg refuses it.
+void check_marker_supported(int c) {
+    const bool known = c == 0xc0 || c == 0xc1 || c == 0xc2 || c == 0xc9 || c == 0xca || c == 0xda || c == 0xcc ||
+        c == 0xc4 || c == 0xdb || c == 0xdd || (c >= 0xe0 && c <= 0xef) || c == 0xfe || c == 0xdc;
+    if (!known) {
+        if (c == 0xc3 || c == 0xc5 || c == 0xc6 || c == 0xc7 || c == 0xc8 || c == 0xcb || c == 0xcd || c == 0xce ||
+            c == 0xcf)
+            throw Error("jpeg: Unsupported JPEG process: SOF type 0x" + std::to_string(c));
+        throw Error("jpeg: Unsupported marker type 0x" + std::to_string(c));
+    }
+}
+
 }   // namespace
 
 int64_t jpeg_library_bytes(const JpegFrame& f) {
@@ -186,41 +216,41 @@ int64_t jpeg_library_bytes(const JpegFrame& f) {
     return bytes;
 }
 
+namespace {
+
+// What probe_jpeg reports of a frame: the size after the EXIF orientation, and the bytes decoding
+// it takes (the pixels, a row to orient, libjpeg's buffers).
+ImageHeader jpeg_image_header(const JpegFrame& f, int orientation) {
+    ImageHeader h;
+    const bool swap = orientation >= 5 && orientation <= 8;
+    h.width = static_cast<int32_t>(swap ? f.height : f.width);
+    h.height = static_cast<int32_t>(swap ? f.width : f.height);
+    h.orientation = orientation;
+    h.transparency = false;
+    h.mode = f.components == 1 ? PixelMode::kL : f.components == 3 ? PixelMode::kRGB : PixelMode::kCMYK;
+    const int64_t out = f.width * f.height * f.components;
+    h.decode_bytes = out + (orientation != 1 ? f.width * f.components : 0) + jpeg_library_bytes(f) + kDecodeSlackBytes;
+    return h;
+}
+
+}   // namespace
+
 ImageHeader probe_jpeg(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
     // libjpeg's read_markers up to the first SOS: SOI first; between markers any garbage and fill
     // bytes are skipped (next_marker); the parameters of each marker are read as jdmarker.c does.
     const uint8_t* d = bytes.data();
     const size_t n = bytes.size();
-    auto truncated = [] { return Error("jpeg: Premature end of JPEG file (header)"); };
     if (n < 2 || d[0] != 0xff || d[1] != 0xd8) throw Error("jpeg: Not a JPEG file");
     size_t pos = 2;
     JpegFrame f;
     bool saw_sof = false, has_exif = false;
     int orientation = 1, precision = 8;
     for (;;) {
-        // next_marker
-        int c = 0;
-        for (;;) {
-            while (pos < n && d[pos] != 0xff) ++pos;
-            if (pos >= n) throw truncated();
-            do {
-                if (++pos >= n) throw truncated();
-                c = d[pos];
-            } while (c == 0xff);
-            ++pos;
-            if (c != 0) break;
-        }
+        const int c = next_marker(d, n, pos);
         if (c == 0xd8) throw Error("jpeg: Invalid JPEG file structure: two SOI markers");
         if (c == 0xd9) throw Error("jpeg: Invalid JPEG file structure: missing SOS marker (no image)");
         if ((c >= 0xd0 && c <= 0xd7) || c == 0x01) continue;   // RSTn, TEM: no parameters
-        const bool known = c == 0xc0 || c == 0xc1 || c == 0xc2 || c == 0xc9 || c == 0xca || c == 0xda || c == 0xcc ||
-            c == 0xc4 || c == 0xdb || c == 0xdd || (c >= 0xe0 && c <= 0xef) || c == 0xfe || c == 0xdc;
-        if (!known) {
-            if (c == 0xc3 || c == 0xc5 || c == 0xc6 || c == 0xc7 || c == 0xc8 || c == 0xcb || c == 0xcd || c == 0xce ||
-                c == 0xcf)
-                throw Error("jpeg: Unsupported JPEG process: SOF type 0x" + std::to_string(c));
-            throw Error("jpeg: Unsupported marker type 0x" + std::to_string(c));
-        }
+        check_marker_supported(c);
         if (n - pos < 2) throw truncated();
         const size_t length = be16(d + pos);
         if (c == 0xc0 || c == 0xc1 || c == 0xc2 || c == 0xc9 || c == 0xca) {   // SOFn
@@ -270,16 +300,7 @@ ImageHeader probe_jpeg(std::span<const uint8_t> bytes, const DecodeLimits& limit
             throw Error("jpeg: Bogus sampling factors");
     check_dimensions("jpeg", f.width, f.height, limits);
 
-    ImageHeader h;
-    const bool swap = orientation >= 5 && orientation <= 8;
-    h.width = static_cast<int32_t>(swap ? f.height : f.width);
-    h.height = static_cast<int32_t>(swap ? f.width : f.height);
-    h.orientation = orientation;
-    h.transparency = false;
-    h.mode = f.components == 1 ? PixelMode::kL : f.components == 3 ? PixelMode::kRGB : PixelMode::kCMYK;
-    const int64_t out = f.width * f.height * f.components;
-    h.decode_bytes = out + (orientation != 1 ? f.width * f.components : 0) + jpeg_library_bytes(f) + kDecodeSlackBytes;
-    return h;
+    return jpeg_image_header(f, orientation);
 }
 
 DecodedImage decode_jpeg(std::span<const uint8_t> bytes, const DecodeLimits& limits) {

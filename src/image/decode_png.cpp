@@ -216,6 +216,52 @@ bool read_rows(PngState* st, png_bytepp rows) {
     return true;
 }
 
+// 16-bit samples (`n` pixels of `channels`, big-endian) → the result's layout.
+void convert_16bit(const uint8_t* in, size_t n, int ct, int channels, uint8_t* out) {
+    if (ct == PNG_COLOR_TYPE_GRAY) {   // 16-bit grey: big-endian in the file, native out
+        for (size_t i = 0; i < n; ++i) {
+            const uint16_t v = static_cast<uint16_t>(in[2 * i] << 8 | in[2 * i + 1]);
+            std::memcpy(out + 2 * i, &v, 2);
+        }
+    } else if (ct == PNG_COLOR_TYPE_GRAY_ALPHA) {   // "LA;16B" → RGBA, high bytes
+        for (size_t i = 0; i < n; ++i) {
+            out[4 * i] = out[4 * i + 1] = out[4 * i + 2] = in[4 * i];
+            out[4 * i + 3] = in[4 * i + 2];
+        }
+    } else {   // 16-bit RGB / RGBA: the high byte of each sample
+        const size_t samples = n * static_cast<size_t>(channels);
+        for (size_t i = 0; i < samples; ++i) out[i] = in[2 * i];
+    }
+}
+
+// A palette image's palette and transparency, from its PLTE and tRNS chunks.
+void set_palette(const HeaderChunks& chunks, DecodedImage& img) {
+    // PLTE and tRNS as in the file (libpng has accepted it); entries past PLTE are Pillow's
+    // default ramp (i, i, i); alpha from tRNS, else 255.
+    const size_t num_palette = chunks.has_plte ? std::min<size_t>(chunks.plte.size() / 3, 256) : 0;
+    const size_t num_trans = chunks.has_trns ? std::min<size_t>(chunks.trns.size(), 256) : 0;
+    img.palette.resize(256 * 4);
+    for (size_t i = 0; i < 256; ++i) {
+        for (size_t c = 0; c < 3; ++c)
+            img.palette[4 * i + c] = i < num_palette ? chunks.plte[3 * i + c] : static_cast<uint8_t>(i);
+        img.palette[4 * i + 3] = i < num_trans ? chunks.trns[i] : 255;
+    }
+    if (chunks.has_trns) {
+        // Pillow: info["transparency"] is the index when tRNS is 0xff* 0x00 0xff*, else the bytes.
+        img.has_transparency = true;
+        int zero = -1, zeros = 0, other = 0;
+        for (size_t i = 0; i < chunks.trns.size(); ++i) {
+            if (chunks.trns[i] == 0) {
+                if (zero < 0) zero = static_cast<int>(i);
+                ++zeros;
+            } else if (chunks.trns[i] != 255) {
+                ++other;
+            }
+        }
+        if (zeros == 1 && other == 0) img.transparent_value = zero;
+    }
+}
+
 DecodedImage decode_once(std::span<const uint8_t> bytes, const HeaderChunks& chunks, const DecodeLimits& limits,
                          bool bytewise, bool& truncated) {
     PngState st;
@@ -271,49 +317,10 @@ DecodedImage decode_once(std::span<const uint8_t> bytes, const HeaderChunks& chu
         const uint8_t scale = depth == 1 ? 255 : depth == 2 ? 0x55 : 0x11;
         for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(out[i] * scale);
     }
-    if (!direct) {
-        const uint8_t* in = raw.data();
-        if (ct == PNG_COLOR_TYPE_GRAY) {   // 16-bit grey: big-endian in the file, native out
-            for (size_t i = 0; i < n; ++i) {
-                const uint16_t v = static_cast<uint16_t>(in[2 * i] << 8 | in[2 * i + 1]);
-                std::memcpy(out + 2 * i, &v, 2);
-            }
-        } else if (ct == PNG_COLOR_TYPE_GRAY_ALPHA) {   // "LA;16B" → RGBA, high bytes
-            for (size_t i = 0; i < n; ++i) {
-                out[4 * i] = out[4 * i + 1] = out[4 * i + 2] = in[4 * i];
-                out[4 * i + 3] = in[4 * i + 2];
-            }
-        } else {   // 16-bit RGB / RGBA: the high byte of each sample
-            const size_t samples = n * static_cast<size_t>(channels);
-            for (size_t i = 0; i < samples; ++i) out[i] = in[2 * i];
-        }
-    }
+    if (!direct) convert_16bit(raw.data(), n, ct, channels, out);
 
     if (ct == PNG_COLOR_TYPE_PALETTE) {
-        // PLTE and tRNS as in the file (libpng has accepted it); entries past PLTE are Pillow's
-        // default ramp (i, i, i); alpha from tRNS, else 255.
-        const size_t num_palette = chunks.has_plte ? std::min<size_t>(chunks.plte.size() / 3, 256) : 0;
-        const size_t num_trans = chunks.has_trns ? std::min<size_t>(chunks.trns.size(), 256) : 0;
-        img.palette.resize(256 * 4);
-        for (size_t i = 0; i < 256; ++i) {
-            for (size_t c = 0; c < 3; ++c)
-                img.palette[4 * i + c] = i < num_palette ? chunks.plte[3 * i + c] : static_cast<uint8_t>(i);
-            img.palette[4 * i + 3] = i < num_trans ? chunks.trns[i] : 255;
-        }
-        if (chunks.has_trns) {
-            // Pillow: info["transparency"] is the index when tRNS is 0xff* 0x00 0xff*, else the bytes.
-            img.has_transparency = true;
-            int zero = -1, zeros = 0, other = 0;
-            for (size_t i = 0; i < chunks.trns.size(); ++i) {
-                if (chunks.trns[i] == 0) {
-                    if (zero < 0) zero = static_cast<int>(i);
-                    ++zeros;
-                } else if (chunks.trns[i] != 255) {
-                    ++other;
-                }
-            }
-            if (zeros == 1 && other == 0) img.transparent_value = zero;
-        }
+        set_palette(chunks, img);
     } else if (ct == PNG_COLOR_TYPE_GRAY && st.has_trans_gray) {
         img.has_transparency = true;   // Pillow: info["transparency"] = the raw tRNS grey value
         img.transparent_value = st.trans_gray;

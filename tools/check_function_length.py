@@ -34,8 +34,8 @@ def functions(lines):
             # the signature may run over several lines, up to the line that opens the body
             j = i
             sig = stripped
-            while j < n and not lines[j].rstrip().endswith("{") and not lines[j].rstrip().endswith(";") \
-                    and j - i < 12:
+            # a one-line definition ("… { return x; }") or a declaration ends the search
+            while j < n and not lines[j].rstrip().endswith(("{", ";", "}")) and j - i < 12:
                 j += 1
                 sig += " " + lines[j].strip() if j < n else ""
             if j < n and lines[j].rstrip().endswith("{") and OPEN_RE.search(sig) and "=" not in sig.split("(")[0]:

@@ -77,6 +77,12 @@ EngineOptions parse_engine_options(ArgParser& args) {
     const double gib = args.real("--cache-memory", 0.0);
     if (!(gib >= 0.0) || gib > 1 << 20) throw Error("--cache-memory must be a size in GiB >= 0");
     c.cache_memory_bytes = int64_t(gib * 1024.0 * 1024.0 * 1024.0);
+    if (const auto spec = args.opt("--speculative-config",
+                                   "JSON, as vLLM's: {\"method\": \"ngram\", \"num_speculative_tokens\": 4, ...}")) {
+        c.speculative = parse_speculative_config(*spec);
+        if (c.speculative.method == SpeculativeConfig::Method::kDraftModel)
+            throw Error("--speculative-config: method draft_model is not supported yet (ngram is)");
+    }
     return o;
 }
 

@@ -44,6 +44,17 @@ void CacheManager::free(uint64_t id) {
     seqs_.erase(it);
 }
 
+void CacheManager::shrink(uint64_t id, int64_t n_total_tokens) {
+    auto it = seqs_.find(id);
+    if (it == seqs_.end()) return;
+    Seq& s = it->second;
+    const size_t keep = size_t(std::max<int32_t>(blocks_for(n_total_tokens), int32_t(s.hashes.size())));
+    while (s.blocks.size() > keep) {
+        blocks_.release(s.blocks.back());
+        s.blocks.pop_back();
+    }
+}
+
 void CacheManager::enable_prefix_caching(uint64_t salt) {
     caching_ = true;
     salt_ = salt;

@@ -36,6 +36,8 @@ public:
     // Returns false (and changes nothing) if the pools cannot supply it.
     bool allocate(uint64_t id, int64_t n_total_tokens);
     void free(uint64_t id);   // blocks + slot back to the pools (hashed blocks stay cached)
+    // The blocks past the first n_total_tokens back to the pool (a rejected speculative draft's).
+    void shrink(uint64_t id, int64_t n_total_tokens);
 
     // Prefix caching (off until enabled). `salt` names whatever else shapes the cached values
     // (the activation precision, the latent dtype).

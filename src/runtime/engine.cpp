@@ -18,8 +18,9 @@ Engine::Engine(const KimiModel& model, const EngineConfig& cfg, const tok::Token
       cfg_(cfg),
       sizing_(size_cache(model, cfg)),
       pool_(cfg.threads),
-      storage_(model.cache_geometry(sizing_.n_slots + sizing_.n_checkpoints, sizing_.n_blocks, sizing_.block_size,
-                                    cfg.kv_cache_bf16)),
+      storage_(model.cache_geometry(
+          sizing_.n_slots + sizing_.n_checkpoints + Speculator::n_slots(cfg.speculative, cfg.max_num_seqs),
+          sizing_.n_blocks, sizing_.block_size, cfg.kv_cache_bf16)),
       cache_(sizing_.n_blocks, sizing_.block_size, sizing_.n_slots,
              (sizing_.max_model_len + sizing_.block_size - 1) / sizing_.block_size),
       ckpt_(sizing_.n_slots, sizing_.n_checkpoints, sizing_.slot_bytes),
@@ -29,7 +30,9 @@ Engine::Engine(const KimiModel& model, const EngineConfig& cfg, const tok::Token
       outputs_(
           model.config().vocab_size,
           tokenizer ? std::min<int64_t>(model.config().vocab_size, tokenizer->n_vocab()) : model.config().vocab_size,
-          model.config().eos_token_id, sizing_.max_model_len) {
+          model.config().eos_token_id, sizing_.max_model_len),
+      spec_(cfg.speculative, sizing_.n_slots + sizing_.n_checkpoints, cfg.max_num_seqs, sizing_.max_model_len) {
+    verdicts_.reserve(size_t(cfg.max_num_seqs));
     ex_.pool = &pool_;
     ex_.arena = &arena_;
     ex_.layer_arena = &layer_arena_;
@@ -205,13 +208,17 @@ bool Engine::run_step() {
     const double t0 = event_clock_ms();
     const ModelOutput out = run_model(plan, sample_buf_);
     record_step(plan);
-    outputs_.postprocess(out.logits, out.rows, live_, sched_);   // may end requests: `plan` is stale after it
-    finish_step(t0, allocs_before, int64_t(out.rows.size()));
+    // may end requests: `plan` is stale after it
+    const int64_t n_taken =
+        outputs_.postprocess(out.logits, out.rows, live_, sched_, spec_.enabled() ? &verdicts_ : nullptr);
+    if (spec_.enabled()) settle_drafts();
+    finish_step(t0, allocs_before, n_taken);
     return true;
 }
 
 bool Engine::schedule(ScheduleOutput& plan) {
     inbox_.take(live_, sched_);
+    if (spec_.enabled()) spec_.propose(live_);
     sched_.schedule(plan);
     outputs_.finish_aborted(sched_, live_);
     total_preemptions_ += int64_t(plan.preempted.size());
@@ -225,7 +232,9 @@ Engine::ModelOutput Engine::run_model(const ScheduleOutput& plan, std::vector<Re
         if (s.fresh && s.restore != 0) prefix_hit_tokens_ += s.req->n_computed;
     runner_.prepare_states(plan);   // restores first: planning captures may reuse checkpoint slots
     plan_captures(plan);
-    const Tensor logits = runner_.execute(ex_, plan, ckpt_plan_.captures(), sample_buf);   // [R, vocab]
+    const std::span<const ops::StateCapture> captures =
+        spec_.enabled() ? spec_.captures(plan, ckpt_plan_.captures()) : ckpt_plan_.captures();
+    const Tensor logits = runner_.execute(ex_, plan, captures, sample_buf);   // [R, vocab]
     sched_.step_done(plan);
     ckpt_plan_.commit_captures();
     save_checkpoints(plan);
@@ -238,16 +247,29 @@ void Engine::plan_captures(const ScheduleOutput& plan) {
         const ScheduledRequest& s = plan.scheduled[i];
         const Request& r = *s.req;
         const auto token_at = [&r](int64_t t) { return r.cache_key_at(t); };
-        if (!ckpt_plan_.plan_chunk(int32_t(i), r.id, r.n_computed, s.n_tokens, int64_t(r.prompt.size()), token_at))
-            break;
+        // a draft's tokens are not known yet: no checkpoint is planned over them
+        const int32_t n_known = s.n_tokens - s.n_draft;
+        if (!ckpt_plan_.plan_chunk(int32_t(i), r.id, r.n_computed, n_known, int64_t(r.prompt.size()), token_at)) break;
     }
 }
 
 void Engine::save_checkpoints(const ScheduleOutput& plan) {
     for (const auto& s : plan.scheduled) {
         Request& r = *s.req;
+        if (s.n_draft > 0) continue;   // its state is past its known tokens until settle_drafts
         r.tail_checkpoint = ckpt_plan_.save_chunk_end(r.id, r.n_computed, int64_t(r.prompt.size()), r.tail_checkpoint);
     }
+}
+
+// After verification: each speculating request's state back to its accepted tokens, then its
+// tail checkpoint as save_checkpoints would have taken it.
+void Engine::settle_drafts() {
+    spec_.settle(verdicts_, storage_, cache_, sched_);
+    for (const DraftVerdict& v : verdicts_) {
+        Request& r = *v.req;
+        r.tail_checkpoint = ckpt_plan_.save_chunk_end(r.id, r.n_computed, int64_t(r.prompt.size()), r.tail_checkpoint);
+    }
+    verdicts_.clear();
 }
 
 void Engine::record_step(const ScheduleOutput& plan) {
@@ -255,7 +277,7 @@ void Engine::record_step(const ScheduleOutput& plan) {
     last_.n_seqs = int32_t(plan.scheduled.size());
     last_.n_tokens = plan.total_tokens;
     for (const auto& s : plan.scheduled) {
-        const bool decode = s.n_tokens == 1 && !s.req->output.empty() && !s.fresh;
+        const bool decode = s.n_tokens - s.n_draft == 1 && !s.req->output.empty() && !s.fresh;
         last_.n_decode_seqs += decode;
         last_.n_prefill_tokens += decode ? 0 : s.n_tokens;
     }
@@ -271,7 +293,7 @@ void Engine::finish_step(double t0_ms, uint64_t allocs_before, int64_t n_sampled
     last_.slots_used = cache_.slots().n_total() - cache_.slots().n_free();
     last_.step_ms = event_clock_ms() - t0_ms;
     last_.step_heap_allocations = int64_t(thread_alloc_count() + pool_.worker_alloc_count() - allocs_before);
-    stats_.update(total_preemptions_, last_, n_sampled);
+    stats_.update(total_preemptions_, last_, n_sampled, spec_.enabled() ? &spec_.stats() : nullptr);
 }
 
 EngineSnapshot Engine::snapshot() const { return stats_.snapshot(); }

@@ -29,6 +29,7 @@
 #include "runtime/request_inbox.h"
 #include "runtime/request_stream.h"
 #include "runtime/scheduler.h"
+#include "runtime/speculator.h"
 #include "runtime/structured_output.h"
 #include "tokenizer/tokenizer.h"
 
@@ -99,6 +100,7 @@ public:
     int32_t max_model_len() const { return sizing_.max_model_len; }
     const CacheManager& cache() const { return cache_; }
     const CheckpointStore& checkpoints() const { return ckpt_; }
+    const SpecDecodeStats& spec_decode_stats() const { return spec_.stats(); }   // the engine's thread only
 
 private:
     // vLLM's profile run: one forward of a full token budget at start-up (a dummy sequence in
@@ -131,6 +133,7 @@ private:
     // then those at the chunks' ends (checkpoint_planner.h).
     void plan_captures(const ScheduleOutput& plan);
     void save_checkpoints(const ScheduleOutput& plan);
+    void settle_drafts();
     bool run_step();   // step() without its failure handling
     // Every request in flight (queued ones too) ends with this error; allocates nothing.
     void fail_all(const std::shared_ptr<const std::string>& why);
@@ -149,8 +152,10 @@ private:
     Scheduler sched_;
     ModelRunner runner_;
     OutputProcessor outputs_;
-    ScheduleOutput plan_buf_;            // the step's plan (schedule → run_model → record_step)
-    std::vector<Request*> sample_buf_;   // the rows the step samples (run_model → postprocess)
+    Speculator spec_;
+    std::vector<DraftVerdict> verdicts_;   // the step's speculating requests (postprocess → spec_.settle)
+    ScheduleOutput plan_buf_;              // the step's plan (schedule → run_model → record_step)
+    std::vector<Request*> sample_buf_;     // the rows the step samples (run_model → postprocess)
     std::mutex vocab_mu_;
     std::unique_ptr<GrammarVocab> grammar_vocab_;   // built at the first structured request
     EngineStepStats last_;

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "backend/exec.h"
+#include "runtime/speculative_config.h"
 
 namespace kimi {
 
@@ -33,6 +34,9 @@ struct EngineConfig {
     bool enable_prefix_caching = true;
     int32_t prefix_checkpoint_interval = 0;
     int64_t prefix_cache_memory_bytes = 0;
+    // Speculative decoding (--speculative-config; docs/runtime.md#speculative): off unless set.
+    // It adds max_num_seqs × k state slots for the captures its verification rolls back to.
+    SpeculativeConfig speculative;
 };
 
 }   // namespace kimi

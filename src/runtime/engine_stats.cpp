@@ -32,8 +32,10 @@ void StatsBoard::update(int64_t preemptions) {
     read_gauges(preemptions);
 }
 
-void StatsBoard::update(int64_t preemptions, const EngineStepStats& step, int64_t n_sampled) {
+void StatsBoard::update(int64_t preemptions, const EngineStepStats& step, int64_t n_sampled,
+                        const SpecDecodeStats* spec) {
     std::lock_guard<std::mutex> lk(mu_);
+    if (spec) snap_.spec = *spec;   // the same size every step: no allocation after the first
     read_gauges(preemptions);
     ++snap_.steps;
     snap_.prompt_tokens_computed += step.n_prefill_tokens;

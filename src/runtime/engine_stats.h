@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <mutex>
+#include <vector>
 
 namespace kimi {
 
@@ -21,6 +22,13 @@ struct EngineStepStats {
     int64_t step_heap_allocations = 0;                      // the whole step (schedule → publish)
 };
 
+// Speculative decoding's counters, with vLLM's spec_decode meaning: drafts verified, their
+// tokens, the tokens accepted, and the acceptances at each draft position.
+struct SpecDecodeStats {
+    int64_t drafts = 0, draft_tokens = 0, accepted_tokens = 0;
+    std::vector<int64_t> accepted_per_pos;   // [k]
+};
+
 // A consistent, thread-safe copy of the engine's counters (for /metrics).
 struct EngineSnapshot {
     int32_t n_running = 0, n_waiting = 0;
@@ -35,6 +43,7 @@ struct EngineSnapshot {
     int64_t checkpoint_bytes = 0, checkpoints_saved = 0;
     // Memory the engine holds from start to end: the KV/state cache and the checkpoint capacity.
     int64_t cache_bytes = 0, checkpoint_capacity_bytes = 0;
+    SpecDecodeStats spec;   // all zero (and no positions) without --speculative-config
     EngineStepStats last;
 };
 
@@ -50,8 +59,10 @@ public:
     // A step that ran nothing (or failed): the gauges as they are now. preemptions: all of
     // them since start-up.
     void update(int64_t preemptions);
-    // A step that ran the model: the gauges, and its counts added; n_sampled: tokens it sampled.
-    void update(int64_t preemptions, const EngineStepStats& step, int64_t n_sampled);
+    // A step that ran the model: the gauges, and its counts added; n_sampled: tokens it sampled;
+    // spec: speculative decoding's counters so far (with --speculative-config).
+    void update(int64_t preemptions, const EngineStepStats& step, int64_t n_sampled,
+                const SpecDecodeStats* spec = nullptr);
     EngineSnapshot snapshot() const;   // thread-safe
 
 private:

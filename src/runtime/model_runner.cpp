@@ -58,10 +58,12 @@ Tensor ModelRunner::execute(Exec& ex, const ScheduleOutput& plan, std::span<cons
         const auto table = cache_.block_table(r.id);
         tables_.insert(tables_.end(), table.begin(), table.end());
         tables_.resize(tables_.size() + size_t(max_blocks) - table.size(), 0);
-        if (r.n_computed + s.n_tokens == r.num_tokens()) {
-            rows_.push_back(int32_t(ids_.size()) - 1);
-            sample_reqs.push_back(&r);
-        }
+        // the last known token samples; with a draft, so does every draft token (verification)
+        if (r.n_computed + s.n_tokens - s.n_draft == r.num_tokens())
+            for (int32_t j = s.n_draft; j >= 0; --j) {
+                rows_.push_back(int32_t(ids_.size()) - 1 - j);
+                sample_reqs.push_back(&r);
+            }
     }
     if (lead_) send(RankMessage::kStep, max_blocks, captures);
     const ForwardBatch batch{ids_,       starts_, past_,    slots_,      tables_,

@@ -27,7 +27,8 @@ public:
     // The state slots of the plan's fresh requests: zeroed, or restored from a checkpoint.
     void prepare_states(const ScheduleOutput& plan);
     // Returns logits [R, vocab] (arena-owned, valid until the next step); `sample_reqs[i]`
-    // owns row i. captures: ordered by (index in plan.scheduled, t).
+    // owns row i (a request with a draft: 1 + n_draft rows, its positions in order). captures:
+    // ordered by (index in plan.scheduled, t).
     Tensor execute(Exec& ex, const ScheduleOutput& plan, std::span<const ops::StateCapture> captures,
                    std::vector<Request*>& sample_reqs);
 

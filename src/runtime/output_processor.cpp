@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <new>
 
+#include "core/error.h"
+
 namespace kimi {
 
 OutputProcessor::OutputProcessor(int64_t vocab_size, int64_t n_sampled, int32_t eos_token_id, int32_t max_model_len)
@@ -13,12 +15,27 @@ OutputProcessor::OutputProcessor(int64_t vocab_size, int64_t n_sampled, int32_t 
       eos_(eos_token_id),
       max_model_len_(max_model_len) {}
 
-void OutputProcessor::postprocess(const Tensor& logits, std::span<Request* const> sample_reqs, LiveRequests& live,
-                                  Scheduler& sched) {
-    for (size_t i = 0; i < sample_reqs.size(); ++i) {
+int64_t OutputProcessor::postprocess(const Tensor& logits, std::span<Request* const> sample_reqs, LiveRequests& live,
+                                     Scheduler& sched, std::vector<DraftVerdict>* verdicts) {
+    if (verdicts) verdicts->clear();
+    int64_t n_taken = 0;
+    for (size_t i = 0; i < sample_reqs.size();) {
         Request& r = *sample_reqs[i];
-        const uint64_t id = r.id;
-        LiveRequest& l = *live.at(id);
+        const int32_t n_draft = int32_t(r.draft.size());
+        KIMI_CHECK(i + size_t(n_draft) < sample_reqs.size() || n_draft == 0, "postprocess: a draft without its rows");
+        const int32_t accepted = take_rows(*live.at(r.id), logits.f32() + int64_t(i) * vocab_, live, sched, n_taken);
+        if (accepted >= 0 && n_draft > 0 && verdicts) verdicts->push_back({&r, n_draft, accepted});
+        i += 1 + size_t(n_draft);
+    }
+    return n_taken;
+}
+
+int32_t OutputProcessor::take_rows(LiveRequest& l, const float* rows, LiveRequests& live, Scheduler& sched,
+                                   int64_t& n_taken) {
+    Request& r = l.req;
+    const uint64_t id = r.id;
+    const int32_t n_draft = int32_t(r.draft.size());
+    for (int32_t j = 0;; ++j) {
         TokenEvent e;
         e.cached_tokens = r.n_cached_tokens;
         SampledToken tok;
@@ -26,14 +43,15 @@ void OutputProcessor::postprocess(const Tensor& logits, std::span<Request* const
             tok.top = std::move(l.top_pool.back());
             l.top_pool.pop_back();
         }
-        const std::span<const float> row(logits.f32() + int64_t(i) * vocab_, size_t(n_sampled_));
+        const std::span<const float> row(rows + int64_t(j) * vocab_, size_t(n_sampled_));
         if (!sample(l, row, tok)) {   // nothing can follow (no token can go on with the grammar)
             sched.finish(&r, FinishReason::kStop);
             publish_finish(l, FinishReason::kStop);
             live.erase(id);
-            continue;
+            return -1;
         }
         r.output.push_back(tok.token);
+        ++n_taken;
         e.token = tok.token;
         e.logprob = tok.logprob;
         e.top = std::move(tok.top);
@@ -44,7 +62,9 @@ void OutputProcessor::postprocess(const Tensor& logits, std::span<Request* const
         if (why != FinishReason::kNone) {
             sched.finish(&r, why);
             live.erase(id);
+            return -1;
         }
+        if (j == n_draft || tok.token != r.draft[size_t(j)]) return j;   // the target's own token ends the run
     }
 }
 

@@ -21,6 +21,13 @@
 
 namespace kimi {
 
+// A speculating request still running after its rows were sampled: `accepted` of its n_draft
+// draft tokens were taken (docs/runtime.md#speculative); the engine rolls its state back to them.
+struct DraftVerdict {
+    Request* req = nullptr;
+    int32_t n_draft = 0, accepted = 0;
+};
+
 class OutputProcessor {
 public:
     // vocab_size: the logits' row length; n_sampled (≤ it): the ids a token may be drawn from
@@ -28,8 +35,13 @@ public:
     OutputProcessor(int64_t vocab_size, int64_t n_sampled, int32_t eos_token_id, int32_t max_model_len);
 
     // After a forward: logits [sample_reqs.size(), vocab], row i is sample_reqs[i]'s (each
-    // in `live`). Every one of them gets its next token, or ends.
-    void postprocess(const Tensor& logits, std::span<Request* const> sample_reqs, LiveRequests& live, Scheduler& sched);
+    // in `live`). Every one of them gets its next token, or ends. A request with a draft owns
+    // 1 + draft.size() consecutive rows, its positions in order: each is sampled as plain
+    // decoding would sample it, and the request goes on to the next row while the token equals
+    // the draft's (verification). verdicts (cleared first): the speculating requests still running.
+    // Returns the tokens taken (the rows sampled, less those past a rejected draft token).
+    int64_t postprocess(const Tensor& logits, std::span<Request* const> sample_reqs, LiveRequests& live,
+                        Scheduler& sched, std::vector<DraftVerdict>* verdicts = nullptr);
     // Whether request `l` stops with `token` (just appended): stop strings (appending the text
     // piece to e.text and setting e.stop_index), EOS, stop ids, then the length limits. The text
     // held back is flushed into e.text when it stops.
@@ -46,6 +58,9 @@ public:
     static void publish_finish(LiveRequest& l, FinishReason why);
 
 private:
+    // One request's rows (1 + its draft): the tokens taken, each published. Returns how many of
+    // the draft were accepted, or -1 when the request ended (it is out of `live` then).
+    int32_t take_rows(LiveRequest& l, const float* rows, LiveRequests& live, Scheduler& sched, int64_t& n_taken);
     // Samples l's next token from `row` into tok; false if its grammar lets nothing follow.
     bool sample(LiveRequest& l, std::span<const float> row, SampledToken& tok);
 

@@ -61,10 +61,16 @@ struct Request {
     uint64_t tail_checkpoint = 0;   // the KDA checkpoint this request moves forward as it decodes
     uint64_t group = 0;             // the client request it belongs to (its n × prompts share one)
     std::vector<MediaSpan> media;   // the prompt's images, by offset (K3 vision)
+    // Speculative decoding: the proposed continuation of a decoding request, run after its last
+    // known token and verified by the step's sampling (docs/runtime.md#speculative). Not known
+    // tokens: token_at() reads it past num_tokens(), nothing else counts it.
+    std::vector<int32_t> draft;
 
     int64_t num_tokens() const { return int64_t(prompt.size() + output.size()); }
     int64_t token_at(int64_t i) const {
-        return i < int64_t(prompt.size()) ? prompt[size_t(i)] : output[size_t(i - int64_t(prompt.size()))];
+        if (i < int64_t(prompt.size())) return prompt[size_t(i)];
+        const size_t o = size_t(i - int64_t(prompt.size()));
+        return o < output.size() ? output[o] : draft[o - output.size()];
     }
     // What names token i in the prefix cache: its id, or for an image token a key from the
     // image's key.

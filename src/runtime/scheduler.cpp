@@ -28,6 +28,7 @@ void Scheduler::finish(Request* r, FinishReason why) {
 
 void Scheduler::preempt(Request* r, ScheduleOutput& out) {
     cache_.free(r->id);
+    r->draft.clear();
     r->n_computed = 0;
     r->tail_checkpoint = 0;
     r->status = RequestStatus::kWaiting;
@@ -63,7 +64,9 @@ void Scheduler::schedule(ScheduleOutput& out) {
 void Scheduler::schedule_running(ScheduleOutput& out, int32_t& budget) {
     for (size_t i = 0; i < running_.size() && budget > 0;) {
         Request* r = running_[i];
-        const int32_t n = int32_t(std::min<int64_t>(r->num_tokens() - r->n_computed, budget));
+        const int32_t n_draft = draft_that_fits(r, budget);
+        const int32_t n =
+            n_draft > 0 ? 1 + n_draft : int32_t(std::min<int64_t>(r->num_tokens() - r->n_computed, budget));
         if (n <= 0) {
             ++i;
             continue;
@@ -78,11 +81,25 @@ void Scheduler::schedule_running(ScheduleOutput& out, int32_t& budget) {
             }
         }
         if (preempted_self) break;   // everything after it was newer and is gone too
-        out.scheduled.push_back({r, n, false});
+        out.scheduled.push_back({r, n, false, 0, n_draft});
         out.total_tokens += n;
         budget -= n;
         ++i;
     }
+}
+
+// A decoding request's draft runs with its last token as far as the budget goes, and only where
+// its blocks can be had without preempting anyone (else it is dropped: speculation never costs
+// another request its place). Returns the draft's length, r->draft cut to it.
+int32_t Scheduler::draft_that_fits(Request* r, int32_t budget) {
+    if (r->draft.empty()) return 0;
+    int32_t n = 0;
+    if (r->num_tokens() - r->n_computed == 1) {
+        n = int32_t(std::min<int64_t>(int64_t(r->draft.size()), budget - 1));
+        if (n > 0 && !cache_.allocate(r->id, r->n_computed + 1 + n)) n = 0;
+    }
+    r->draft.resize(size_t(std::max(n, 0)));
+    return std::max(n, 0);
 }
 
 // 2. Waiting requests, unless this step had to preempt: the one whose group runs the
@@ -167,10 +184,20 @@ Request* Scheduler::fair_share_victim(uint64_t group) const {
 void Scheduler::step_done(const ScheduleOutput& plan) {
     for (const auto& s : plan.scheduled) {
         Request* r = s.req;
-        r->n_computed += s.n_tokens;
+        r->n_computed += s.n_tokens - s.n_draft;
         if (cache_.prefix_caching())
             cache_.commit_full_blocks(r->id, r->n_computed, [r](int64_t i) { return r->cache_key_at(i); });
     }
+}
+
+void Scheduler::accept_draft(Request* r, int32_t accepted) {
+    KIMI_CHECK(accepted >= 0 && accepted <= int32_t(r->draft.size()) && r->n_computed + accepted <= r->num_tokens(),
+               "accept_draft: more tokens than the draft or the output has");
+    r->draft.clear();
+    r->n_computed += accepted;
+    if (cache_.prefix_caching())   // only accepted tokens are ever named in the prefix cache
+        cache_.commit_full_blocks(r->id, r->n_computed, [r](int64_t i) { return r->cache_key_at(i); });
+    cache_.shrink(r->id, r->n_computed);
 }
 
 }   // namespace kimi

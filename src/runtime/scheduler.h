@@ -29,6 +29,7 @@ struct ScheduledRequest {
     int32_t n_tokens = 0;   // tokens [n_computed, n_computed + n_tokens) run this step
     bool fresh = false;     // first step since (re)admission: its state slot must be reset
     uint64_t restore = 0;   // fresh with a prefix hit: restore this KDA checkpoint instead
+    int32_t n_draft = 0;    // the last n_draft of the n_tokens are the request's draft (to verify)
 };
 
 struct ScheduleOutput {
@@ -51,8 +52,12 @@ public:
     void add(Request* r);   // → waiting (back)
     // Plans one step into `out` (cleared first). Aborted requests are finished first.
     void schedule(ScheduleOutput& out);
-    // After the step ran: advances n_computed of every scheduled request.
+    // After the step ran: advances n_computed of every scheduled request over its known tokens
+    // (a draft's tokens wait for accept_draft).
     void step_done(const ScheduleOutput& plan);
+    // Speculative decoding, after verification: the first `accepted` tokens of r's draft (now
+    // appended to its output) are computed; the draft goes, and so do the blocks past them.
+    void accept_draft(Request* r, int32_t accepted);
     // Ends a running or waiting request: frees its cache, removes it from the queues.
     void finish(Request* r, FinishReason why);
 
@@ -72,6 +77,7 @@ private:
     void schedule_running(ScheduleOutput& out, int32_t& budget);
     void admit_waiting(ScheduleOutput& out, int32_t& budget);
     void preempt(Request* r, ScheduleOutput& out);
+    int32_t draft_that_fits(Request* r, int32_t budget);
     int32_t running_in_group(uint64_t group) const;
     size_t fairest_waiting() const;                     // index into waiting_
     Request* fair_share_victim(uint64_t group) const;   // null: the batch is fair to `group`

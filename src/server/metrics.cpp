@@ -90,6 +90,21 @@ void ServerMetrics::on_http_request(int status) {
 
 namespace {
 
+// Speculative decoding (vLLM's spec_decode counters): only with --speculative-config.
+void render_spec_decode(std::string& out, const SpecDecodeStats& s) {
+    if (s.accepted_per_pos.empty()) return;
+    counter(out, "kimi:spec_decode_num_drafts_total", "Drafts verified", double(s.drafts));
+    counter(out, "kimi:spec_decode_num_draft_tokens_total", "Draft tokens verified", double(s.draft_tokens));
+    counter(out, "kimi:spec_decode_num_accepted_tokens_total", "Draft tokens accepted", double(s.accepted_tokens));
+    const std::string name = "kimi:spec_decode_num_accepted_tokens_per_pos_total";
+    header(out, name, "counter", "Draft tokens accepted, by position in the draft");
+    for (size_t i = 0; i < s.accepted_per_pos.size(); ++i) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "%s{position=\"%zu\"} %.17g\n", name.c_str(), i, double(s.accepted_per_pos[i]));
+        out += buf;
+    }
+}
+
 // The engine's gauges and counters (from its snapshot; absent while the model loads).
 void render_engine(std::string& out, const EngineSnapshot& e) {
     gauge(out, "kimi:num_requests_running", "Requests in the running batch", e.n_running);
@@ -120,6 +135,7 @@ void render_engine(std::string& out, const EngineSnapshot& e) {
     gauge(out, "kimi:prefix_cache_checkpoint_bytes", "Memory of the resident KDA checkpoints",
           double(e.checkpoint_bytes));
     counter(out, "kimi:prefix_cache_checkpoints_saved_total", "KDA checkpoints written", double(e.checkpoints_saved));
+    render_spec_decode(out, e.spec);
     counter(out, "kimi:attn_output_copies_total", "Attention-output copies (0 in direct mode)",
             double(e.attn_output_copies));
     counter(out, "kimi:forward_heap_allocations_total", "Heap allocations inside forward passes",

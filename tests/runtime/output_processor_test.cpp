@@ -78,5 +78,47 @@ TEST(OutputProcessor, PostprocessAppendsPublishesAndFinishes) {
     EXPECT_EQ(sched.n_waiting(), 1);
 }
 
+// Speculative verification: a request with a draft owns 1 + draft rows; each is sampled as
+// plain decoding would, and the request moves on while the token equals the draft's.
+TEST(OutputProcessor, DraftRowsAreVerifiedInOrder) {
+    CacheManager cache(16, 4, 4, 4);
+    Scheduler sched(SchedulerConfig{4, 64}, cache);
+    OutputProcessor out(kVocab, kVocab, kEos, 64);
+    LiveRequests live;
+    auto a = live_request(1, 3, 20), b = live_request(2, 3, 20), c = live_request(3, 3, 20), d = live_request(4, 3, 20);
+    a->req.draft = {5, 6, 7};   // rows 0-3: 5, 6, 3, 4 → two accepted, then the target's 3
+    b->req.draft = {};          // row 4: a plain decode
+    c->req.draft = {4, 4};      // rows 5-7: 4, 4, 6 → all accepted, and the bonus 6
+    d->req.draft = {1, 5};      // rows 8-10: 1, EOS → ends inside the draft
+    const std::vector<int32_t> argmax = {5, 6, 3, 4, 7, 4, 4, 6, 1, kEos, 5};
+    std::vector<Request*> rows = {&a->req, &a->req, &a->req, &a->req, &b->req, &c->req,
+                                  &c->req, &c->req, &d->req, &d->req, &d->req};
+    for (auto* l : {&a, &b, &c, &d}) {
+        sched.add(&(*l)->req);
+        const uint64_t id = (*l)->req.id;
+        live.emplace(id, std::move(*l));
+    }
+    std::vector<float> logits(argmax.size() * kVocab, 0.0f);
+    for (size_t i = 0; i < argmax.size(); ++i) logits[i * kVocab + size_t(argmax[i])] = 1.0f;
+    std::vector<DraftVerdict> verdicts;
+    out.postprocess(Tensor(logits.data(), DType::kF32, {int64_t(argmax.size()), kVocab}), rows, live, sched, &verdicts);
+
+    EXPECT_EQ(live.at(1)->req.output, (std::vector<int32_t>{5, 6, 3}));
+    EXPECT_EQ(live.at(2)->req.output, (std::vector<int32_t>{7}));
+    EXPECT_EQ(live.at(3)->req.output, (std::vector<int32_t>{4, 4, 6}));
+    EXPECT_EQ(live.count(4), 0u) << "EOS inside the draft ends the request";
+    ASSERT_EQ(verdicts.size(), 2u);
+    EXPECT_EQ(verdicts[0].req->id, 1u);
+    EXPECT_EQ(verdicts[0].n_draft, 3);
+    EXPECT_EQ(verdicts[0].accepted, 2);
+    EXPECT_EQ(verdicts[1].req->id, 3u);
+    EXPECT_EQ(verdicts[1].accepted, 2);
+    TokenEvent e;
+    for (int32_t t : {5, 6, 3}) {   // one event per token, in order
+        ASSERT_TRUE(live.at(1)->stream->try_next(e));
+        EXPECT_EQ(e.token, t);
+    }
+}
+
 }   // namespace
 }   // namespace kimi

@@ -48,7 +48,7 @@ struct Harness {
         int32_t sum = 0;
         for (const auto& s : plan.scheduled) {
             EXPECT_GT(s.n_tokens, 0);
-            EXPECT_LE(s.req->n_computed + s.n_tokens, s.req->num_tokens());
+            EXPECT_LE(s.req->n_computed + s.n_tokens - s.n_draft, s.req->num_tokens());
             sum += s.n_tokens;
             max_chunk[s.req->id] = std::max(max_chunk[s.req->id], s.n_tokens);
         }
@@ -384,6 +384,59 @@ TEST(Scheduler, ManySequencesCannotStarveASmallRequest) {
     EXPECT_EQ(h.sched.fair_preemptions(), fair_after) << "a fair batch must not keep preempting";
     h.run_to_completion();
     for (size_t i = 0; i < expected.size(); ++i) EXPECT_EQ(h.reqs[i]->output, expected[i]) << "sequence " << i;
+    h.expect_pools_full();
+}
+
+// Speculative decoding: a draft runs with its request's last token, within the budget, and
+// only the tokens verification accepts advance the request; the blocks past them go back.
+TEST(Scheduler, DraftsRunWithTheLastTokenAndOnlyAcceptedOnesCount) {
+    Harness h(64, 4, {4, 16});
+    Request* r = h.add(6, 50);
+    h.step();   // the prompt, then one token
+    ASSERT_EQ(r->n_computed, 6);
+    ASSERT_EQ(r->num_tokens(), 7);
+    r->draft = {5, 6, 7};
+    h.sched.schedule(h.plan);
+    ASSERT_EQ(h.plan.scheduled.size(), 1u);
+    EXPECT_EQ(h.plan.scheduled[0].n_tokens, 4);
+    EXPECT_EQ(h.plan.scheduled[0].n_draft, 3);
+    EXPECT_EQ(r->token_at(7), 5);
+    EXPECT_EQ(r->token_at(9), 7);
+    EXPECT_EQ(h.cache.block_table(r->id).size(), 3u);   // 10 tokens in blocks of 4
+    h.sched.step_done(h.plan);
+    EXPECT_EQ(r->n_computed, 7) << "the known token only";
+    r->output.push_back(5);    // the draft's first token accepted,
+    r->output.push_back(99);   // then the target's own
+    h.sched.accept_draft(r, 1);
+    EXPECT_EQ(r->n_computed, 8);
+    EXPECT_TRUE(r->draft.empty());
+    EXPECT_EQ(h.cache.block_table(r->id).size(), 2u) << "the blocks past the accepted tokens are released";
+
+    r->draft.assign(20, 3);   // longer than the budget: cut to it
+    h.sched.schedule(h.plan);
+    EXPECT_EQ(h.plan.scheduled[0].n_tokens, 16);
+    EXPECT_EQ(h.plan.scheduled[0].n_draft, 15);
+    EXPECT_EQ(r->draft.size(), 15u);
+    h.sched.step_done(h.plan);
+    r->output.push_back(42);   // nothing accepted: the target's token only
+    h.sched.accept_draft(r, 0);
+    EXPECT_EQ(r->n_computed, 9);
+    EXPECT_EQ(h.cache.block_table(r->id).size(), 3u);
+
+    Harness tight(3, 4, {4, 16});   // 12 tokens of cache: a draft that needs more is dropped, nobody preempted
+    Request* a = tight.add(6, 50);
+    Request* b = tight.add(3, 50);
+    tight.step();
+    a->draft.assign(6, 1);   // 7 + 6 tokens: 4 blocks for a alone
+    tight.sched.schedule(tight.plan);
+    EXPECT_TRUE(tight.plan.preempted.empty());
+    EXPECT_EQ(tight.plan.scheduled[0].n_draft, 0);
+    EXPECT_TRUE(a->draft.empty());
+    EXPECT_EQ(tight.plan.scheduled.size(), 2u);
+    tight.sched.step_done(tight.plan);
+    for (Request* x : {a, b}) tight.sched.finish(x, FinishReason::kLength);
+    tight.expect_pools_full();
+    h.sched.finish(r, FinishReason::kLength);
     h.expect_pools_full();
 }
 

@@ -161,6 +161,8 @@ int cmd_bench_decode(int argc, char** argv) {
     const bool explicit_budget = args.has("--max-num-batched-tokens");
     const auto prefix_caching = args.opt("--prefix-caching");   // on|off: the seed's cohort ran with it on
     const EngineOptions eo = parse_engine_options(args);
+    if (eo.cfg.speculative.enabled())   // its timed steps are one token per sequence
+        throw Error("bench decode: --speculative-config is not measured here yet (generate and serve take it)");
     EngineConfig cfg = eo.cfg;
     args.done();
     if (prefix_caching) {

@@ -93,6 +93,8 @@ int cmd_bench_model(int argc, char** argv) {
     torch_opt.python = args.str("--python", torch_opt.python);
     const bool explicit_budget = args.has("--max-num-batched-tokens");
     const EngineOptions eo = parse_engine_options(args);
+    if (eo.cfg.speculative.enabled())   // its timed steps are one token per sequence
+        throw Error("bench model: --speculative-config is not measured here yet (generate and serve take it)");
     EngineConfig cfg = eo.cfg;
     args.done();
     if (compare_torch && eo.shard.split()) throw Error("bench model --compare-torch runs in one process");

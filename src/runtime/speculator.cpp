@@ -1,0 +1,89 @@
+// Speculator (see speculator.h).
+#include "runtime/speculator.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "runtime/ngram_proposer.h"
+
+namespace kimi {
+
+Speculator::Speculator(const SpeculativeConfig& cfg, int32_t first_slot, int32_t max_seqs, int32_t max_model_len)
+    : cfg_(cfg), first_slot_(first_slot), max_model_len_(max_model_len) {
+    KIMI_CHECK(cfg.method != SpeculativeConfig::Method::kDraftModel,
+               "speculative decoding with a draft model is not built yet (use the ngram method)");
+    captures_.reserve(size_t(max_seqs) * size_t(cfg.num_speculative_tokens + 2));
+    base_.reserve(size_t(max_seqs) * 2);
+    stats_.accepted_per_pos.assign(size_t(cfg.num_speculative_tokens), 0);
+}
+
+void Speculator::propose(LiveRequests& live) {
+    const NgramParams p{cfg_.prompt_lookup_min, cfg_.prompt_lookup_max, cfg_.num_speculative_tokens};
+    for (auto& [id, l] : live) {
+        Request& r = l->req;
+        r.draft.clear();
+        if (r.status != RequestStatus::kRunning || r.n_computed != r.num_tokens() - 1) continue;
+        Backoff& b = backoff_[id];
+        if (b.skip > 0) {
+            --b.skip;
+            continue;
+        }
+        // no draft past max_tokens: the last token of the reply needs none
+        const int64_t room = int64_t(r.params.max_tokens) - int64_t(r.output.size()) - 1;
+        if (room <= 0) continue;
+        tokens_.assign(r.prompt.begin(), r.prompt.end());
+        tokens_.insert(tokens_.end(), r.output.begin(), r.output.end());
+        ngram_propose(tokens_, NgramParams{p.min_n, p.max_n, int32_t(std::min<int64_t>(p.k, room))}, max_model_len_,
+                      r.draft);
+    }
+    for (auto it = backoff_.begin(); it != backoff_.end();)   // forget requests that ended
+        it = live.count(it->first) ? std::next(it) : backoff_.erase(it);
+}
+
+std::span<const ops::StateCapture> Speculator::captures(const ScheduleOutput& plan,
+                                                        std::span<const ops::StateCapture> planned) {
+    captures_.clear();
+    base_.clear();
+    size_t next = 0;
+    int32_t slot = first_slot_;
+    for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+        const ScheduledRequest& s = plan.scheduled[i];
+        for (; next < planned.size() && planned[next].seq == int32_t(i); ++next) captures_.push_back(planned[next]);
+        if (s.n_draft == 0) continue;
+        base_.emplace_back(s.req, slot);
+        // the state after the known token and t - 1 draft tokens: where a rejection at draft
+        // position t - 1 leaves the request
+        for (int32_t t = 1; t <= s.n_draft; ++t) captures_.push_back({int32_t(i), t, slot++});
+    }
+    for (; next < planned.size(); ++next) captures_.push_back(planned[next]);
+    std::stable_sort(captures_.begin(), captures_.end(), [](const ops::StateCapture& a, const ops::StateCapture& b) {
+        return a.seq != b.seq ? a.seq < b.seq : a.t < b.t;
+    });
+    return captures_;
+}
+
+void Speculator::settle(std::span<const DraftVerdict> verdicts, CacheStorage& storage, const CacheManager& cache,
+                        Scheduler& sched) {
+    for (const DraftVerdict& v : verdicts) {
+        Request& r = *v.req;
+        if (v.accepted < v.n_draft) {
+            const auto b = std::find_if(base_.begin(), base_.end(), [&r](const auto& x) { return x.first == &r; });
+            KIMI_CHECK(b != base_.end(), "speculator: a verdict for a request that did not speculate");
+            storage.copy_slot(b->second + v.accepted, cache.state_slot(r.id));
+        }
+        sched.accept_draft(&r, v.accepted);
+        ++stats_.drafts;
+        stats_.draft_tokens += v.n_draft;
+        stats_.accepted_tokens += v.accepted;
+        for (int32_t j = 0; j < v.accepted; ++j) ++stats_.accepted_per_pos[size_t(j)];
+        Backoff& b = backoff_[r.id];
+        if (v.accepted > 0) {
+            b = Backoff{};
+        } else {
+            b.next = std::clamp(b.next * 2, 1, 16);
+            b.skip = b.next;
+        }
+    }
+}
+
+}   // namespace kimi

@@ -1,0 +1,57 @@
+// Speculator: the engine's side of speculative decoding (docs/runtime.md#speculative). Before a
+// step it gives each decoding request a draft (the ngram proposer); the scheduler runs the
+// draft after the request's last token; the forward captures the KDA state after every draft
+// position into spare state slots (captures()); postprocess samples each row as plain decoding
+// would and stops at the first token that differs from the draft (OutputProcessor's verdicts);
+// settle() then brings each request's state back to its accepted tokens (a copy of the capture,
+// none when all were accepted) and lets the scheduler take them. A request whose drafts keep
+// failing proposes less often (a back-off that doubles, up to 16 steps).
+#pragma once
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/op_params.h"
+#include "cache/cache_storage.h"
+#include "runtime/engine_stats.h"
+#include "runtime/live_request.h"
+#include "runtime/output_processor.h"
+#include "runtime/scheduler.h"
+#include "runtime/speculative_config.h"
+
+namespace kimi {
+
+class Speculator {
+public:
+    // first_slot: the first of max_seqs × k spare state slots of the storage.
+    Speculator(const SpeculativeConfig& cfg, int32_t first_slot, int32_t max_seqs, int32_t max_model_len);
+    static int32_t n_slots(const SpeculativeConfig& cfg, int32_t max_seqs) {
+        return cfg.enabled() ? max_seqs * cfg.num_speculative_tokens : 0;
+    }
+    bool enabled() const { return cfg_.enabled(); }
+
+    // Drafts for the running requests whose next step is one token of decoding.
+    void propose(LiveRequests& live);
+    // `planned` (the prefix cache's, ordered by (seq, t)) and a capture after each draft token's
+    // predecessor for every speculating request of the plan, ordered by (seq, t).
+    std::span<const ops::StateCapture> captures(const ScheduleOutput& plan, std::span<const ops::StateCapture> planned);
+    // After postprocess: each verdict's state back to its accepted tokens, the scheduler told.
+    void settle(std::span<const DraftVerdict> verdicts, CacheStorage& storage, const CacheManager& cache,
+                Scheduler& sched);
+    const SpecDecodeStats& stats() const { return stats_; }
+
+private:
+    struct Backoff {
+        int32_t skip = 0, next = 0;   // steps left without a draft; the next back-off
+    };
+    SpeculativeConfig cfg_;
+    int32_t first_slot_, max_model_len_;
+    std::vector<int32_t> tokens_;                            // one request's prompt + output (proposer input)
+    std::vector<ops::StateCapture> captures_;                // this step's
+    std::vector<std::pair<const Request*, int32_t>> base_;   // speculating request, its first spare slot (this step)
+    std::unordered_map<uint64_t, Backoff> backoff_;          // by request id
+    SpecDecodeStats stats_;
+};
+
+}   // namespace kimi

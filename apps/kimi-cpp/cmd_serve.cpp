@@ -204,6 +204,12 @@ int cmd_serve(int argc, char** argv) {
     const EngineConfig ec = eo.with_model_precision(*model);
     Engine engine(*model, ec, &tok);
     std::fprintf(stderr, "serve: %s\n", engine.sizing().describe().c_str());
+    if (ec.speculative.enabled()) {
+        const int32_t n = Speculator::n_slots(ec.speculative, ec.max_num_seqs);
+        std::fprintf(stderr, "serve: speculative decoding: %s; %d state slots x %.1f KiB = %.1f MiB for its rollback\n",
+                     ec.speculative.describe().c_str(), n, double(engine.sizing().slot_bytes) / 1024.0,
+                     double(n) * double(engine.sizing().slot_bytes) / 1048576.0);
+    }
     if (const std::string d = sc.sampling_defaults.describe(); !d.empty())
         std::fprintf(stderr,
                      "serve: sampling defaults from generation_config.json: %s (--generation-config none: off)\n",

@@ -2,6 +2,7 @@
 // postprocess() appending a greedy token, publishing its event and finishing the request.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 #include <vector>
 
@@ -118,6 +119,53 @@ TEST(OutputProcessor, DraftRowsAreVerifiedInOrder) {
         ASSERT_TRUE(live.at(1)->stream->try_next(e));
         EXPECT_EQ(e.token, t);
     }
+}
+
+// The speculative-sampling rule, statistically: seeded requests (temperature 1) whose draft is
+// a point mass at d take their first token with the frequencies of the target distribution
+// (chi-square, 7 degrees of freedom, below 24.3: p = 0.001), and accept d with probability p(d).
+TEST(OutputProcessor, VerifiedSamplingDrawsTheTargetDistribution) {
+    const std::vector<float> row = {0.5f, -1.0f, 1.5f, 0.0f, 2.0f, -0.5f, 1.0f, 0.25f};
+    std::vector<double> p(kVocab);
+    double z = 0;
+    for (int64_t v = 0; v < kVocab; ++v) z += std::exp(double(row[size_t(v)]));
+    for (int64_t v = 0; v < kVocab; ++v) p[size_t(v)] = std::exp(double(row[size_t(v)])) / z;
+    std::vector<float> logits(row);
+    logits.insert(logits.end(), row.begin(), row.end());   // the row after the draft token
+    const int32_t d = 2, n = 20000;
+    std::vector<int64_t> count(kVocab, 0);
+    int64_t accepted = 0;
+    CacheManager cache(16, 4, 4, 4);
+    Scheduler sched(SchedulerConfig{4, 64}, cache);
+    OutputProcessor out(kVocab, kVocab, kEos, 64);
+    std::vector<DraftVerdict> verdicts;
+    for (int32_t i = 0; i < n; ++i) {
+        LiveRequests live;
+        auto l = live_request(uint64_t(i + 1), 3, 8);
+        l->req.params.temperature = 1.0f;
+        l->req.params.ignore_eos = true;
+        l->req.seed = 1000 + uint64_t(i);
+        l->req.draft = {d};
+        Request* r = &l->req;
+        sched.add(r);
+        live.emplace(r->id, std::move(l));
+        const std::vector<Request*> rows = {r, r};
+        out.postprocess(Tensor(logits.data(), DType::kF32, {2, kVocab}), rows, live, sched, &verdicts);
+        ++count[size_t(r->output[0])];
+        accepted += r->output[0] == d;
+        ASSERT_EQ(verdicts.size(), 1u);
+        EXPECT_EQ(verdicts[0].accepted, r->output[0] == d ? 1 : 0);
+        EXPECT_EQ(r->output.size(), r->output[0] == d ? 2u : 1u) << "a rejection ends the request's rows";
+        sched.finish(r, FinishReason::kAbort);
+    }
+    double chi2 = 0;
+    for (int64_t v = 0; v < kVocab; ++v) {
+        const double e = double(n) * p[size_t(v)];
+        chi2 += (double(count[size_t(v)]) - e) * (double(count[size_t(v)]) - e) / e;
+    }
+    EXPECT_LT(chi2, 24.3) << "chi-square of the first tokens against the target distribution";
+    const double sd = std::sqrt(double(n) * p[d] * (1 - p[d]));
+    EXPECT_NEAR(double(accepted), double(n) * p[d], 4 * sd) << "acceptance is p(d)";
 }
 
 }   // namespace

@@ -204,6 +204,51 @@ TEST_F(EngineStructured, SameAloneAndBatched) {
     }
 }
 
+// Speculative decoding under a grammar: each verified row samples through the grammar, so the
+// output equals plain decoding's (tokens, logprobs) in every sampling mode; an array of digits
+// repeats its n-grams, so drafts are proposed, accepted and rejected.
+TEST_F(EngineStructured, SpeculationKeepsTheOutputExact) {
+    const auto so =
+        schema(R"({"type":"array","items":{"type":"integer","minimum":0,"maximum":9},"minItems":25,"maxItems":40})");
+    const auto run_with = [&](const SamplingParams& p, bool speculate, SpecDecodeStats* st) {
+        EngineConfig c;
+        c.threads = 2;
+        if (speculate)
+            c.speculative = parse_speculative_config(
+                R"({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1, "prompt_lookup_max": 2})");
+        Engine e(*model_, c, tok_);
+        auto s = e.submit(tok_->encode("Digits: [1,2,1,2,1,2"), p);
+        e.run_until_idle();
+        if (st) *st = e.spec_decode_stats();
+        return drain(*s);
+    };
+    SpecDecodeStats total;
+    for (const float temperature : {0.0f, 1.0f})
+        for (const float penalty : {1.0f, 1.3f})
+            for (uint64_t seed = 1; seed <= 3; ++seed) {
+                SamplingParams p;
+                p.max_tokens = 60;
+                p.structured = so;
+                p.temperature = temperature;
+                p.repetition_penalty = penalty;
+                p.logprobs = 2;
+                p.seed = seed;
+                for (const char* digit : {"1", "2"})   // two digits favoured: the n-grams recur
+                    for (int32_t id : tok_->encode(digit)) p.logit_bias.push_back({id, 12.0f});
+                SpecDecodeStats st;
+                const Out ref = run_with(p, false, nullptr), got = run_with(p, true, &st);
+                test::expect_same(got, ref,
+                                  "temperature " + std::to_string(temperature) + ", penalty " +
+                                      std::to_string(penalty) + ", seed " + std::to_string(seed));
+                total.drafts += st.drafts;
+                total.accepted_tokens += st.accepted_tokens;
+                total.draft_tokens += st.draft_tokens;
+            }
+    EXPECT_GT(total.drafts, 0);
+    EXPECT_GT(total.accepted_tokens, 0);
+    EXPECT_LT(total.accepted_tokens, total.draft_tokens);
+}
+
 TEST_F(EngineStructured, ChoiceAndCompleteGrammarEnd) {
     SamplingParams p;
     p.max_tokens = 50;

@@ -110,6 +110,13 @@ int cmd_generate(int argc, char** argv) {
                         {"total_ms", r.last_ms},
                         {"prefill_tokens_per_s", r.prefill_tok_per_s()},
                         {"decode_tokens_per_s", r.decode_tok_per_s()}};
+        if (ec.speculative.enabled()) {   // vLLM's spec_decode counters for this run
+            const SpecDecodeStats& sd = engine.spec_decode_stats();
+            j["spec_decode"] = {{"num_drafts", sd.drafts},
+                                {"num_draft_tokens", sd.draft_tokens},
+                                {"num_accepted_tokens", sd.accepted_tokens},
+                                {"num_accepted_tokens_per_pos", sd.accepted_per_pos}};
+        }
         std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
     } else {
         std::printf("\n");

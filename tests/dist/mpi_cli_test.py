@@ -148,6 +148,24 @@ def main():
                             check(got == want, what + ("" if got == want else ": %r vs %r %s" % (got, want, err[-300:])))
                         else:   # bf16 rounds partial sums: the tokens may differ, the run must work
                             check(rc == 0 and got is not None and len(got) == 12, what.replace("the same tokens as", "runs like"))
+        # speculative decoding split over ranks: the state captures and the rollback copies travel
+        # with the step messages; the tokens equal one process decoding plainly
+        spec = ["--speculative-config",
+                '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1, "prompt_lookup_max": 2}']
+        for preset in ("tiny", "k3-tiny"):
+            gen = [a.kimi, "generate", "--model", os.path.join(tmp, preset), "--tokens", "5,9,13,5,9,13,5,9,13",
+                   "--max-tokens", "30", "--temperature", "0", "--ignore-eos", "--logit-bias", "3=40", "--logit-bias",
+                   "17=40", "--logit-bias", "29=40", "--activation-dtype", "f32", "--json", "--quiet"]
+            rc, out, err = run(gen)
+            want = json.loads(out)["token_ids"] if rc == 0 else None
+            rc, out, err = run([a.mpirun, "-np", "2", "--oversubscribe"] + gen + spec)
+            sd = json.loads(out)["spec_decode"] if rc == 0 and out.strip() else {}
+            got = json.loads(out)["token_ids"] if rc == 0 and out.strip() else None
+            check(0 < sd.get("num_accepted_tokens", 0) < sd.get("num_draft_tokens", 0),
+                  "%s mpirun -np 2 with --speculative-config: drafts accepted and rejected (%r)" % (preset, sd))
+            check(want is not None and got == want,
+                  "%s mpirun -np 2 with --speculative-config: the tokens of one plain process (%r vs %r %s)" %
+                  (preset, got, want, err[-300:]))
         model = os.path.join(tmp, "tiny")
         body = {"model": "m", "prompt": "Once upon a time", "max_tokens": 10, "temperature": 0, "ignore_eos": True}
         texts = [serve_once([a.kimi, "serve", "--model", model, "--served-model-name", "m", "--port", "0",

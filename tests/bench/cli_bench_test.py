@@ -80,6 +80,33 @@ class BenchDecode(unittest.TestCase):
         self.assertIn("| copy |", out)
         self.assertEqual(open(png, "rb").read(8), b"\x89PNG\r\n\x1a\n")
 
+    def test_speculative_against_plain(self):
+        js = os.path.join(WORK, "spec.json")
+        rc, out, err = run("bench", "decode", "--model", MODEL, "--concurrency", "2", "--prefix-len", "0",
+                           "--suffix-len", "7", "--repeat-prompt", "4", "--output-len", "16", "--warmup", "0",
+                           "--runs", "2", "--json", js, "--speculative-config",
+                           '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1, "prompt_lookup_max": 2}')
+        self.assertEqual(rc, 0, err)
+        j = json.load(open(js))
+        self.assertEqual(set(j["variants"]), {"plain", "speculative"})
+        self.assertIn("delta_speculative_vs_plain", j)
+        self.assertEqual(j["config"]["repeat_prompt"], 4)
+        sd = j["variants"]["speculative"]["spec_decode"]
+        # a random model seldom repeats itself, so drafts may be few (the engine tests force them)
+        self.assertLessEqual(sd["num_accepted_tokens"], sd["num_draft_tokens"])
+        self.assertLessEqual(sd["num_draft_tokens"], 3 * sd["num_drafts"])
+        if sd["num_drafts"]:
+            self.assertAlmostEqual(sd["acceptance_rate"], sd["num_accepted_tokens"] / sd["num_draft_tokens"])
+            self.assertAlmostEqual(sd["mean_acceptance_length"], 1 + sd["num_accepted_tokens"] / sd["num_drafts"])
+        self.assertNotIn("spec_decode", j["variants"]["plain"])
+        for name in ("plain", "speculative"):
+            self.assertEqual(j["variants"][name]["completed"], 2 * 2)
+        self.assertIn("acceptance rate", out)
+        rc, _, err = run("bench", "decode", "--model", MODEL, "--ab", "--speculative-config",
+                         '{"method": "ngram", "num_speculative_tokens": 2}')
+        self.assertEqual(rc, 1)
+        self.assertIn("not both", err)
+
     def test_single_variant_and_bad_flags(self):
         rc, out, err = run("bench", "decode", "--model", MODEL, "--attn-output", "copy", "--concurrency", "2",
                            "--prefix-len", "4", "--suffix-len", "4", "--output-len", "4", "--runs", "1", "--warmup", "0")

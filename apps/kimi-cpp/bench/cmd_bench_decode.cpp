@@ -5,8 +5,12 @@
 // (direct/copy, then copy/direct, ...) so machine drift hits both. Per variant: mean TPOT,
 // median and p99 ITL, output tokens/s — each the mean over runs ± std across runs — plus the
 // engine counters per steady-state decode step, mean TTFT and prompt tokens served from the
-// prefix cache (--prefix-caching on|off; on by default, as the seed ran). Prints a markdown
-// table, writes --json and --plot (PNG).
+// prefix cache (--prefix-caching on|off; on by default, as the seed ran). With
+// --speculative-config the A/B is plain decoding against speculative decoding instead (same
+// weights, interleaved), and the speculative variant adds its acceptance rate and mean accepted
+// length (vLLM's: 1 + accepted / drafts); --repeat-prompt N makes each prompt its random part
+// repeated N times, the workload where prompt lookup pays (a model continues the repetition).
+// Prints a markdown table, writes --json and --plot (PNG).
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -36,6 +40,7 @@ struct RunResult {
     std::vector<double> itl_ms;
     int64_t decode_steps = 0, copies = 0, allocations = 0;
     double step_ms = 0;
+    int64_t drafts = 0, draft_tokens = 0, accepted_tokens = 0;   // speculative decoding, this run
 };
 
 struct Variant {
@@ -107,6 +112,28 @@ RunResult run_cohort(Engine& e, const std::vector<std::vector<int32_t>>& prompts
     return r;
 }
 
+// run_cohort, with the run's speculative-decoding counts (the engine's are cumulative).
+RunResult run_counted(Engine& e, const std::vector<std::vector<int32_t>>& prompts, int32_t output_len) {
+    const SpecDecodeStats before = e.spec_decode_stats();
+    RunResult r = run_cohort(e, prompts, output_len);
+    const SpecDecodeStats& after = e.spec_decode_stats();
+    r.drafts = after.drafts - before.drafts;
+    r.draft_tokens = after.draft_tokens - before.draft_tokens;
+    r.accepted_tokens = after.accepted_tokens - before.accepted_tokens;
+    return r;
+}
+
+// Acceptance over the variant's runs (vLLM's definitions), for a speculating variant.
+J spec_json(const Variant& v) {
+    int64_t drafts = 0, draft_tokens = 0, accepted = 0;
+    for (const auto& r : v.runs) drafts += r.drafts, draft_tokens += r.draft_tokens, accepted += r.accepted_tokens;
+    return {{"num_drafts", drafts},
+            {"num_draft_tokens", draft_tokens},
+            {"num_accepted_tokens", accepted},
+            {"acceptance_rate", draft_tokens ? double(accepted) / double(draft_tokens) : 0.0},
+            {"mean_acceptance_length", drafts ? 1.0 + double(accepted) / double(drafts) : 1.0}};
+}
+
 J variant_json(const Variant& v) {
     std::vector<double> tpot, med, p99, thr, ttft;
     int64_t steps = 0, copies = 0, allocs = 0, completed = 0, cached = 0;
@@ -160,9 +187,10 @@ int cmd_bench_decode(int argc, char** argv) {
     const bool explicit_seqs = args.has("--max-num-seqs");
     const bool explicit_budget = args.has("--max-num-batched-tokens");
     const auto prefix_caching = args.opt("--prefix-caching");   // on|off: the seed's cohort ran with it on
+    const int64_t repeat = args.integer("--repeat-prompt", 1, 1, 64);
     const EngineOptions eo = parse_engine_options(args);
-    if (eo.cfg.speculative.enabled())   // its timed steps are one token per sequence
-        throw Error("bench decode: --speculative-config is not measured here yet (generate and serve take it)");
+    const bool spec = eo.cfg.speculative.enabled();
+    if (spec && ab) throw Error("give --ab (direct vs copy) or --speculative-config (plain vs speculative), not both");
     EngineConfig cfg = eo.cfg;
     args.done();
     if (prefix_caching) {
@@ -183,7 +211,7 @@ int cmd_bench_decode(int argc, char** argv) {
     if (!explicit_budget)
         cfg.max_num_batched_tokens =
             int32_t(std::max<int64_t>(cfg.max_num_batched_tokens, std::min(kMaxCohortStep, conc * (prefix + suffix))));
-    const int64_t need = prefix + suffix + out_len;
+    const int64_t need = (prefix + suffix) * repeat + out_len;
     if (cfg.max_model_len == 0) cfg.max_model_len = int32_t(std::max<int64_t>(need, 256));
     if (explicit_seqs && cfg.max_num_seqs < conc)
         throw Error("--max-num-seqs must be >= --concurrency (a fixed cohort)");
@@ -198,17 +226,27 @@ int cmd_bench_decode(int argc, char** argv) {
     for (int64_t c = 0; c < conc; ++c) {
         std::vector<int32_t> p = shared;
         for (int64_t i = 0; i < suffix; ++i) p.push_back(int32_t(rng.below(uint64_t(vocab))));
-        prompts.push_back(std::move(p));
+        std::vector<int32_t> repeated;
+        for (int64_t k = 0; k < repeat; ++k) repeated.insert(repeated.end(), p.begin(), p.end());
+        prompts.push_back(std::move(repeated));
     }
 
     std::vector<Variant> variants;
     const std::vector<AttnOutputMode> modes = ab
         ? std::vector<AttnOutputMode>{AttnOutputMode::kDirect, AttnOutputMode::kCopy}
         : std::vector<AttnOutputMode>{cfg.attn_output};
-    for (AttnOutputMode m : modes) {
-        EngineConfig c = cfg;
-        c.attn_output = m;
-        variants.push_back({m == AttnOutputMode::kDirect ? "direct" : "copy", std::make_unique<Engine>(*model, c), {}});
+    if (spec) {
+        EngineConfig plain = cfg;
+        plain.speculative = SpeculativeConfig{};
+        variants.push_back({"plain", std::make_unique<Engine>(*model, plain), {}});
+        variants.push_back({"speculative", std::make_unique<Engine>(*model, cfg), {}});
+    } else {
+        for (AttnOutputMode m : modes) {
+            EngineConfig c = cfg;
+            c.attn_output = m;
+            variants.push_back(
+                {m == AttnOutputMode::kDirect ? "direct" : "copy", std::make_unique<Engine>(*model, c), {}});
+        }
     }
     if (!variants[0].engine->leads()) {   // another rank of a split model (mpirun): rank 0's steps, both engines
         variants[0].engine->follow();
@@ -222,7 +260,7 @@ int cmd_bench_decode(int argc, char** argv) {
     for (int64_t run = 0; run < warmup + runs; ++run) {
         for (size_t k = 0; k < variants.size(); ++k) {
             Variant& v = variants[(size_t(run) + k) % variants.size()];   // alternate who goes first
-            RunResult r = run_cohort(*v.engine, prompts, int32_t(out_len));
+            RunResult r = run_counted(*v.engine, prompts, int32_t(out_len));
             if (run >= warmup) v.runs.push_back(std::move(r));
             bar.update(double(++done), double(total), "runs");
         }
@@ -243,11 +281,16 @@ int cmd_bench_decode(int argc, char** argv) {
                      {"activation_dtype", cfg.precision == Precision::kBF16 ? "bf16" : "f32"},
                      {"max_num_batched_tokens", cfg.max_num_batched_tokens},
                      {"prefix_caching", cfg.enable_prefix_caching},
+                     {"repeat_prompt", repeat},
+                     {"speculative_config", spec ? J(cfg.speculative.describe()) : J(nullptr)},
                      {"attention_layers", model->config().n_layers}};
     out["git_commit"] = git_commit();
     out["cpu_flags"] = cpu::cpu_features_string();
     out["variants"] = J::object();
-    for (const auto& v : variants) out["variants"][v.name] = variant_json(v);
+    for (const auto& v : variants) {
+        out["variants"][v.name] = variant_json(v);
+        if (v.name == "speculative") out["variants"][v.name]["spec_decode"] = spec_json(v);
+    }
 
     // The table.
     std::printf(
@@ -264,18 +307,26 @@ int cmd_bench_decode(int argc, char** argv) {
                     (long long)j["completed"].get<int64_t>(), j["attn_output_copies_per_step"].get<double>(),
                     j["allocations_per_step"].get<double>(), j["step_ms"].get<double>());
     }
-    if (ab) {
-        const J& d = out["variants"]["direct"];
-        const J& c = out["variants"]["copy"];
+    if (ab || spec) {   // the second variant against the first's baseline
+        const std::string base = ab ? "copy" : "plain", test = ab ? "direct" : "speculative";
+        const J& d = out["variants"][test];
+        const J& c = out["variants"][base];
         J delta = J::object();
-        std::printf("\n| metric | copy | direct | delta | delta %% |\n| --- | --- | --- | --- | --- |\n");
+        std::printf("\n| metric | %s | %s | delta | delta %% |\n| --- | --- | --- | --- | --- |\n", base.c_str(),
+                    test.c_str());
         for (const char* k : {"mean_tpot_ms", "median_itl_ms", "p99_itl_ms", "output_throughput"}) {
             const double a = c[k].get<double>(), b = d[k].get<double>();
             const double pct = a != 0 ? 100.0 * (b - a) / a : 0.0;
             delta[k] = {{"abs", b - a}, {"pct", pct}};
             std::printf("| %s | %.3f | %.3f | %+.3f | %+.2f%% |\n", k, a, b, b - a, pct);
         }
-        out["delta_direct_vs_copy"] = delta;
+        out[ab ? "delta_direct_vs_copy" : "delta_speculative_vs_plain"] = delta;
+        if (spec) {
+            const J& s = out["variants"]["speculative"]["spec_decode"];
+            std::printf("\nspeculative: acceptance rate %.3f, mean acceptance length %.2f (%lld drafts)\n",
+                        s["acceptance_rate"].get<double>(), s["mean_acceptance_length"].get<double>(),
+                        (long long)s["num_drafts"].get<int64_t>());
+        }
     }
     std::fflush(stdout);
     if (!json_path.empty()) {

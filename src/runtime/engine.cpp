@@ -152,6 +152,7 @@ std::unique_ptr<LiveRequest> Engine::make_live(std::vector<int32_t> prompt, std:
     live->req.prompt = std::move(prompt);
     live->req.media.assign(media.begin(), media.end());
     live->req.output.reserve(size_t(params.max_tokens));
+    if (cfg_.speculative.enabled()) live->req.draft.reserve(size_t(cfg_.speculative.num_speculative_tokens));
     if (params.logprobs > 0) {
         live->top_pool.resize(size_t(params.max_tokens));
         for (auto& v : live->top_pool)

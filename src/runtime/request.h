@@ -65,6 +65,7 @@ struct Request {
     // known token and verified by the step's sampling (docs/runtime.md#speculative). Not known
     // tokens: token_at() reads it past num_tokens(), nothing else counts it.
     std::vector<int32_t> draft;
+    int32_t draft_skip = 0, draft_backoff = 0;   // steps left without a draft; the next back-off
 
     int64_t num_tokens() const { return int64_t(prompt.size() + output.size()); }
     int64_t token_at(int64_t i) const {

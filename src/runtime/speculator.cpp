@@ -19,13 +19,12 @@ Speculator::Speculator(const SpeculativeConfig& cfg, int32_t first_slot, int32_t
 
 void Speculator::propose(LiveRequests& live) {
     const NgramParams p{cfg_.prompt_lookup_min, cfg_.prompt_lookup_max, cfg_.num_speculative_tokens};
-    for (auto& [id, l] : live) {
-        Request& r = l->req;
+    for (auto& entry : live) {
+        Request& r = entry.second->req;
         r.draft.clear();
         if (r.status != RequestStatus::kRunning || r.n_computed != r.num_tokens() - 1) continue;
-        Backoff& b = backoff_[id];
-        if (b.skip > 0) {
-            --b.skip;
+        if (r.draft_skip > 0) {
+            --r.draft_skip;
             continue;
         }
         // no draft past max_tokens: the last token of the reply needs none
@@ -36,8 +35,6 @@ void Speculator::propose(LiveRequests& live) {
         ngram_propose(tokens_, NgramParams{p.min_n, p.max_n, int32_t(std::min<int64_t>(p.k, room))}, max_model_len_,
                       r.draft);
     }
-    for (auto it = backoff_.begin(); it != backoff_.end();)   // forget requests that ended
-        it = live.count(it->first) ? std::next(it) : backoff_.erase(it);
 }
 
 std::span<const ops::StateCapture> Speculator::captures(const ScheduleOutput& plan,
@@ -56,9 +53,8 @@ std::span<const ops::StateCapture> Speculator::captures(const ScheduleOutput& pl
         for (int32_t t = 1; t <= s.n_draft; ++t) captures_.push_back({int32_t(i), t, slot++});
     }
     for (; next < planned.size(); ++next) captures_.push_back(planned[next]);
-    std::stable_sort(captures_.begin(), captures_.end(), [](const ops::StateCapture& a, const ops::StateCapture& b) {
-        return a.seq != b.seq ? a.seq < b.seq : a.t < b.t;
-    });
+    // Ordered by (seq, t) as built: a speculating request's planned captures lie within its one
+    // known token (t <= 1), before its draft's (t >= 1).
     return captures_;
 }
 
@@ -76,12 +72,11 @@ void Speculator::settle(std::span<const DraftVerdict> verdicts, CacheStorage& st
         stats_.draft_tokens += v.n_draft;
         stats_.accepted_tokens += v.accepted;
         for (int32_t j = 0; j < v.accepted; ++j) ++stats_.accepted_per_pos[size_t(j)];
-        Backoff& b = backoff_[r.id];
         if (v.accepted > 0) {
-            b = Backoff{};
+            r.draft_skip = r.draft_backoff = 0;
         } else {
-            b.next = std::clamp(b.next * 2, 1, 16);
-            b.skip = b.next;
+            r.draft_backoff = std::clamp(r.draft_backoff * 2, 1, 16);
+            r.draft_skip = r.draft_backoff;
         }
     }
 }

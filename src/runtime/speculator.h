@@ -9,7 +9,6 @@
 #pragma once
 #include <cstdint>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 #include "backend/op_params.h"
@@ -42,15 +41,11 @@ public:
     const SpecDecodeStats& stats() const { return stats_; }
 
 private:
-    struct Backoff {
-        int32_t skip = 0, next = 0;   // steps left without a draft; the next back-off
-    };
     SpeculativeConfig cfg_;
     int32_t first_slot_, max_model_len_;
     std::vector<int32_t> tokens_;                            // one request's prompt + output (proposer input)
     std::vector<ops::StateCapture> captures_;                // this step's
     std::vector<std::pair<const Request*, int32_t>> base_;   // speculating request, its first spare slot (this step)
-    std::unordered_map<uint64_t, Backoff> backoff_;          // by request id
     SpecDecodeStats stats_;
 };
 

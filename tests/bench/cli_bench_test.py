@@ -99,6 +99,7 @@ class BenchDecode(unittest.TestCase):
             self.assertAlmostEqual(sd["acceptance_rate"], sd["num_accepted_tokens"] / sd["num_draft_tokens"])
             self.assertAlmostEqual(sd["mean_acceptance_length"], 1 + sd["num_accepted_tokens"] / sd["num_drafts"])
         self.assertNotIn("spec_decode", j["variants"]["plain"])
+        self.assertEqual(j["variants"]["speculative"]["allocations_per_step"], 0, "drafts reserved at submission")
         for name in ("plain", "speculative"):
             self.assertEqual(j["variants"][name]["completed"], 2 * 2)
         self.assertIn("acceptance rate", out)

@@ -14,6 +14,7 @@ Speculator::Speculator(const SpeculativeConfig& cfg, int32_t first_slot, int32_t
                "speculative decoding with a draft model is not built yet (use the ngram method)");
     captures_.reserve(size_t(max_seqs) * size_t(cfg.num_speculative_tokens + 2));
     base_.reserve(size_t(max_seqs) * 2);
+    tokens_.reserve(size_t(std::max(max_model_len, 1)));   // a request's tokens never outgrow it
     stats_.accepted_per_pos.assign(size_t(cfg.num_speculative_tokens), 0);
 }
 

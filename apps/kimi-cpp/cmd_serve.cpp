@@ -205,7 +205,7 @@ int cmd_serve(int argc, char** argv) {
     Engine engine(*model, ec, &tok);
     std::fprintf(stderr, "serve: %s\n", engine.sizing().describe().c_str());
     if (ec.speculative.enabled()) {
-        const int32_t n = Speculator::n_slots(ec.speculative, ec.max_num_seqs);
+        const int32_t n = Speculator::n_slots(ec);
         std::fprintf(stderr, "serve: speculative decoding: %s; %d state slots x %.1f KiB = %.1f MiB for its rollback\n",
                      ec.speculative.describe().c_str(), n, double(engine.sizing().slot_bytes) / 1024.0,
                      double(n) * double(engine.sizing().slot_bytes) / 1048576.0);

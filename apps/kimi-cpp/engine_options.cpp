@@ -83,6 +83,9 @@ EngineOptions parse_engine_options(ArgParser& args) {
         if (c.speculative.method == SpeculativeConfig::Method::kDraftModel)
             throw Error("--speculative-config: method draft_model is not supported yet (ngram is)");
     }
+    c.speculative_max_seqs = bounded(args, "--speculative-max-seqs", 0, 0, 4096);
+    if (c.speculative_max_seqs > 0 && !c.speculative.enabled())
+        throw Error("--speculative-max-seqs needs --speculative-config");
     return o;
 }
 

@@ -18,9 +18,8 @@ Engine::Engine(const KimiModel& model, const EngineConfig& cfg, const tok::Token
       cfg_(cfg),
       sizing_(size_cache(model, cfg)),
       pool_(cfg.threads),
-      storage_(model.cache_geometry(
-          sizing_.n_slots + sizing_.n_checkpoints + Speculator::n_slots(cfg.speculative, cfg.max_num_seqs),
-          sizing_.n_blocks, sizing_.block_size, cfg.kv_cache_bf16)),
+      storage_(model.cache_geometry(sizing_.n_slots + sizing_.n_checkpoints + Speculator::n_slots(cfg),
+                                    sizing_.n_blocks, sizing_.block_size, cfg.kv_cache_bf16)),
       cache_(sizing_.n_blocks, sizing_.block_size, sizing_.n_slots,
              (sizing_.max_model_len + sizing_.block_size - 1) / sizing_.block_size),
       ckpt_(sizing_.n_slots, sizing_.n_checkpoints, sizing_.slot_bytes),
@@ -31,7 +30,7 @@ Engine::Engine(const KimiModel& model, const EngineConfig& cfg, const tok::Token
           model.config().vocab_size,
           tokenizer ? std::min<int64_t>(model.config().vocab_size, tokenizer->n_vocab()) : model.config().vocab_size,
           model.config().eos_token_id, sizing_.max_model_len),
-      spec_(cfg.speculative, sizing_.n_slots + sizing_.n_checkpoints, cfg.max_num_seqs, sizing_.max_model_len) {
+      spec_(cfg, sizing_.n_slots + sizing_.n_checkpoints, sizing_.max_model_len) {
     verdicts_.reserve(size_t(cfg.max_num_seqs));
     ex_.pool = &pool_;
     ex_.arena = &arena_;

@@ -35,8 +35,10 @@ struct EngineConfig {
     int32_t prefix_checkpoint_interval = 0;
     int64_t prefix_cache_memory_bytes = 0;
     // Speculative decoding (--speculative-config; docs/runtime.md#speculative): off unless set.
-    // It adds max_num_seqs × k state slots for the captures its verification rolls back to.
+    // At most speculative_max_seqs sequences (0: max_num_seqs) speculate in one step, each with
+    // k spare state slots for the captures its verification rolls back to.
     SpeculativeConfig speculative;
+    int32_t speculative_max_seqs = 0;
 };
 
 }   // namespace kimi

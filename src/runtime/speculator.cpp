@@ -8,22 +8,25 @@
 
 namespace kimi {
 
-Speculator::Speculator(const SpeculativeConfig& cfg, int32_t first_slot, int32_t max_seqs, int32_t max_model_len)
-    : cfg_(cfg), first_slot_(first_slot), max_model_len_(max_model_len) {
+Speculator::Speculator(const EngineConfig& c, int32_t first_slot, int32_t max_model_len)
+    : cfg_(c.speculative), first_slot_(first_slot), max_seqs_(n_seqs(c)), max_model_len_(max_model_len) {
+    const SpeculativeConfig& cfg = c.speculative;
     KIMI_CHECK(cfg.method != SpeculativeConfig::Method::kDraftModel,
                "speculative decoding with a draft model is not built yet (use the ngram method)");
-    captures_.reserve(size_t(max_seqs) * size_t(cfg.num_speculative_tokens + 2));
-    base_.reserve(size_t(max_seqs) * 2);
+    captures_.reserve(size_t(c.max_num_seqs) * size_t(cfg.num_speculative_tokens + 2));
+    base_.reserve(size_t(max_seqs_));
     tokens_.reserve(size_t(std::max(max_model_len, 1)));   // a request's tokens never outgrow it
     stats_.accepted_per_pos.assign(size_t(cfg.num_speculative_tokens), 0);
 }
 
 void Speculator::propose(LiveRequests& live) {
     const NgramParams p{cfg_.prompt_lookup_min, cfg_.prompt_lookup_max, cfg_.num_speculative_tokens};
+    int32_t n_drafts = 0;
     for (auto& entry : live) {
         Request& r = entry.second->req;
         r.draft.clear();
-        if (r.status != RequestStatus::kRunning || r.n_computed != r.num_tokens() - 1) continue;
+        if (n_drafts == max_seqs_ || r.status != RequestStatus::kRunning || r.n_computed != r.num_tokens() - 1)
+            continue;
         if (r.draft_skip > 0) {
             --r.draft_skip;
             continue;
@@ -35,6 +38,7 @@ void Speculator::propose(LiveRequests& live) {
         tokens_.insert(tokens_.end(), r.output.begin(), r.output.end());
         ngram_propose(tokens_, NgramParams{p.min_n, p.max_n, int32_t(std::min<int64_t>(p.k, room))}, max_model_len_,
                       r.draft);
+        n_drafts += !r.draft.empty();
     }
 }
 

@@ -7,12 +7,14 @@
 // none when all were accepted) and lets the scheduler take them. A request whose drafts keep
 // failing proposes less often (a back-off that doubles, up to 16 steps).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
 
 #include "backend/op_params.h"
 #include "cache/cache_storage.h"
+#include "runtime/engine_config.h"
 #include "runtime/engine_stats.h"
 #include "runtime/live_request.h"
 #include "runtime/output_processor.h"
@@ -23,14 +25,18 @@ namespace kimi {
 
 class Speculator {
 public:
-    // first_slot: the first of max_seqs × k spare state slots of the storage.
-    Speculator(const SpeculativeConfig& cfg, int32_t first_slot, int32_t max_seqs, int32_t max_model_len);
-    static int32_t n_slots(const SpeculativeConfig& cfg, int32_t max_seqs) {
-        return cfg.enabled() ? max_seqs * cfg.num_speculative_tokens : 0;
+    // first_slot: the first of n_slots(c) spare state slots of the storage.
+    Speculator(const EngineConfig& c, int32_t first_slot, int32_t max_model_len);
+    // The sequences that may speculate in one step, and the spare slots they need (k each).
+    static int32_t n_seqs(const EngineConfig& c) {
+        return !c.speculative.enabled()  ? 0
+            : c.speculative_max_seqs > 0 ? std::min(c.speculative_max_seqs, c.max_num_seqs)
+                                         : c.max_num_seqs;
     }
+    static int32_t n_slots(const EngineConfig& c) { return n_seqs(c) * c.speculative.num_speculative_tokens; }
     bool enabled() const { return cfg_.enabled(); }
 
-    // Drafts for the running requests whose next step is one token of decoding.
+    // Drafts for the running requests whose next step is one token of decoding (at most n_seqs).
     void propose(LiveRequests& live);
     // `planned` (the prefix cache's, ordered by (seq, t)) and a capture after each draft token's
     // predecessor for every speculating request of the plan, ordered by (seq, t).
@@ -42,7 +48,7 @@ public:
 
 private:
     SpeculativeConfig cfg_;
-    int32_t first_slot_, max_model_len_;
+    int32_t first_slot_, max_seqs_, max_model_len_;
     std::vector<int32_t> tokens_;                            // one request's prompt + output (proposer input)
     std::vector<ops::StateCapture> captures_;                // this step's
     std::vector<std::pair<const Request*, int32_t>> base_;   // speculating request, its first spare slot (this step)

@@ -82,7 +82,7 @@ TEST_P(Speculative, BitIdenticalToPlainDecoding) {
     for (const bool alone : {true, false}) {
         const std::vector<std::vector<int32_t>> which =
             alone ? std::vector<std::vector<int32_t>>{prompts[0], prompts[1]} : prompts;
-        for (int variant = 0; variant < 3; ++variant) {
+        for (int variant = 0; variant < 4; ++variant) {
             EngineConfig plain = config(false), spec = config(true);
             const char* what = "default";
             if (variant == 1) {   // drafts cut by the budget
@@ -92,6 +92,11 @@ TEST_P(Speculative, BitIdenticalToPlainDecoding) {
                 plain.max_model_len = spec.max_model_len = 128;
                 plain.n_blocks = spec.n_blocks = 12;
                 what = "small cache";
+            } else if (variant == 3) {   // one sequence speculates per step: 4 spare slots, not 32
+                spec.speculative_max_seqs = 1;
+                EXPECT_EQ(Speculator::n_slots(spec), 4);
+                EXPECT_EQ(Speculator::n_slots(config(true)), 8 * 4);
+                what = "one speculating sequence per step";
             }
             SpecDecodeStats st;
             const std::vector<Out> ref = run(plain, which), got = run(spec, which, &st);

@@ -143,7 +143,6 @@ public:
     std::string full_name(const TensorRow& r) const { return r.vision ? r.name : prefix_ + r.name; }
     const TensorRow* find(const std::string& name) const;   // name without the prefix
     const TensorRow& at(const std::string& name) const;     // throws kimi::Error if absent
-    const TensorRow& linear(const std::string& module) const { return at(module + ".weight"); }
     // The row of `slot` in `layer` (-1: the model's; a vision block slot: the block), of routed
     // expert `expert`; nullptr when the config has no such row (a block it switches off).
     const TensorRow* find(Slot slot, int64_t layer = -1, int64_t expert = -1) const;

@@ -98,8 +98,8 @@ int32_t Scheduler::draft_that_fits(Request* r, int32_t budget) {
         n = int32_t(std::min<int64_t>(int64_t(r->draft.size()), budget - 1));
         if (n > 0 && !cache_.allocate(r->id, r->n_computed + 1 + n)) n = 0;
     }
-    r->draft.resize(size_t(std::max(n, 0)));
-    return std::max(n, 0);
+    r->draft.resize(size_t(n));   // budget >= 1 here, so n >= 0
+    return n;
 }
 
 // 2. Waiting requests, unless this step had to preempt: the one whose group runs the

@@ -73,7 +73,8 @@ int cmd_chat(int argc, char** argv) {
     auto model = load_model_with_progress(model_dir, quiet, engine_opts.weight_memory, engine_opts.shard,
                                           engine_opts.check_weights);
     const tok::Tokenizer tok = *load_tokenizer_for(tok_dir, model->config(), true);
-    const EngineConfig ec = engine_opts.with_model_precision(*model);
+    const auto draft = load_draft_model(engine_opts, *model, model_dir, quiet);
+    const EngineConfig ec = engine_opts.with_model_precision(*model, draft.get());
     Engine engine(*model, ec, &tok);
     std::optional<LocalImages> local_images;
     if (model->has_vision()) local_images.emplace(*model, model_dir, media, ec.precision, ec.threads, quiet);

@@ -62,7 +62,8 @@ int cmd_generate(int argc, char** argv) {
     const std::optional<tok::Tokenizer> tok =
         load_tokenizer_for(tok_dir, model->config(), bool(prompt_text) || bool(params.structured));
     if (!image_paths.empty() && !prompt_text) throw Error("--image needs --prompt TEXT");
-    const EngineConfig ec = engine_opts.with_model_precision(*model);
+    const auto draft = load_draft_model(engine_opts, *model, model_dir, quiet);
+    const EngineConfig ec = engine_opts.with_model_precision(*model, draft.get());
     std::optional<LocalImages> local_images;
     std::vector<image::PromptImage> images;
     if (!image_paths.empty()) {

@@ -201,7 +201,8 @@ int cmd_serve(int argc, char** argv) {
     auto model = load_model_with_progress(model_dir, quiet, eo.weight_memory, eo.shard, eo.check_weights, true);
     const auto t_loaded = std::chrono::steady_clock::now();
     const tok::Tokenizer tok = *load_tokenizer_for(tok_dir, model->config(), true);
-    const EngineConfig ec = eo.with_model_precision(*model);
+    const auto draft = load_draft_model(eo, *model, model_dir, quiet);
+    const EngineConfig ec = eo.with_model_precision(*model, draft.get());
     Engine engine(*model, ec, &tok);
     std::fprintf(stderr, "serve: %s\n", engine.sizing().describe().c_str());
     if (ec.speculative.enabled()) {

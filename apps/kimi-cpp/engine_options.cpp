@@ -30,10 +30,47 @@ void EngineOptions::settle(EngineConfig& c, const KimiModel& m) const {
     c.kv_cache_bf16 = kv_cache_dtype == "bf16" || (kv_cache_dtype == "auto" && c.precision == Precision::kBF16);
 }
 
-EngineConfig EngineOptions::with_model_precision(const KimiModel& m) const {
+EngineConfig EngineOptions::with_model_precision(const KimiModel& m, const KimiModel* draft) const {
     EngineConfig c = cfg;
     settle(c, m);
+    c.draft_model = draft;
     return c;
+}
+
+namespace {
+// Whether the tokenizers in two checkpoints are the same: nullopt when either has none.
+std::optional<bool> same_tokenizer(const std::string& a, const std::string& b) {
+    std::optional<tok::Tokenizer> ta, tb;
+    try {
+        ta.emplace(load_tokenizer_at(a));
+        tb.emplace(load_tokenizer_at(b));
+    } catch (const Error&) {
+        return std::nullopt;
+    }
+    if (ta->n_vocab() != tb->n_vocab()) return false;
+    for (int32_t id = 0; id < ta->n_vocab(); ++id)
+        if (ta->token_bytes(id) != tb->token_bytes(id)) return false;
+    return true;
+}
+}   // namespace
+
+std::unique_ptr<KimiModel> load_draft_model(const EngineOptions& o, const KimiModel& target,
+                                            const std::string& target_dir, bool quiet) {
+    const SpeculativeConfig& sc = o.cfg.speculative;
+    if (sc.method != SpeculativeConfig::Method::kDraftModel) return nullptr;
+    if (target.shard().split()) throw Error("--speculative-config: a draft model runs with an unsplit target only");
+    if (!quiet) std::fprintf(stderr, "load: the draft model %s\n", sc.model.c_str());
+    auto draft = load_model_with_progress(sc.model, quiet, o.weight_memory, Shard{}, o.check_weights);
+    if (draft->config().vocab_size != target.config().vocab_size)
+        throw Error("--speculative-config: the draft model's vocab_size (" +
+                    std::to_string(draft->config().vocab_size) + ") differs from the target's (" +
+                    std::to_string(target.config().vocab_size) + ")");
+    const std::optional<bool> same = same_tokenizer(target_dir, sc.model);
+    if (same && !*same) throw Error("--speculative-config: the draft model's tokenizer differs from the target's");
+    if (!same && !quiet)
+        std::fprintf(stderr,
+                     "load: no tokenizer to compare in the draft or the target; the vocabularies have the same size\n");
+    return draft;
 }
 
 Shard parse_shard_options(ArgParser& args) {
@@ -80,8 +117,6 @@ EngineOptions parse_engine_options(ArgParser& args) {
     if (const auto spec = args.opt("--speculative-config",
                                    "JSON, as vLLM's: {\"method\": \"ngram\", \"num_speculative_tokens\": 4, ...}")) {
         c.speculative = parse_speculative_config(*spec);
-        if (c.speculative.method == SpeculativeConfig::Method::kDraftModel)
-            throw Error("--speculative-config: method draft_model is not supported yet (ngram is)");
     }
     c.speculative_max_seqs = bounded(args, "--speculative-max-seqs", 0, 0, 4096);
     if (c.speculative_max_seqs > 0 && !c.speculative.enabled())

@@ -36,7 +36,8 @@ struct EngineOptions {
     Shard shard;
     // Settles the auto choices for this model: the activation precision and the latent cache dtype.
     void settle(EngineConfig& c, const KimiModel& m) const;
-    EngineConfig with_model_precision(const KimiModel& m) const;   // cfg, settled
+    // cfg, settled; draft: the loaded draft model (load_draft_model) or null.
+    EngineConfig with_model_precision(const KimiModel& m, const KimiModel* draft = nullptr) const;
 };
 // --tensor-parallel-size N (default and only allowed value: the MPI job's size; a clear error
 // otherwise) and --enable-expert-parallel.
@@ -54,6 +55,11 @@ void require_one_process(const EngineOptions& o, const char* command);
 std::unique_ptr<KimiModel> load_model_with_progress(const std::string& dir, bool quiet, WeightMemory memory,
                                                     const Shard& shard = {}, bool check_weights = true,
                                                     bool report_load = false);
+// The draft of --speculative-config's method draft_model (null for other methods), loaded and
+// checked against the target: the same vocabulary size and, where both have one, the same
+// tokenizer; an unsplit target. Throws kimi::Error naming what differs.
+std::unique_ptr<KimiModel> load_draft_model(const EngineOptions& o, const KimiModel& target,
+                                            const std::string& target_dir, bool quiet);
 // One stderr line when the checkpoint held tensors the text model does not use (K3 vision).
 void note_skipped_tensors(const KimiModel& m, bool quiet);
 

@@ -26,6 +26,12 @@ CacheSizing size_cache(const KimiModel& m, const EngineConfig& c) {
     const CacheGeometry g = m.cache_geometry(1, 1, c.block_size, c.kv_cache_bf16);
     z.slot_bytes = g.bytes_per_slot();
     z.block_bytes = g.bytes_per_block();
+    if (c.draft_model && c.speculative.method == SpeculativeConfig::Method::kDraftModel) {
+        const CacheGeometry d = c.draft_model->cache_geometry(1, 1, c.block_size, c.kv_cache_bf16);
+        z.draft_slot_bytes = d.bytes_per_slot();
+        z.draft_block_bytes = d.bytes_per_block();
+    }
+    const int64_t slot_all = z.slot_bytes + z.draft_slot_bytes, block_all = z.block_bytes + z.draft_block_bytes;
     if (c.prefix_checkpoint_interval < 0) throw Error("prefix-checkpoint-interval must be >= 0");
     if (c.prefix_cache_memory_bytes < 0) throw Error("prefix-cache-memory must be >= 0");
     z.prefix_caching = c.enable_prefix_caching;
@@ -46,11 +52,11 @@ CacheSizing size_cache(const KimiModel& m, const EngineConfig& c) {
     }
     // The default length: at most what the cache memory holds for one sequence beside the state
     // slots (--cache-memory, else a quarter of the memory available now).
-    if (!z.max_len_given && c.n_blocks == 0 && z.block_bytes > 0) {
+    if (!z.max_len_given && c.n_blocks == 0 && block_all > 0) {
         const int64_t avail = int64_t(memory_available_bytes());
         const int64_t budget = c.cache_memory_bytes > 0 ? c.cache_memory_bytes : avail > 0 ? avail / 4 : 0;
         if (budget > 0) {
-            const int64_t blocks = (budget - int64_t(z.n_slots) * z.slot_bytes) / z.block_bytes;
+            const int64_t blocks = (budget - int64_t(z.n_slots) * slot_all) / block_all;
             const int64_t fits = std::max<int64_t>(blocks, 1) * c.block_size;
             z.max_model_len = int32_t(std::min<int64_t>(z.max_model_len, fits));
         }
@@ -59,15 +65,14 @@ CacheSizing size_cache(const KimiModel& m, const EngineConfig& c) {
     const int32_t one = (z.max_model_len + c.block_size - 1) / c.block_size;
     if (c.n_blocks > 0) {
         z.n_blocks = std::max(c.n_blocks, one);
-    } else if (c.cache_memory_bytes > 0 && z.block_bytes > 0) {
-        const int64_t for_blocks = c.cache_memory_bytes - int64_t(z.n_slots) * z.slot_bytes;
-        const int64_t n = for_blocks > 0 ? for_blocks / z.block_bytes : 0;
+    } else if (c.cache_memory_bytes > 0 && block_all > 0) {
+        const int64_t for_blocks = c.cache_memory_bytes - int64_t(z.n_slots) * slot_all;
+        const int64_t n = for_blocks > 0 ? for_blocks / block_all : 0;
         if (n < one)
             throw Error("cache-memory " + human_bytes(c.cache_memory_bytes) + " is too small: the KDA state of " +
                         std::to_string(z.n_slots) + " sequences (max-num-seqs) takes " +
-                        human_bytes(int64_t(z.n_slots) * z.slot_bytes) + " and one max-model-len (" +
-                        std::to_string(z.max_model_len) + ") sequence needs " +
-                        human_bytes(int64_t(one) * z.block_bytes) +
+                        human_bytes(int64_t(z.n_slots) * slot_all) + " and one max-model-len (" +
+                        std::to_string(z.max_model_len) + ") sequence needs " + human_bytes(int64_t(one) * block_all) +
                         " of MLA cache; lower max-num-seqs or max-model-len, or give more");
         z.n_blocks = int32_t(std::min<int64_t>(n, int64_t(1) << 30));
     } else {
@@ -75,8 +80,8 @@ CacheSizing size_cache(const KimiModel& m, const EngineConfig& c) {
         // the memory available, never less than one sequence
         int64_t n = int64_t(c.max_num_seqs) * one;
         const int64_t avail = int64_t(memory_available_bytes());
-        if (!z.max_len_given && avail > 0 && z.block_bytes > 0)
-            n = std::min(n, std::max<int64_t>(one, (avail / 4 - int64_t(z.n_slots) * z.slot_bytes) / z.block_bytes));
+        if (!z.max_len_given && avail > 0 && block_all > 0)
+            n = std::min(n, std::max<int64_t>(one, (avail / 4 - int64_t(z.n_slots) * slot_all) / block_all));
         z.n_blocks = int32_t(std::min<int64_t>(n, int64_t(1) << 30));
     }
     // A split model: every rank sizes its cache as rank 0 did (available memory may differ).
@@ -93,8 +98,11 @@ int64_t default_prefix_cache_bytes(int64_t slot_bytes, int32_t max_num_seqs) {
 std::string CacheSizing::describe() const {
     std::string s = "cache: " + std::to_string(n_slots) + " state slots x " + human_bytes(slot_bytes) + " (KDA) + " +
         std::to_string(n_blocks) + " blocks x " + std::to_string(block_size) + " tokens (" +
-        std::to_string(cached_tokens()) + " tokens of MLA cache, " + human_bytes(int64_t(n_blocks) * block_bytes) +
-        ") = " + human_bytes(total_bytes()) + "; max-model-len " + std::to_string(max_model_len);
+        std::to_string(cached_tokens()) + " tokens of MLA cache, " + human_bytes(int64_t(n_blocks) * block_bytes) + ")";
+    if (draft_slot_bytes + draft_block_bytes > 0)
+        s += " + the draft model's " +
+            human_bytes(int64_t(n_slots) * draft_slot_bytes + int64_t(n_blocks) * draft_block_bytes);
+    s += " = " + human_bytes(total_bytes()) + "; max-model-len " + std::to_string(max_model_len);
     if (!max_len_given)
         s += model_max_len == 0             ? " (the config gives no max_position_embeddings)"
             : max_model_len < model_max_len ? " (the model's " + std::to_string(model_max_len) +

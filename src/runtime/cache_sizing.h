@@ -20,9 +20,14 @@ struct CacheSizing {
     int32_t model_max_len = 0;
     bool max_len_given = false;
     int64_t slot_bytes = 0, block_bytes = 0;   // one slot (all KDA layers), one block (all MLA layers)
+    // A draft model's entries beside them in each slot and block (docs/runtime.md#draft-model).
+    int64_t draft_slot_bytes = 0, draft_block_bytes = 0;
     bool prefix_caching = false;
     int32_t n_checkpoints = 0, checkpoint_interval = 0;   // KDA checkpoints of slot_bytes each
-    int64_t total_bytes() const { return int64_t(n_slots) * slot_bytes + int64_t(n_blocks) * block_bytes; }
+    int64_t total_bytes() const {
+        return int64_t(n_slots) * (slot_bytes + draft_slot_bytes) +
+            int64_t(n_blocks) * (block_bytes + draft_block_bytes);
+    }
     int64_t cached_tokens() const { return int64_t(n_blocks) * block_size; }
     std::string describe() const;
 };

@@ -12,6 +12,14 @@
 
 namespace kimi {
 
+namespace {
+// The ids a token may be drawn from: the tokenizer's, where the model's vocabulary is padded past them.
+int64_t sampled_ids(const KimiModel& model, const tok::Tokenizer* tokenizer) {
+    const int64_t vocab = model.config().vocab_size;
+    return tokenizer ? std::min<int64_t>(vocab, tokenizer->n_vocab()) : vocab;
+}
+}   // namespace
+
 Engine::Engine(const KimiModel& model, const EngineConfig& cfg, const tok::Tokenizer* tokenizer)
     : model_(model),
       tok_(tokenizer),
@@ -26,11 +34,9 @@ Engine::Engine(const KimiModel& model, const EngineConfig& cfg, const tok::Token
       ckpt_plan_(cache_, ckpt_, storage_, sizing_.checkpoint_interval),
       sched_(SchedulerConfig{cfg.max_num_seqs, cfg.max_num_batched_tokens}, cache_, &ckpt_),
       runner_(model, storage_, cache_, &ckpt_),
-      outputs_(
-          model.config().vocab_size,
-          tokenizer ? std::min<int64_t>(model.config().vocab_size, tokenizer->n_vocab()) : model.config().vocab_size,
-          model.config().eos_token_id, sizing_.max_model_len),
-      spec_(cfg, sizing_.n_slots + sizing_.n_checkpoints, sizing_.max_model_len) {
+      outputs_(model.config().vocab_size, sampled_ids(model, tokenizer), model.config().eos_token_id,
+               sizing_.max_model_len),
+      spec_(cfg, sizing_, sizing_.n_slots + sizing_.n_checkpoints, sampled_ids(model, tokenizer)) {
     verdicts_.reserve(size_t(cfg.max_num_seqs));
     ex_.pool = &pool_;
     ex_.arena = &arena_;
@@ -230,6 +236,7 @@ bool Engine::schedule(ScheduleOutput& plan) {
 Engine::ModelOutput Engine::run_model(const ScheduleOutput& plan, std::vector<Request*>& sample_buf) {
     for (const auto& s : plan.scheduled)
         if (s.fresh && s.restore != 0) prefix_hit_tokens_ += s.req->n_computed;
+    if (spec_.enabled()) spec_.draft(ex_, plan, cache_);   // a draft model's tokens, before the forward reads them
     runner_.prepare_states(plan);   // restores first: planning captures may reuse checkpoint slots
     plan_captures(plan);
     const std::span<const ops::StateCapture> captures =

@@ -9,6 +9,8 @@
 
 namespace kimi {
 
+class KimiModel;
+
 struct EngineConfig {
     int threads = 1;
     Precision precision = Precision::kBF16;
@@ -39,6 +41,9 @@ struct EngineConfig {
     // k spare state slots for the captures its verification rolls back to.
     SpeculativeConfig speculative;
     int32_t speculative_max_seqs = 0;
+    // The loaded draft of method draft_model (owned by the caller, outliving the engine): its
+    // cache goes in the same pools as the target's (docs/runtime.md#draft-model).
+    const KimiModel* draft_model = nullptr;
 };
 
 }   // namespace kimi

@@ -63,6 +63,10 @@ private:
     int32_t take_rows(LiveRequest& l, const float* rows, LiveRequests& live, Scheduler& sched, int64_t& n_taken);
     // Samples l's next token from `row` into tok; false if its grammar lets nothing follow.
     bool sample(LiveRequest& l, std::span<const float> row, SampledToken& tok);
+    // The same for draft token d drawn from q (a draft model's, not a point mass): kept, or
+    // rejected and replaced (speculative sampling).
+    bool verify(LiveRequest& l, std::span<const float> row, int32_t d, std::span<const float> q, SampledToken& tok,
+                bool& rejected);
 
     Sampler sampler_;
     int64_t vocab_, n_sampled_;
@@ -70,6 +74,7 @@ private:
     int32_t max_model_len_;
     std::vector<uint64_t> mask_;     // the token mask of the request being sampled
     std::vector<int32_t> end_ids_;   // its stop_token_ids and EOS (structured output)
+    std::vector<float> p_;           // verify(): the target's distribution, then the residual
 };
 
 }   // namespace kimi

@@ -29,7 +29,7 @@ void Scheduler::finish(Request* r, FinishReason why) {
 void Scheduler::preempt(Request* r, ScheduleOutput& out) {
     cache_.free(r->id);
     r->draft.clear();
-    r->n_computed = 0;
+    r->n_computed = r->draft_n_computed = 0;   // a draft model's cache goes with the blocks and slot
     r->tail_checkpoint = 0;
     r->status = RequestStatus::kWaiting;
     ++r->n_preemptions;

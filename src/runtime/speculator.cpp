@@ -8,14 +8,25 @@
 
 namespace kimi {
 
-Speculator::Speculator(const EngineConfig& c, int32_t first_slot, int32_t max_model_len)
-    : cfg_(c.speculative), first_slot_(first_slot), max_seqs_(n_seqs(c)), max_model_len_(max_model_len) {
+Speculator::Speculator(const EngineConfig& c, const CacheSizing& z, int32_t first_slot, int64_t n_sampled)
+    : cfg_(c.speculative), first_slot_(first_slot), max_seqs_(n_seqs(c)), max_model_len_(z.max_model_len) {
     const SpeculativeConfig& cfg = c.speculative;
-    KIMI_CHECK(cfg.method != SpeculativeConfig::Method::kDraftModel,
-               "speculative decoding with a draft model is not built yet (use the ngram method)");
+    if (cfg.method == SpeculativeConfig::Method::kDraftModel) {
+        if (!c.draft_model) throw Error("speculative decoding with a draft model: the draft is not loaded");
+        DraftModelProposer::Shape s;
+        s.n_slots = z.n_slots;
+        s.n_blocks = z.n_blocks;
+        s.block_size = z.block_size;
+        s.max_seqs = max_seqs_;
+        s.k = cfg.num_speculative_tokens;
+        s.max_tokens = c.max_num_batched_tokens;
+        s.n_sampled = n_sampled;
+        s.latent_bf16 = c.kv_cache_bf16;
+        draft_model_ = std::make_unique<DraftModelProposer>(*c.draft_model, s);
+    }
     captures_.reserve(size_t(c.max_num_seqs) * size_t(cfg.num_speculative_tokens + 2));
     base_.reserve(size_t(max_seqs_));
-    tokens_.reserve(size_t(std::max(max_model_len, 1)));   // a request's tokens never outgrow it
+    tokens_.reserve(size_t(std::max(max_model_len_, 1)));   // a request's tokens never outgrow it
     stats_.accepted_per_pos.assign(size_t(cfg.num_speculative_tokens), 0);
 }
 
@@ -34,10 +45,16 @@ void Speculator::propose(LiveRequests& live) {
         // no draft past max_tokens: the last token of the reply needs none
         const int64_t room = int64_t(r.params.max_tokens) - int64_t(r.output.size()) - 1;
         if (room <= 0) continue;
-        tokens_.assign(r.prompt.begin(), r.prompt.end());
-        tokens_.insert(tokens_.end(), r.output.begin(), r.output.end());
-        ngram_propose(tokens_, NgramParams{p.min_n, p.max_n, int32_t(std::min<int64_t>(p.k, room))}, max_model_len_,
-                      r.draft);
+        if (draft_model_) {   // placeholders, made once scheduled (draft()); the draft reads no images
+            if (r.media.empty())
+                r.draft.assign(
+                    size_t(std::clamp<int64_t>(max_model_len_ - r.num_tokens(), 0, std::min<int64_t>(p.k, room))), 0);
+        } else {
+            tokens_.assign(r.prompt.begin(), r.prompt.end());
+            tokens_.insert(tokens_.end(), r.output.begin(), r.output.end());
+            ngram_propose(tokens_, NgramParams{p.min_n, p.max_n, int32_t(std::min<int64_t>(p.k, room))}, max_model_len_,
+                          r.draft);
+        }
         n_drafts += !r.draft.empty();
     }
 }
@@ -65,6 +82,7 @@ std::span<const ops::StateCapture> Speculator::captures(const ScheduleOutput& pl
 
 void Speculator::settle(std::span<const DraftVerdict> verdicts, CacheStorage& storage, const CacheManager& cache,
                         Scheduler& sched) {
+    if (draft_model_) draft_model_->settle(verdicts);
     for (const DraftVerdict& v : verdicts) {
         Request& r = *v.req;
         if (v.accepted < v.n_draft) {

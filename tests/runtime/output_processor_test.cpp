@@ -2,8 +2,10 @@
 // postprocess() appending a greedy token, publishing its event and finishing the request.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
+#include <numeric>
 #include <vector>
 
 #include "cache/cache_manager.h"
@@ -166,6 +168,80 @@ TEST(OutputProcessor, VerifiedSamplingDrawsTheTargetDistribution) {
     EXPECT_LT(chi2, 24.3) << "chi-square of the first tokens against the target distribution";
     const double sd = std::sqrt(double(n) * p[d] * (1 - p[d]));
     EXPECT_NEAR(double(accepted), double(n) * p[d], 4 * sd) << "acceptance is p(d)";
+}
+
+// The speculative-sampling rule with a draft model's distribution q (not a point mass): the
+// draft token d is drawn from q (as DraftModelProposer draws it), kept with probability
+// min(1, p(d)/q(d)), else replaced from max(0, p − q). The first tokens have the frequencies
+// of the target distribution p (chi-square below 24.3: 7 degrees of freedom, p = 0.001; with
+// top-k 4, below 16.3: 3 degrees, p = 0.001), and the acceptance rate is Σ min(p, q).
+TEST(OutputProcessor, DraftModelSamplingDrawsTheTargetDistribution) {
+    const std::vector<float> row = {0.5f, -1.0f, 1.5f, 0.0f, 2.0f, -0.5f, 1.0f, 0.25f};
+    const std::vector<float> draft_row = {1.5f, 0.0f, 0.5f, 1.0f, -1.0f, 2.0f, 0.0f, -0.5f};
+    for (const int32_t top_k : {0, 4}) {
+        // p: softmax of row, top-k of it renormalised; q: softmax of draft_row
+        std::vector<double> p(kVocab, 0.0);
+        std::vector<float> q(kVocab);
+        std::vector<int32_t> ids(kVocab);
+        std::iota(ids.begin(), ids.end(), 0);
+        std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return row[size_t(a)] > row[size_t(b)]; });
+        const int64_t kept = top_k > 0 ? top_k : kVocab;
+        double z = 0, zq = 0;
+        for (int64_t j = 0; j < kept; ++j) z += std::exp(double(row[size_t(ids[size_t(j)])]));
+        for (int64_t j = 0; j < kept; ++j)
+            p[size_t(ids[size_t(j)])] = std::exp(double(row[size_t(ids[size_t(j)])])) / z;
+        for (int64_t v = 0; v < kVocab; ++v) zq += std::exp(double(draft_row[size_t(v)]));
+        double overlap = 0;
+        for (int64_t v = 0; v < kVocab; ++v) {
+            q[size_t(v)] = float(std::exp(double(draft_row[size_t(v)])) / zq);
+            overlap += std::min(p[size_t(v)], double(q[size_t(v)]));
+        }
+        std::vector<float> logits(row);
+        logits.insert(logits.end(), row.begin(), row.end());
+        const int32_t n = 20000;
+        std::vector<int64_t> count(kVocab, 0);
+        int64_t accepted = 0;
+        CacheManager cache(16, 4, 4, 4);
+        Scheduler sched(SchedulerConfig{4, 64}, cache);
+        OutputProcessor out(kVocab, kVocab, kEos, 64);
+        std::vector<DraftVerdict> verdicts;
+        for (int32_t i = 0; i < n; ++i) {
+            LiveRequests live;
+            auto l = live_request(uint64_t(i + 1), 3, 8);
+            l->req.params.temperature = 1.0f;
+            l->req.params.top_k = top_k;
+            l->req.params.ignore_eos = true;
+            l->req.seed = 7000 + uint64_t(i);
+            const int32_t d = Sampler::draw(q, l->req.seed, 0, 4);
+            l->req.draft = {d};
+            l->req.draft_q = q.data();
+            Request* r = &l->req;
+            sched.add(r);
+            live.emplace(r->id, std::move(l));
+            const std::vector<Request*> rows = {r, r};
+            out.postprocess(Tensor(logits.data(), DType::kF32, {2, kVocab}), rows, live, sched, &verdicts);
+            ++count[size_t(r->output[0])];
+            ASSERT_EQ(verdicts.size(), 1u);
+            accepted += verdicts[0].accepted;
+            EXPECT_EQ(r->output.size(), size_t(1 + verdicts[0].accepted));
+            if (verdicts[0].accepted == 0) {
+                EXPECT_NE(r->output[0], d) << "a rejected token is replaced by another";
+            }
+            sched.finish(r, FinishReason::kAbort);
+        }
+        double chi2 = 0;
+        for (int64_t v = 0; v < kVocab; ++v) {
+            if (p[size_t(v)] == 0) {
+                EXPECT_EQ(count[size_t(v)], 0) << "token " << v << " is outside the target's top-k";
+                continue;
+            }
+            const double e = double(n) * p[size_t(v)];
+            chi2 += (double(count[size_t(v)]) - e) * (double(count[size_t(v)]) - e) / e;
+        }
+        EXPECT_LT(chi2, top_k > 0 ? 16.3 : 24.3) << "chi-square of the first tokens against p, top_k " << top_k;
+        const double sd = std::sqrt(double(n) * overlap * (1 - overlap));
+        EXPECT_NEAR(double(accepted), double(n) * overlap, 4 * sd) << "acceptance is sum min(p, q)";
+    }
 }
 
 }   // namespace

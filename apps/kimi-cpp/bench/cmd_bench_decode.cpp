@@ -218,6 +218,8 @@ int cmd_bench_decode(int argc, char** argv) {
 
     auto model = load_model_with_progress(model_dir, quiet, eo.weight_memory, eo.shard, eo.check_weights, true);
     eo.settle(cfg, *model);
+    const auto draft = load_draft_model(eo, *model, model_dir, quiet);
+    cfg.draft_model = draft.get();
     const int64_t vocab = model->config().vocab_size;
     Rng rng(uint64_t(seed) * 0x9e3779b97f4a7c15ull + 1);
     std::vector<int32_t> shared;

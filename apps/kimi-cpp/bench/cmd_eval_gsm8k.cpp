@@ -219,6 +219,8 @@ int cmd_eval_gsm8k(int argc, char** argv) {
         if (cfg.max_num_seqs < int32_t(conc)) cfg.max_num_seqs = int32_t(conc);
         auto model = load_model_with_progress(*model_dir, s.quiet, eo.weight_memory, eo.shard, eo.check_weights);
         eo.settle(cfg, *model);
+        const auto draft = load_draft_model(eo, *model, *model_dir, s.quiet);
+        cfg.draft_model = draft.get();
         if (eo.shard.split() && eo.shard.rank != 0) {   // another rank (mpirun): each engine of rank 0, in turn
             for (int k = 0; k < (ab ? 2 : 1); ++k) {
                 EngineConfig c = cfg;

@@ -1,0 +1,79 @@
+// DraftModelProposer: proposals from a smaller Kimi Linear or K3 checkpoint with the target's
+// tokenizer, vLLM's method "draft_model" (docs/runtime.md#draft-model).
+//
+// The draft's cache lives in the same pools as the target's: a request's state slot s and MLA
+// block b hold the target's entries in the engine's storage and the draft's in this one (same
+// slot and block ids, other shapes). So the draft's cache is allocated, freed, preempted and
+// shared by prefix hits with the target's, and needs no bookkeeping but how far the draft has
+// read a request's tokens (Request::draft_n_computed; a fresh or preempted request starts at 0).
+//
+// Each step, for the plan's speculating requests (their draft lengths already cut by the
+// scheduler): one batched forward catches every one up on its known tokens (chunked to the
+// token budget), then k − 1 single-token forwards, batched over the requests, extend the
+// drafts. A draft token is drawn from the draft's distribution under the request's sampling
+// parameters (greedy: its argmax, a point mass); that distribution is kept for verification
+// (Request::draft_q). The draft's state after each of its tokens but the last goes to spare
+// slots, so after verification it is rolled back to the accepted tokens by one copy.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "cache/cache_manager.h"
+#include "cache/cache_storage.h"
+#include "model/kimi_model.h"
+#include "runtime/output_processor.h"
+#include "runtime/sampler.h"
+#include "runtime/scheduler.h"
+
+namespace kimi {
+
+class DraftModelProposer {
+public:
+    // n_slots, n_blocks, block_size: the target's cache pools (CacheSizing); max_seqs: the
+    // requests that may speculate in one step; k: num_speculative_tokens; n_sampled: the ids a
+    // token may be drawn from; max_tokens: the most tokens of one forward (the token budget).
+    struct Shape {
+        int32_t n_slots = 0, n_blocks = 0, block_size = 16, max_seqs = 0, k = 1, max_tokens = 256;
+        int64_t n_sampled = 0;
+        bool latent_bf16 = false;
+    };
+    DraftModelProposer(const KimiModel& draft, const Shape& shape);
+    // The draft's storage: one slot per target slot plus k per speculating request, one block
+    // per target block.
+    static CacheGeometry geometry(const KimiModel& draft, const Shape& shape);
+
+    // Fills the draft tokens (placeholders until now) of the plan's speculating requests.
+    void draft(Exec& ex, const ScheduleOutput& plan, const CacheManager& cache);
+    // After verification: each verdict's draft state back to its accepted tokens.
+    void settle(std::span<const DraftVerdict> verdicts);
+    const CacheStorage& storage() const { return storage_; }
+
+private:
+    struct Seq {
+        Request* req = nullptr;
+        int32_t slot = 0, rollback = 0;   // its state slot; its first spare slot
+        int64_t n_known = 0;              // its known tokens when it drafted
+        int32_t n_draft = 0;
+        float* q = nullptr;   // [k, n_sampled]: the distributions its draft tokens were drawn from
+    };
+    // The batch under construction: sequence q reads tokens [from, from + ids.size()).
+    void add(const Seq& q, int64_t from, std::span<const int32_t> ids, bool wants_row, const CacheManager& cache);
+    Tensor run(Exec& ex);   // the batch's forward: logits [rows, vocab]
+    void catch_up(Exec& ex, const CacheManager& cache);
+    // Draft token j of q from its logits row (drawn from, and for sampling kept in, q.q row j).
+    void choose(Seq& q, const float* row, int32_t j);
+
+    const KimiModel& model_;
+    Shape shape_;
+    CacheStorage storage_;
+    Sampler sampler_;
+    std::vector<Seq> seqs_;
+    std::vector<float> q_;   // [max_seqs, k, n_sampled]
+    // the forward's batch (reused from step to step)
+    std::vector<int32_t> ids_, starts_, past_, slots_, tables_, rows_;
+    std::vector<Seq*> row_seq_;    // the sequence of each logits row
+    std::vector<int32_t> chunk_;   // one sequence's catch-up tokens
+};
+
+}   // namespace kimi

@@ -21,6 +21,7 @@
 #include "chat/chat_format.h"
 #include "commands.h"
 #include "core/error.h"
+#include "core/human_bytes.h"
 #include "engine_options.h"
 #include "runtime/step_traffic.h"
 #include "server/http_server.h"
@@ -207,9 +208,14 @@ int cmd_serve(int argc, char** argv) {
     std::fprintf(stderr, "serve: %s\n", engine.sizing().describe().c_str());
     if (ec.speculative.enabled()) {
         const int32_t n = Speculator::n_slots(ec);
-        std::fprintf(stderr, "serve: speculative decoding: %s; %d state slots x %.1f KiB = %.1f MiB for its rollback\n",
-                     ec.speculative.describe().c_str(), n, double(engine.sizing().slot_bytes) / 1024.0,
-                     double(n) * double(engine.sizing().slot_bytes) / 1048576.0);
+        const CacheSizing& z = engine.sizing();
+        const std::string draft_part = z.draft_slot_bytes > 0
+            ? ", and as many of the draft model's: " + human_bytes(int64_t(n) * z.draft_slot_bytes)
+            : "";
+        std::fprintf(stderr,
+                     "serve: speculative decoding: %s; %d state slots x %.1f KiB = %.1f MiB for its rollback%s\n",
+                     ec.speculative.describe().c_str(), n, double(z.slot_bytes) / 1024.0,
+                     double(n) * double(z.slot_bytes) / 1048576.0, draft_part.c_str());
     }
     if (const std::string d = sc.sampling_defaults.describe(); !d.empty())
         std::fprintf(stderr,

@@ -40,6 +40,10 @@ SpeculativeConfig parse_speculative_config(const std::string& text) {
         throw Error(std::string("--speculative-config: invalid JSON: ") + e.what());
     }
     if (!j.is_object()) throw Error("--speculative-config: a JSON object is expected");
+    if (j.contains("method") && j["method"] == "dspark")   // before its keys, which are its own
+        throw Error(
+            "--speculative-config: method 'dspark' (K3's DSpark drafts) is not built here; "
+            "docs/runtime.md#dspark says what pinning its math still needs (ngram and draft_model are built)");
     for (const auto& [key, v] : j.items())
         if (key != "method" && key != "model" && key != "num_speculative_tokens" && key != "prompt_lookup_min" &&
             key != "prompt_lookup_max")

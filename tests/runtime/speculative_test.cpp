@@ -49,6 +49,9 @@ TEST(SpeculativeConfig, RefusalsNameTheKey) {
     refused(R"({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 0})", "prompt_lookup_min");
     refused(R"({"method": "eagle", "num_speculative_tokens": 2})", "method 'eagle'");
     refused(R"({"method": "draft_model", "num_speculative_tokens": 2})", "needs 'model'");
+    refused(
+        R"({"method": "dspark", "model": "d", "num_speculative_tokens": 7, "draft_sample_method": "probabilistic"})",
+        "docs/runtime.md#dspark");
     refused(R"({"method": "ngram", "num_speculative_tokens": 2, "temperature": 1})", "unknown key 'temperature'");
 }
 

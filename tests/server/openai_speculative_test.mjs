@@ -1,13 +1,18 @@
 // Speculative decoding through `kimi-cpp serve --speculative-config` with the stock `openai`
-// client (ngram proposer), on a Kimi Linear and a Kimi-K3 random tiny model: completions,
+// client, on a Kimi Linear and a Kimi-K3 random tiny model. The ngram proposer: completions,
 // greedy and seeded, streamed and not, equal a plain server's answer, text and logprobs,
 // bit for bit; six concurrent requests on a cache small enough to preempt them equal it too;
 // a stream cancelled in the middle of its verifications frees everything; /metrics counts
 // drafts and accepted tokens. The three favoured tokens (logit_bias) make the output a string
-// over three letters whose n-grams recur, so drafts are both accepted and rejected.
+// over three letters whose n-grams recur, so drafts are both accepted and rejected. A draft
+// model (another random model with the same tokenizer): greedy completions and chat
+// completions, streamed and not, equal plain decoding; seeded ones (speculative sampling) are
+// reproducible and the same streamed; /metrics counts its drafts.
 //
 //   node tests/server/openai_speculative_test.mjs --kimi /abs/kimi-cpp --node-modules /abs/node_modules
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import path from 'node:path';
 import {
     MODEL_NAME, cliArgs, fmt, assert, eq, check, report, runMain, makeTinyModel, startServer, checkShutdown, importOpenAI,
 } from './common.mjs';
@@ -100,6 +105,34 @@ async function runPreset(OpenAI, preset) {
             const m = await metrics(small);
             assert(m.value('kimi:num_preemptions_total') > 0, `the small cache must preempt (${fmt(m.value('kimi:num_preemptions_total'))})`);
             assert(m.value('kimi:spec_decode_num_accepted_tokens_total') > 0, 'and still accept drafts');
+        });
+
+        // a draft model: another random model of the preset, with the target's tokenizer
+        const draftDir = path.join(tmp, 'draft');
+        execFileSync(KIMI, ['make-model', '--preset', preset, '--seed', '2', '--out', draftDir], { stdio: 'pipe' });
+        for (const f of ['tiktoken.model', 'tokenizer_config.json']) fs.copyFileSync(path.join(modelDir, f), path.join(draftDir, f));
+        const draft = await startServer(KIMI, modelDir, ['--threads', '2', '--speculative-config',
+            JSON.stringify({ method: 'draft_model', model: draftDir, num_speculative_tokens: 3 })]);
+        started.push(['draft model', draft]);
+        const cd = client(draft);
+        await check(`${preset}: a draft model: greedy equals plain decoding, seeded is reproducible`, async () => {
+            assert(/the draft model's/.test(draft.stderr), `the cache line counts the draft: ${draft.stderr}`);
+            for (const seed of [1, 2]) {
+                const ref = answer(await cp.completions.create(body(seed, true)));
+                eq(answer(await cd.completions.create(body(seed, true))), ref, `greedy prompt ${seed}`);
+                eq(await streamed(cd, body(seed, true)), ref, `streamed greedy prompt ${seed}`);
+                const once = answer(await cd.completions.create(body(seed, false)));
+                eq(answer(await cd.completions.create(body(seed, false))), once, `seeded prompt ${seed}, twice`);
+                eq(await streamed(cd, body(seed, false)), once, `seeded prompt ${seed}, streamed`);
+            }
+            const chat = { model: MODEL_NAME, messages: [{ role: 'user', content: 'Repeat: one two three one two three' }],
+                           max_tokens: 24, temperature: 0, logit_bias: BIAS };
+            const want = (await cp.chat.completions.create(chat)).choices[0].message.content;
+            eq((await cd.chat.completions.create(chat)).choices[0].message.content, want, 'chat completion');
+            const m = await metrics(draft);
+            assert(m.value('kimi:spec_decode_num_drafts_total') > 0, 'drafts counted');
+            assert(m.value('kimi:spec_decode_num_accepted_tokens_total') <= m.value('kimi:spec_decode_num_draft_tokens_total'),
+                   'accepted <= drafted');
         });
 
         await check(`${preset}: a stream cancelled mid-verification frees its cache`, async () => {

@@ -205,6 +205,45 @@ class Generate(unittest.TestCase):
             self.assertTrue(last.startswith("kimi-cpp generate: error: "), err)
             self.assertIn(needle, last, args)
 
+    def test_draft_model(self):
+        """--speculative-config draft_model: a second random model with the same tokenizer drafts; greedy
+        output equals plain generate's, spec_decode is reported; a draft with another vocabulary or
+        tokenizer, a missing one, and dspark are one-line errors."""
+        draft = os.path.join(WORK, "draft")
+        other = os.path.join(WORK, "draft-other-vocab")
+        try:
+            rc, _, err = run("make-model", "--preset", "tiny", "--seed", "4", "--out", draft, "--quiet")
+            self.assertEqual(rc, 0, err)
+            rc, _, err = run("make-model", "--preset", "tiny", "--seed", "4", "--out", other, "--quiet",
+                             "--set", "vocab_size=1100")
+            self.assertEqual(rc, 0, err)
+            spec = lambda d: json.dumps({"method": "draft_model", "model": d, "num_speculative_tokens": 3})
+            args = ("--prompt", PROMPT, "-n", "24", "--temperature", "0", "--ignore-eos", "--logprobs", "1")
+            plain = gen_json(*args)
+            # another seed writes another tokenizer: the draft's is refused until it is the target's
+            rc, _, err = run("generate", "--model", MODEL, *args, "--speculative-config", spec(draft))
+            self.assertEqual(rc, 1, err)
+            self.assertIn("tokenizer differs", err.strip().splitlines()[-1])
+            for f in ("tiktoken.model", "tokenizer_config.json"):
+                shutil.copy(os.path.join(MODEL, f), draft)
+            got = gen_json(*args, "--speculative-config", spec(draft))
+            self.assertEqual(got["token_ids"], plain["token_ids"])
+            self.assertEqual(got["logprobs"], plain["logprobs"])
+            sd = got["spec_decode"]
+            self.assertGreater(sd["num_drafts"], 0)
+            self.assertLessEqual(sd["num_accepted_tokens"], sd["num_draft_tokens"])
+            for d, needle in ((other, "vocab_size"), (os.path.join(WORK, "nope"), "nope")):
+                rc, _, err = run("generate", "--model", MODEL, *args, "--speculative-config", spec(d))
+                self.assertEqual(rc, 1, err)
+                self.assertIn(needle, err.strip().splitlines()[-1])
+            rc, _, err = run("generate", "--model", MODEL, *args, "--speculative-config",
+                             '{"method": "dspark", "model": "x", "num_speculative_tokens": 7}')
+            self.assertEqual(rc, 1, err)
+            self.assertIn("runtime.md#dspark", err)
+        finally:
+            shutil.rmtree(draft, ignore_errors=True)
+            shutil.rmtree(other, ignore_errors=True)
+
     def test_structured_output_flags(self):
         schema = os.path.join(WORK, "schema.json")
         with open(schema, "w") as f:

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <numeric>
 #include <vector>
@@ -123,51 +124,87 @@ TEST(OutputProcessor, DraftRowsAreVerifiedInOrder) {
     }
 }
 
-// The speculative-sampling rule, statistically: seeded requests (temperature 1) whose draft is
-// a point mass at d take their first token with the frequencies of the target distribution
-// (chi-square, 7 degrees of freedom, below 24.3: p = 0.001), and accept d with probability p(d).
-TEST(OutputProcessor, VerifiedSamplingDrawsTheTargetDistribution) {
-    const std::vector<float> row = {0.5f, -1.0f, 1.5f, 0.0f, 2.0f, -0.5f, 1.0f, 0.25f};
-    std::vector<double> p(kVocab);
-    double z = 0;
-    for (int64_t v = 0; v < kVocab; ++v) z += std::exp(double(row[size_t(v)]));
-    for (int64_t v = 0; v < kVocab; ++v) p[size_t(v)] = std::exp(double(row[size_t(v)])) / z;
+// n seeded requests (temperature 1, top_k) verify one draft token each against `row` (also the
+// row after it): the counts of their first tokens and how many accepted. draft(seed): the draft
+// token; q: its distribution (null: a point mass).
+struct Draws {
+    std::vector<int64_t> count = std::vector<int64_t>(kVocab, 0);
+    int64_t accepted = 0;
+};
+Draws verify_many(const std::vector<float>& row, int32_t top_k, int32_t n, uint64_t seed0,
+                  const std::function<int32_t(uint64_t)>& draft, const float* q) {
     std::vector<float> logits(row);
     logits.insert(logits.end(), row.begin(), row.end());   // the row after the draft token
-    const int32_t d = 2, n = 20000;
-    std::vector<int64_t> count(kVocab, 0);
-    int64_t accepted = 0;
     CacheManager cache(16, 4, 4, 4);
     Scheduler sched(SchedulerConfig{4, 64}, cache);
     OutputProcessor out(kVocab, kVocab, kEos, 64);
     std::vector<DraftVerdict> verdicts;
+    Draws d;
     for (int32_t i = 0; i < n; ++i) {
         LiveRequests live;
         auto l = live_request(uint64_t(i + 1), 3, 8);
         l->req.params.temperature = 1.0f;
+        l->req.params.top_k = top_k;
         l->req.params.ignore_eos = true;
-        l->req.seed = 1000 + uint64_t(i);
-        l->req.draft = {d};
+        l->req.seed = seed0 + uint64_t(i);
+        const int32_t token = draft(l->req.seed);
+        l->req.draft = {token};
+        l->req.draft_q = q;
         Request* r = &l->req;
         sched.add(r);
         live.emplace(r->id, std::move(l));
         const std::vector<Request*> rows = {r, r};
         out.postprocess(Tensor(logits.data(), DType::kF32, {2, kVocab}), rows, live, sched, &verdicts);
-        ++count[size_t(r->output[0])];
-        accepted += r->output[0] == d;
-        ASSERT_EQ(verdicts.size(), 1u);
-        EXPECT_EQ(verdicts[0].accepted, r->output[0] == d ? 1 : 0);
-        EXPECT_EQ(r->output.size(), r->output[0] == d ? 2u : 1u) << "a rejection ends the request's rows";
+        ++d.count[size_t(r->output[0])];
+        EXPECT_EQ(verdicts.size(), 1u);
+        const int32_t a = verdicts.empty() ? 0 : verdicts[0].accepted;
+        d.accepted += a;
+        EXPECT_EQ(a, r->output[0] == token ? 1 : 0) << "kept exactly when the first token is the draft's";
+        EXPECT_EQ(r->output.size(), size_t(1 + a)) << "a rejection ends the request's rows";
         sched.finish(r, FinishReason::kAbort);
     }
+    return d;
+}
+
+// Chi-square of the counts against n draws of p; a token with p = 0 must never be drawn.
+double chi_square(const Draws& d, const std::vector<double>& p, int32_t n) {
     double chi2 = 0;
     for (int64_t v = 0; v < kVocab; ++v) {
+        if (p[size_t(v)] == 0) {
+            EXPECT_EQ(d.count[size_t(v)], 0) << "token " << v << " is outside the target's top-k";
+            continue;
+        }
         const double e = double(n) * p[size_t(v)];
-        chi2 += (double(count[size_t(v)]) - e) * (double(count[size_t(v)]) - e) / e;
+        chi2 += (double(d.count[size_t(v)]) - e) * (double(d.count[size_t(v)]) - e) / e;
     }
-    EXPECT_LT(chi2, 24.3) << "chi-square of the first tokens against the target distribution";
+    return chi2;
+}
+
+// softmax(row) over its top_k largest entries (0: all), renormalised.
+std::vector<double> softmax_top_k(const std::vector<float>& row, int32_t top_k) {
+    std::vector<int32_t> ids(kVocab);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return row[size_t(a)] > row[size_t(b)]; });
+    const int64_t kept = top_k > 0 ? top_k : kVocab;
+    std::vector<double> p(kVocab, 0.0);
+    double z = 0;
+    for (int64_t j = 0; j < kept; ++j) z += std::exp(double(row[size_t(ids[size_t(j)])]));
+    for (int64_t j = 0; j < kept; ++j) p[size_t(ids[size_t(j)])] = std::exp(double(row[size_t(ids[size_t(j)])])) / z;
+    return p;
+}
+
+const std::vector<float> kRow = {0.5f, -1.0f, 1.5f, 0.0f, 2.0f, -0.5f, 1.0f, 0.25f};
+
+// The speculative-sampling rule, statistically: seeded requests (temperature 1) whose draft is
+// a point mass at d take their first token with the frequencies of the target distribution
+// (chi-square, 7 degrees of freedom, below 24.3: p = 0.001), and accept d with probability p(d).
+TEST(OutputProcessor, VerifiedSamplingDrawsTheTargetDistribution) {
+    const std::vector<double> p = softmax_top_k(kRow, 0);
+    const int32_t d = 2, n = 20000;
+    const Draws got = verify_many(kRow, 0, n, 1000, [](uint64_t) { return 2; }, nullptr);
+    EXPECT_LT(chi_square(got, p, n), 24.3) << "chi-square of the first tokens against the target distribution";
     const double sd = std::sqrt(double(n) * p[d] * (1 - p[d]));
-    EXPECT_NEAR(double(accepted), double(n) * p[d], 4 * sd) << "acceptance is p(d)";
+    EXPECT_NEAR(double(got.accepted), double(n) * p[d], 4 * sd) << "acceptance is p(d)";
 }
 
 // The speculative-sampling rule with a draft model's distribution q (not a point mass): the
@@ -176,71 +213,18 @@ TEST(OutputProcessor, VerifiedSamplingDrawsTheTargetDistribution) {
 // of the target distribution p (chi-square below 24.3: 7 degrees of freedom, p = 0.001; with
 // top-k 4, below 16.3: 3 degrees, p = 0.001), and the acceptance rate is Σ min(p, q).
 TEST(OutputProcessor, DraftModelSamplingDrawsTheTargetDistribution) {
-    const std::vector<float> row = {0.5f, -1.0f, 1.5f, 0.0f, 2.0f, -0.5f, 1.0f, 0.25f};
-    const std::vector<float> draft_row = {1.5f, 0.0f, 0.5f, 1.0f, -1.0f, 2.0f, 0.0f, -0.5f};
+    const std::vector<double> q64 = softmax_top_k({1.5f, 0.0f, 0.5f, 1.0f, -1.0f, 2.0f, 0.0f, -0.5f}, 0);
+    const std::vector<float> q(q64.begin(), q64.end());
     for (const int32_t top_k : {0, 4}) {
-        // p: softmax of row, top-k of it renormalised; q: softmax of draft_row
-        std::vector<double> p(kVocab, 0.0);
-        std::vector<float> q(kVocab);
-        std::vector<int32_t> ids(kVocab);
-        std::iota(ids.begin(), ids.end(), 0);
-        std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return row[size_t(a)] > row[size_t(b)]; });
-        const int64_t kept = top_k > 0 ? top_k : kVocab;
-        double z = 0, zq = 0;
-        for (int64_t j = 0; j < kept; ++j) z += std::exp(double(row[size_t(ids[size_t(j)])]));
-        for (int64_t j = 0; j < kept; ++j)
-            p[size_t(ids[size_t(j)])] = std::exp(double(row[size_t(ids[size_t(j)])])) / z;
-        for (int64_t v = 0; v < kVocab; ++v) zq += std::exp(double(draft_row[size_t(v)]));
+        const std::vector<double> p = softmax_top_k(kRow, top_k);
         double overlap = 0;
-        for (int64_t v = 0; v < kVocab; ++v) {
-            q[size_t(v)] = float(std::exp(double(draft_row[size_t(v)])) / zq);
-            overlap += std::min(p[size_t(v)], double(q[size_t(v)]));
-        }
-        std::vector<float> logits(row);
-        logits.insert(logits.end(), row.begin(), row.end());
+        for (int64_t v = 0; v < kVocab; ++v) overlap += std::min(p[size_t(v)], double(q[size_t(v)]));
         const int32_t n = 20000;
-        std::vector<int64_t> count(kVocab, 0);
-        int64_t accepted = 0;
-        CacheManager cache(16, 4, 4, 4);
-        Scheduler sched(SchedulerConfig{4, 64}, cache);
-        OutputProcessor out(kVocab, kVocab, kEos, 64);
-        std::vector<DraftVerdict> verdicts;
-        for (int32_t i = 0; i < n; ++i) {
-            LiveRequests live;
-            auto l = live_request(uint64_t(i + 1), 3, 8);
-            l->req.params.temperature = 1.0f;
-            l->req.params.top_k = top_k;
-            l->req.params.ignore_eos = true;
-            l->req.seed = 7000 + uint64_t(i);
-            const int32_t d = Sampler::draw(q, l->req.seed, 0, 4);
-            l->req.draft = {d};
-            l->req.draft_q = q.data();
-            Request* r = &l->req;
-            sched.add(r);
-            live.emplace(r->id, std::move(l));
-            const std::vector<Request*> rows = {r, r};
-            out.postprocess(Tensor(logits.data(), DType::kF32, {2, kVocab}), rows, live, sched, &verdicts);
-            ++count[size_t(r->output[0])];
-            ASSERT_EQ(verdicts.size(), 1u);
-            accepted += verdicts[0].accepted;
-            EXPECT_EQ(r->output.size(), size_t(1 + verdicts[0].accepted));
-            if (verdicts[0].accepted == 0) {
-                EXPECT_NE(r->output[0], d) << "a rejected token is replaced by another";
-            }
-            sched.finish(r, FinishReason::kAbort);
-        }
-        double chi2 = 0;
-        for (int64_t v = 0; v < kVocab; ++v) {
-            if (p[size_t(v)] == 0) {
-                EXPECT_EQ(count[size_t(v)], 0) << "token " << v << " is outside the target's top-k";
-                continue;
-            }
-            const double e = double(n) * p[size_t(v)];
-            chi2 += (double(count[size_t(v)]) - e) * (double(count[size_t(v)]) - e) / e;
-        }
-        EXPECT_LT(chi2, top_k > 0 ? 16.3 : 24.3) << "chi-square of the first tokens against p, top_k " << top_k;
+        const Draws got =
+            verify_many(kRow, top_k, n, 7000, [&q](uint64_t seed) { return Sampler::draw(q, seed, 0, 4); }, q.data());
+        EXPECT_LT(chi_square(got, p, n), top_k > 0 ? 16.3 : 24.3) << "chi-square of the first tokens, top_k " << top_k;
         const double sd = std::sqrt(double(n) * overlap * (1 - overlap));
-        EXPECT_NEAR(double(accepted), double(n) * overlap, 4 * sd) << "acceptance is sum min(p, q)";
+        EXPECT_NEAR(double(got.accepted), double(n) * overlap, 4 * sd) << "acceptance is sum min(p, q)";
     }
 }
 

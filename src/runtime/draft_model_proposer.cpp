@@ -21,7 +21,8 @@ DraftModelProposer::DraftModelProposer(const KimiModel& draft, const Shape& shap
     row_seq_.reserve(size_t(shape.max_seqs));
 }
 
-void DraftModelProposer::draft(Exec& ex, const ScheduleOutput& plan, const CacheManager& cache) {
+void DraftModelProposer::draft(Exec& ex, const ScheduleOutput& plan, const CacheManager& cache,
+                               const LiveRequests& live) {
     seqs_.clear();
     int32_t rollback = shape_.n_slots;
     for (const ScheduledRequest& s : plan.scheduled) {
@@ -38,7 +39,8 @@ void DraftModelProposer::draft(Exec& ex, const ScheduleOutput& plan, const Cache
                    "draft model: more speculating requests than reserved, or one already past its tokens");
         if (r.draft_n_computed == 0) storage_.reset_slot(q.slot);
         r.draft_q = r.params.greedy() ? nullptr : q.q;
-        seqs_.push_back(q);
+        if (const GrammarState* g = live.at(r.id)->grammar.get()) q.grammar = std::make_unique<GrammarState>(*g);
+        seqs_.push_back(std::move(q));
         rollback += shape_.k;
     }
     if (seqs_.empty()) return;
@@ -117,12 +119,26 @@ void DraftModelProposer::choose(Seq& q, const float* row, int32_t j) {
     Request& r = *q.req;
     const int64_t n = shape_.n_sampled;
     const std::span<float> dist(q.q + int64_t(j) * n, size_t(n));
+    std::span<const uint64_t> mask;
+    if (q.grammar) {
+        end_ids_.assign(r.params.stop_token_ids.begin(), r.params.stop_token_ids.end());
+        end_ids_.push_back(shape_.eos_token_id);
+        if (!q.grammar->mask(end_ids_, mask_)) {   // nothing may follow: a token the verification rejects
+            r.draft[size_t(j)] = shape_.eos_token_id < 0 ? 0 : shape_.eos_token_id;
+            std::fill(dist.begin(), dist.end(), 0.0f);
+            dist[size_t(r.draft[size_t(j)])] = 1.0f;
+            return;
+        }
+        mask = mask_;
+    }
     // the draft's distribution as plain sampling would shape the target's at this position
     // (penalties see the output so far, not the draft)
-    sampler_.distribution(std::span<const float>(row, size_t(n)), r.params, r.prompt, r.output, dist);
-    const int32_t t = r.params.greedy() ? int32_t(std::max_element(dist.begin(), dist.end()) - dist.begin())
-                                        : Sampler::draw(dist, r.seed, uint64_t(r.output.size()) + uint64_t(j), 4);
-    r.draft[size_t(j)] = t < 0 ? 0 : t;
+    sampler_.distribution(std::span<const float>(row, size_t(n)), r.params, r.prompt, r.output, dist, mask);
+    int32_t t = r.params.greedy() ? int32_t(std::max_element(dist.begin(), dist.end()) - dist.begin())
+                                  : Sampler::draw(dist, r.seed, uint64_t(r.output.size()) + uint64_t(j), 4);
+    t = t < 0 ? 0 : t;
+    r.draft[size_t(j)] = t;
+    if (q.grammar) q.grammar->accept(t);
 }
 
 void DraftModelProposer::settle(std::span<const DraftVerdict> verdicts) {

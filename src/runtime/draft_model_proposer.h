@@ -11,17 +11,20 @@
 // scheduler): one batched forward catches every one up on its known tokens (chunked to the
 // token budget), then k − 1 single-token forwards, batched over the requests, extend the
 // drafts. A draft token is drawn from the draft's distribution under the request's sampling
-// parameters (greedy: its argmax, a point mass); that distribution is kept for verification
-// (Request::draft_q). The draft's state after each of its tokens but the last goes to spare
+// parameters (greedy: its argmax, a point mass) and, for structured output, under the
+// request's grammar advanced through the draft so far (a copy of its state); that distribution
+// is kept for verification (Request::draft_q). The draft's state after each of its tokens but the last goes to spare
 // slots, so after verification it is rolled back to the accepted tokens by one copy.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "cache/cache_manager.h"
 #include "cache/cache_storage.h"
 #include "model/kimi_model.h"
+#include "runtime/live_request.h"
 #include "runtime/output_processor.h"
 #include "runtime/sampler.h"
 #include "runtime/scheduler.h"
@@ -37,14 +40,16 @@ public:
         int32_t n_slots = 0, n_blocks = 0, block_size = 16, max_seqs = 0, k = 1, max_tokens = 256;
         int64_t n_sampled = 0;
         bool latent_bf16 = false;
+        int32_t eos_token_id = -1;   // where a grammar may end (with the request's stop ids)
     };
     DraftModelProposer(const KimiModel& draft, const Shape& shape);
     // The draft's storage: one slot per target slot plus k per speculating request, one block
     // per target block.
     static CacheGeometry geometry(const KimiModel& draft, const Shape& shape);
 
-    // Fills the draft tokens (placeholders until now) of the plan's speculating requests.
-    void draft(Exec& ex, const ScheduleOutput& plan, const CacheManager& cache);
+    // Fills the draft tokens (placeholders until now) of the plan's speculating requests (each
+    // in `live`, which holds their grammars).
+    void draft(Exec& ex, const ScheduleOutput& plan, const CacheManager& cache, const LiveRequests& live);
     // After verification: each verdict's draft state back to its accepted tokens.
     void settle(std::span<const DraftVerdict> verdicts);
     const CacheStorage& storage() const { return storage_; }
@@ -55,7 +60,8 @@ private:
         int32_t slot = 0, rollback = 0;   // its state slot; its first spare slot
         int64_t n_known = 0;              // its known tokens when it drafted
         int32_t n_draft = 0;
-        float* q = nullptr;   // [k, n_sampled]: the distributions its draft tokens were drawn from
+        float* q = nullptr;                      // [k, n_sampled]: the distributions its draft tokens were drawn from
+        std::unique_ptr<GrammarState> grammar;   // structured output: advanced through the draft
     };
     // The batch under construction: sequence q reads tokens [from, from + ids.size()).
     void add(const Seq& q, int64_t from, std::span<const int32_t> ids, bool wants_row, const CacheManager& cache);
@@ -74,6 +80,8 @@ private:
     std::vector<int32_t> ids_, starts_, past_, slots_, tables_, rows_;
     std::vector<Seq*> row_seq_;    // the sequence of each logits row
     std::vector<int32_t> chunk_;   // one sequence's catch-up tokens
+    std::vector<uint64_t> mask_;   // a grammar's allowed tokens
+    std::vector<int32_t> end_ids_;
 };
 
 }   // namespace kimi

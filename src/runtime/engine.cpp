@@ -36,7 +36,8 @@ Engine::Engine(const KimiModel& model, const EngineConfig& cfg, const tok::Token
       runner_(model, storage_, cache_, &ckpt_),
       outputs_(model.config().vocab_size, sampled_ids(model, tokenizer), model.config().eos_token_id,
                sizing_.max_model_len),
-      spec_(cfg, sizing_, sizing_.n_slots + sizing_.n_checkpoints, sampled_ids(model, tokenizer)) {
+      spec_(cfg, sizing_, sizing_.n_slots + sizing_.n_checkpoints, sampled_ids(model, tokenizer),
+            model.config().eos_token_id) {
     verdicts_.reserve(size_t(cfg.max_num_seqs));
     ex_.pool = &pool_;
     ex_.arena = &arena_;
@@ -236,8 +237,9 @@ bool Engine::schedule(ScheduleOutput& plan) {
 Engine::ModelOutput Engine::run_model(const ScheduleOutput& plan, std::vector<Request*>& sample_buf) {
     for (const auto& s : plan.scheduled)
         if (s.fresh && s.restore != 0) prefix_hit_tokens_ += s.req->n_computed;
-    if (spec_.enabled()) spec_.draft(ex_, plan, cache_);   // a draft model's tokens, before the forward reads them
-    runner_.prepare_states(plan);   // restores first: planning captures may reuse checkpoint slots
+    if (spec_.enabled())
+        spec_.draft(ex_, plan, cache_, live_);   // a draft model's tokens, before the forward reads them
+    runner_.prepare_states(plan);                // restores first: planning captures may reuse checkpoint slots
     plan_captures(plan);
     const std::span<const ops::StateCapture> captures =
         spec_.enabled() ? spec_.captures(plan, ckpt_plan_.captures()) : ckpt_plan_.captures();

@@ -8,7 +8,8 @@
 
 namespace kimi {
 
-Speculator::Speculator(const EngineConfig& c, const CacheSizing& z, int32_t first_slot, int64_t n_sampled)
+Speculator::Speculator(const EngineConfig& c, const CacheSizing& z, int32_t first_slot, int64_t n_sampled,
+                       int32_t eos_token_id)
     : cfg_(c.speculative), first_slot_(first_slot), max_seqs_(n_seqs(c)), max_model_len_(z.max_model_len) {
     const SpeculativeConfig& cfg = c.speculative;
     if (cfg.method == SpeculativeConfig::Method::kDraftModel) {
@@ -22,6 +23,7 @@ Speculator::Speculator(const EngineConfig& c, const CacheSizing& z, int32_t firs
         s.max_tokens = c.max_num_batched_tokens;
         s.n_sampled = n_sampled;
         s.latent_bf16 = c.kv_cache_bf16;
+        s.eos_token_id = eos_token_id;
         draft_model_ = std::make_unique<DraftModelProposer>(*c.draft_model, s);
     }
     captures_.reserve(size_t(c.max_num_seqs) * size_t(cfg.num_speculative_tokens + 2));

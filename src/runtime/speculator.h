@@ -30,9 +30,10 @@ namespace kimi {
 class Speculator {
 public:
     // first_slot: the first of n_slots(c) spare state slots of the storage; z: the cache's
-    // sizes; n_sampled: the ids a token may be drawn from. With method draft_model,
-    // c.draft_model is the loaded draft.
-    Speculator(const EngineConfig& c, const CacheSizing& z, int32_t first_slot, int64_t n_sampled);
+    // sizes; n_sampled: the ids a token may be drawn from; eos_token_id: the target's. With
+    // method draft_model, c.draft_model is the loaded draft.
+    Speculator(const EngineConfig& c, const CacheSizing& z, int32_t first_slot, int64_t n_sampled,
+               int32_t eos_token_id);
     // The sequences that may speculate in one step, and the spare slots they need (k each).
     static int32_t n_seqs(const EngineConfig& c) {
         return !c.speculative.enabled()  ? 0
@@ -46,8 +47,8 @@ public:
     // ngram's, or for a draft model k placeholders that draft() fills once they are scheduled.
     void propose(LiveRequests& live);
     // A draft model's tokens for the plan's speculating requests (nothing for ngram).
-    void draft(Exec& ex, const ScheduleOutput& plan, const CacheManager& cache) {
-        if (draft_model_) draft_model_->draft(ex, plan, cache);
+    void draft(Exec& ex, const ScheduleOutput& plan, const CacheManager& cache, const LiveRequests& live) {
+        if (draft_model_) draft_model_->draft(ex, plan, cache, live);
     }
     // `planned` (the prefix cache's, ordered by (seq, t)) and a capture after each draft token's
     // predecessor for every speculating request of the plan, ordered by (seq, t).

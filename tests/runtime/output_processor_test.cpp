@@ -201,7 +201,8 @@ const std::vector<float> kRow = {0.5f, -1.0f, 1.5f, 0.0f, 2.0f, -0.5f, 1.0f, 0.2
 TEST(OutputProcessor, VerifiedSamplingDrawsTheTargetDistribution) {
     const std::vector<double> p = softmax_top_k(kRow, 0);
     const int32_t d = 2, n = 20000;
-    const Draws got = verify_many(kRow, 0, n, 1000, [](uint64_t) { return 2; }, nullptr);
+    const Draws got = verify_many(
+        kRow, 0, n, 1000, [](uint64_t) { return 2; }, nullptr);
     EXPECT_LT(chi_square(got, p, n), 24.3) << "chi-square of the first tokens against the target distribution";
     const double sd = std::sqrt(double(n) * p[d] * (1 - p[d]));
     EXPECT_NEAR(double(got.accepted), double(n) * p[d], 4 * sd) << "acceptance is p(d)";
@@ -220,8 +221,8 @@ TEST(OutputProcessor, DraftModelSamplingDrawsTheTargetDistribution) {
         double overlap = 0;
         for (int64_t v = 0; v < kVocab; ++v) overlap += std::min(p[size_t(v)], double(q[size_t(v)]));
         const int32_t n = 20000;
-        const Draws got =
-            verify_many(kRow, top_k, n, 7000, [&q](uint64_t seed) { return Sampler::draw(q, seed, 0, 4); }, q.data());
+        const Draws got = verify_many(
+            kRow, top_k, n, 7000, [&q](uint64_t seed) { return Sampler::draw(q, seed, 0, 4); }, q.data());
         EXPECT_LT(chi_square(got, p, n), top_k > 0 ? 16.3 : 24.3) << "chi-square of the first tokens, top_k " << top_k;
         const double sd = std::sqrt(double(n) * overlap * (1 - overlap));
         EXPECT_NEAR(double(got.accepted), double(n) * overlap, 4 * sd) << "acceptance is sum min(p, q)";

@@ -249,6 +249,41 @@ TEST_F(EngineStructured, SpeculationKeepsTheOutputExact) {
     EXPECT_LT(total.accepted_tokens, total.draft_tokens);
 }
 
+// A draft model under a grammar: its proposals are drawn under the request's grammar (advanced
+// through the draft), so the target as its own draft has every proposal accepted, greedy and
+// seeded (p = q under the same mask); greedy output equals plain decoding's.
+TEST_F(EngineStructured, DraftModelProposalsFollowTheGrammar) {
+    const auto so = schema(R"({"type":"array","items":{"type":"integer","minimum":0,"maximum":99},"minItems":8})");
+    for (const float temperature : {0.0f, 1.0f}) {
+        SamplingParams p;
+        p.max_tokens = 40;
+        p.structured = so;
+        p.temperature = temperature;
+        p.logprobs = 1;
+        p.seed = 4;
+        SpecDecodeStats st;
+        Out got, ref;
+        for (const bool speculate : {false, true}) {
+            EngineConfig c;
+            c.threads = 2;
+            if (speculate) {
+                c.speculative = parse_speculative_config(
+                    R"({"method": "draft_model", "model": "self", "num_speculative_tokens": 3})");
+                c.draft_model = model_;
+            }
+            Engine e(*model_, c, tok_);
+            auto s = e.submit(tok_->encode("Numbers: "), p);
+            e.run_until_idle();
+            (speculate ? got : ref) = drain(*s);
+            if (speculate) st = e.spec_decode_stats();
+        }
+        if (temperature == 0.0f) test::expect_same(got, ref, "greedy under the grammar");
+        EXPECT_EQ(got.text.rfind('[', 0), 0u) << got.text;
+        EXPECT_GT(st.drafts, 0);
+        EXPECT_EQ(st.accepted_tokens, st.draft_tokens) << "temperature " << temperature;
+    }
+}
+
 TEST_F(EngineStructured, ChoiceAndCompleteGrammarEnd) {
     SamplingParams p;
     p.max_tokens = 50;

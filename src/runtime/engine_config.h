@@ -44,6 +44,11 @@ struct EngineConfig {
     // The loaded draft of method draft_model (owned by the caller, outliving the engine): its
     // cache goes in the same pools as the target's (docs/runtime.md#draft-model).
     const KimiModel* draft_model = nullptr;
+    // `bench model`'s verification rows only: every decoding request (up to the speculating
+    // sequences) verifies a full draft of k tokens in every step, with no back-off (an ngram
+    // draft shorter than k is padded with its last token), so that each step is a verification of
+    // 1 + k tokens per sequence. Never set it for serving: the padding is a guess.
+    bool speculative_full_drafts = false;
 };
 
 }   // namespace kimi

@@ -10,7 +10,11 @@ namespace kimi {
 
 Speculator::Speculator(const EngineConfig& c, const CacheSizing& z, int32_t first_slot, int64_t n_sampled,
                        int32_t eos_token_id)
-    : cfg_(c.speculative), first_slot_(first_slot), max_seqs_(n_seqs(c)), max_model_len_(z.max_model_len) {
+    : cfg_(c.speculative),
+      first_slot_(first_slot),
+      max_seqs_(n_seqs(c)),
+      max_model_len_(z.max_model_len),
+      full_drafts_(c.speculative_full_drafts) {
     const SpeculativeConfig& cfg = c.speculative;
     if (cfg.method == SpeculativeConfig::Method::kDraftModel) {
         if (!c.draft_model) throw Error("speculative decoding with a draft model: the draft is not loaded");
@@ -40,7 +44,7 @@ void Speculator::propose(LiveRequests& live) {
         r.draft.clear();
         if (n_drafts == max_seqs_ || r.status != RequestStatus::kRunning || r.n_computed != r.num_tokens() - 1)
             continue;
-        if (r.draft_skip > 0) {
+        if (r.draft_skip > 0 && !full_drafts_) {
             --r.draft_skip;
             continue;
         }
@@ -56,6 +60,11 @@ void Speculator::propose(LiveRequests& live) {
             tokens_.insert(tokens_.end(), r.output.begin(), r.output.end());
             ngram_propose(tokens_, NgramParams{p.min_n, p.max_n, int32_t(std::min<int64_t>(p.k, room))}, max_model_len_,
                           r.draft);
+            if (full_drafts_) {   // bench model: k tokens (within capacity k: no allocation)
+                const int32_t pad = r.draft.empty() ? tokens_.back() : r.draft.back();
+                r.draft.resize(
+                    size_t(std::clamp<int64_t>(max_model_len_ - r.num_tokens(), 0, std::min<int64_t>(p.k, room))), pad);
+            }
         }
         n_drafts += !r.draft.empty();
     }

@@ -45,6 +45,7 @@ public:
 
     // Drafts for the running requests whose next step is one token of decoding (at most n_seqs):
     // ngram's, or for a draft model k placeholders that draft() fills once they are scheduled.
+    // With speculative_full_drafts, every such request gets a draft of k (ngram's padded) every step.
     void propose(LiveRequests& live);
     // A draft model's tokens for the plan's speculating requests (nothing for ngram).
     void draft(Exec& ex, const ScheduleOutput& plan, const CacheManager& cache, const LiveRequests& live) {
@@ -61,6 +62,7 @@ public:
 private:
     SpeculativeConfig cfg_;
     int32_t first_slot_, max_seqs_, max_model_len_;
+    bool full_drafts_;                                       // EngineConfig::speculative_full_drafts (bench model)
     std::unique_ptr<DraftModelProposer> draft_model_;        // method draft_model
     std::vector<int32_t> tokens_;                            // one request's prompt + output (proposer input)
     std::vector<ops::StateCapture> captures_;                // this step's

@@ -126,6 +126,34 @@ TEST_P(Speculative, PrefixCacheHitsStayExact) {
     }
 }
 
+// bench model's verification rows (EngineConfig::speculative_full_drafts): every decode step of
+// every sequence verifies a full draft of k tokens, padded where prompt lookup finds fewer, with
+// no back-off after rejections; the output is still plain decoding's.
+TEST_P(Speculative, FullDraftsVerifyKEveryStepAndStayExact) {
+    std::vector<std::vector<int32_t>> prompts = {prompt(90), test::random_tokens(9, model->config().vocab_size, 91)};
+    const std::vector<Out> ref = run(config(false), prompts);
+    EngineConfig c = config(true);
+    c.speculative_full_drafts = true;
+    Engine e(*model, c);
+    std::vector<std::shared_ptr<RequestStream>> s;
+    for (size_t i = 0; i < prompts.size(); ++i) s.push_back(e.submit(prompts[i], params(i % 2 == 0)));   // as run()
+    int64_t full_steps = 0, short_steps = 0;
+    while (e.step()) {
+        const EngineStepStats& st = e.last_step();
+        if (st.n_prefill_tokens > 0) continue;
+        ++(st.n_tokens == st.n_decode_seqs * (1 + 4) ? full_steps : short_steps);
+    }
+    EXPECT_GT(full_steps, 3);
+    // a draft stops short only where max_tokens leaves less room: the last 4 tokens of each reply
+    EXPECT_LE(short_steps, 2 * 4);
+    const SpecDecodeStats& sd = e.spec_decode_stats();
+    EXPECT_LT(sd.accepted_tokens, sd.draft_tokens) << "padded drafts are rejected at times";
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        const Out o = test::drain(*s[i]);
+        expect_same(o, ref[i], "full drafts, request " + std::to_string(i));
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Presets, Speculative, ::testing::Values("tiny", "k3-tiny"));
 
 }   // namespace

@@ -300,13 +300,19 @@ void write_decode_ab_plot(const std::string& path, const std::vector<PlotSeries>
 
 void write_line_plot(const std::string& path, const std::string& title, const std::string& x_label,
                      const std::string& y_label, const std::vector<PlotSeries>& series) {
-    Canvas c(640, 420);
-    double x0, x1, y0, y1;
-    bounds(series, x0, x1, y0, y1);
-    Axes a{c, 80, 70, 520, 290, x0, x1, y0, y1};
-    a.draw(title, x_label, y_label);
-    draw_lines(a, series);
-    a.legend(series);
+    write_line_plots(path, {LineChart{title, x_label, y_label, series}});
+}
+
+void write_line_plots(const std::string& path, const std::vector<LineChart>& charts) {
+    Canvas c(640 * std::max<int>(1, int(charts.size())), 420);
+    for (size_t i = 0; i < charts.size(); ++i) {
+        double x0, x1, y0, y1;
+        bounds(charts[i].series, x0, x1, y0, y1);
+        Axes a{c, 80 + 640 * int(i), 70, 520, 290, x0, x1, y0, y1};
+        a.draw(charts[i].title, charts[i].x_label, charts[i].y_label);
+        draw_lines(a, charts[i].series);
+        a.legend(charts[i].series);
+    }
     c.write_png(path);
 }
 

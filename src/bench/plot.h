@@ -22,4 +22,11 @@ void write_decode_ab_plot(const std::string& path, const std::vector<PlotSeries>
 void write_line_plot(const std::string& path, const std::string& title, const std::string& x_label,
                      const std::string& y_label, const std::vector<PlotSeries>& series);
 
+// Line charts side by side in one image — bench model's decode rows and speculation curves.
+struct LineChart {
+    std::string title, x_label, y_label;
+    std::vector<PlotSeries> series;
+};
+void write_line_plots(const std::string& path, const std::vector<LineChart>& charts);
+
 }   // namespace kimi::bench

@@ -191,6 +191,70 @@ class BenchModel(unittest.TestCase):
         self.assertIn("| pp16 |", out)
         self.assertEqual(open(png, "rb").read(4), b"\x89PNG")
 
+    def test_speculative_curve(self):
+        js, png = os.path.join(WORK, "model_spec.json"), os.path.join(WORK, "model_spec.png")
+        rc, out, err = run("bench", "model", "--model", MODEL, "--prompt-lens", "8", "--batches", "1,2",
+                           "--contexts", "0,20", "--reps", "2", "--decode-steps", "3", "--threads", "2",
+                           "--spec-prompt-len", "7", "--repeat-prompt", "4", "--spec-output-len", "12",
+                           "--json", js, "--plot", png, "--speculative-config",
+                           '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_min":1,"prompt_lookup_max":2}')
+        self.assertEqual(rc, 0, err)
+        j = json.load(open(js))
+        self.assertEqual(j["speculative_config"], "ngram, k=3, n-grams 1..2")
+        self.assertEqual(len(j["decode"]), 4)
+        for row in j["decode"]:
+            sp = row["speculative"]
+            self.assertEqual(sp["k"], 3)
+            self.assertEqual(sp["speculating_seqs"], row["batch"])
+            self.assertEqual(sp["verify_tokens_per_step"], 4 * row["batch"])
+            v = sp["verify_step_ms"]
+            self.assertTrue(0 < v["min"] <= v["median"] <= v["max"])
+            self.assertTrue(0 <= sp["verify_acceptance_rate"] <= 1)
+            curve = sp["curve"]
+            self.assertEqual([round(p["alpha"], 9) for p in curve], [i / 10 for i in range(11)])
+            e = [p["expected_tokens_per_step"] for p in curve]
+            self.assertAlmostEqual(e[0], 1.0)
+            self.assertAlmostEqual(e[-1], 4.0)
+            self.assertAlmostEqual(e[5], (1 - 0.5 ** 4) / 0.5)
+            self.assertTrue(all(a < b for a, b in zip(e, e[1:])), e)   # monotone in alpha
+            plain_ms, verify_ms = row["step_ms"]["median"], v["median"]
+            for p in curve:   # speedup = B·E / verify against B / plain (every sequence speculates)
+                self.assertAlmostEqual(p["speedup"], p["expected_tokens_per_step"] * plain_ms / verify_ms, places=6)
+                self.assertAlmostEqual(p["tokens_per_s"], 1e3 * row["batch"] * p["expected_tokens_per_step"] / verify_ms,
+                                       delta=1e-6 * p["tokens_per_s"])
+            if verify_ms > plain_ms:
+                self.assertLess(curve[0]["speedup"], 1)
+            x = sp["crossover_acceptance"]
+            if x is None:
+                self.assertLess(curve[-1]["speedup"], 1)
+            else:
+                self.assertTrue(0 <= x <= 1, x)
+                if x > 0:   # break-even there: E(x) = verify / plain
+                    self.assertAlmostEqual(sp["crossover_mean_acceptance_length"], verify_ms / plain_ms, places=6)
+                    self.assertAlmostEqual((1 - x ** 4) / (1 - x), verify_ms / plain_ms, places=6)
+        e2e = j["speculative_end_to_end"]
+        self.assertEqual((e2e["concurrency"], e2e["prompt_tokens"], e2e["repeat_prompt"]), (1, 28, 4))
+        self.assertEqual((e2e["runs"], e2e["output_len"]), (2, 12))
+        sd = e2e["spec_decode"]
+        # a random model seldom repeats itself, so drafts may be few
+        self.assertLessEqual(sd["num_accepted_tokens"], sd["num_draft_tokens"])
+        self.assertLessEqual(sd["num_draft_tokens"], 3 * sd["num_drafts"])
+        if sd["num_drafts"]:
+            self.assertAlmostEqual(sd["acceptance_rate"], sd["num_accepted_tokens"] / sd["num_draft_tokens"])
+            self.assertAlmostEqual(sd["mean_acceptance_length"], 1 + sd["num_accepted_tokens"] / sd["num_drafts"])
+        for name in ("plain", "speculative"):
+            self.assertEqual(e2e[name]["completed"], 2)
+            self.assertGreater(e2e[name + "_tokens_per_s"], 0)
+        self.assertAlmostEqual(e2e["speedup"], e2e["speculative_tokens_per_s"] / e2e["plain_tokens_per_s"])
+        self.assertIn("| tg3 b2 @ d20 |", out.split("speculation (ngram")[1])
+        self.assertIn("end to end (batch 1", out)
+        self.assertEqual(open(png, "rb").read(4), b"\x89PNG")
+        # a token budget too small for the largest verification step is a clear error
+        rc, _, err = run("bench", "model", "--model", MODEL, "--batches", "2", "--max-num-batched-tokens", "6",
+                         "--speculative-config", '{"method":"ngram","num_speculative_tokens":3}')
+        self.assertEqual(rc, 1)
+        self.assertIn("8 tokens", err)
+
     def test_compare_torch(self):
         js = os.path.join(WORK, "model_torch.json")
         rc, out, err = run("bench", "model", "--model", MODEL, "--prompt-lens", "8", "--batches", "1,2",

@@ -9,6 +9,9 @@
 // after a context).
 // --reps repetitions with min/median/max; a table, --json and --plot. --compare-torch then
 // runs the PyTorch eager bf16 baseline over the same matrix and reports the speedup per row.
+// --speculative-config adds to every decode row its verification step (1 + k tokens per
+// sequence), timed interleaved with the plain steps, the expected tokens/s against acceptance
+// and the crossover; and one end-to-end point, plain against speculative (bench_model_spec.h).
 #include <sys/resource.h>
 
 #include <chrono>
@@ -22,11 +25,13 @@
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/matmul_kernel.h"
 #include "bench/plot.h"
+#include "bench_model_spec.h"
 #include "bench/stats.h"
 #include "commands.h"
 #include "core/error.h"
 #include "dist/comm.h"
 #include "core/rng.h"
+#include "decode_cohort.h"
 #include "engine_options.h"
 #include "machine_limits.h"
 #include "runtime/step_traffic.h"
@@ -76,6 +81,153 @@ void run_until_tokens(Engine& e, std::vector<std::shared_ptr<RequestStream>>& ss
         if (!e.step()) throw Error("internal: the engine went idle early");
     }
 }
+
+using Streams = std::vector<std::shared_ptr<RequestStream>>;
+
+// The prompts on one engine, prefilled (untimed) until every sequence decodes.
+Streams start_decoding(Engine& e, const std::vector<std::vector<int32_t>>& prompts, const SamplingParams& sp) {
+    Streams ss;
+    for (const auto& p : prompts) ss.push_back(e.submit(p, sp));
+    std::vector<int64_t> got(ss.size(), 0);
+    run_until_tokens(e, ss, got, 1);
+    return ss;
+}
+
+void stop_decoding(Engine& e, Streams& ss) {
+    for (auto& st : ss) e.cancel(st->id());
+    e.run_until_idle();
+}
+
+// The seconds of `steps` engine steps, each checked to be a pure decode step of the whole batch
+// of b sequences running `tokens` tokens in all (b; b + s·k for a verification step).
+double timed_steps(Engine& e, int64_t steps, int32_t b, int32_t tokens) {
+    const double t0 = now_s();
+    for (int64_t k = 0; k < steps; ++k) {
+        e.step();
+        const EngineStepStats& st = e.last_step();
+        if (st.n_decode_seqs != b || st.n_prefill_tokens != 0)
+            throw Error("internal: a measured step was not a pure decode step of the whole batch");
+        if (st.n_tokens != tokens)
+            throw Error("bench model: a measured step ran " + std::to_string(st.n_tokens) + " tokens, not " +
+                        std::to_string(tokens) +
+                        (tokens > b ? " (the cache cut the drafts: raise --cache-memory)" : ""));
+    }
+    return now_s() - t0;
+}
+
+// Sequences whose prefill ends early decode while the others still prefill: room for that skew
+// (in steps), so that every sequence is still decoding in the measured steps.
+int64_t skew_steps(int64_t b, int64_t d, int64_t budget) {
+    return (b * std::max<int64_t>(d, 1) + budget - 1) / budget + 2;
+}
+
+// What every decode row shares: the engines (verify: the one whose steps verify full drafts,
+// with --speculative-config), the bandwidth probe, the progress.
+struct DecodeRows {
+    Engine& engine;
+    Engine* verify;
+    const KimiModel& model;
+    const EngineConfig& cfg;
+    int64_t steps, reps;
+    int32_t k, spec_seqs;   // draft tokens; sequences that may speculate in one step
+    const ProbeBuffer& probe;
+    ThreadPool& pool;
+    BandwidthSamples& bws;
+    Progress& bar;
+    double& done;
+    double total;
+};
+
+// The plain steps' figures of a row (its `reps` times, the usage and communication of them only).
+struct PlainTimes {
+    std::vector<double> tps, step_ms;
+    Usage usage;
+};
+
+// The row's `speculative` object: its verification times against the plain median.
+J verify_json(const DecodeRows& R, int32_t b, const std::vector<double>& verify_ms, double plain_ms,
+              const SpecDecodeStats& before) {
+    const SpecDecodeStats& after = R.verify->spec_decode_stats();
+    const int64_t dt = after.draft_tokens - before.draft_tokens;
+    const int32_t s = std::min(b, R.spec_seqs);
+    const J v = mmm(verify_ms);
+    J out = {
+        {"k", R.k},
+        {"speculating_seqs", s},
+        {"verify_tokens_per_step", b + s * R.k},
+        {"verify_step_ms", v},
+        {"verify_step_includes",
+         R.cfg.draft_model ? "the draft model's steps" : "the ngram lookup (the draft's cost is in the step)"},
+        {"verify_acceptance_rate", dt ? double(after.accepted_tokens - before.accepted_tokens) / double(dt) : 0.0}};
+    const J curve = speculation_curve(plain_ms, v["median"].get<double>(), b, s, R.k);
+    for (const auto& [key, val] : curve.items()) out[key] = val;
+    return out;
+}
+
+// One decode row: B sequences with D cached tokens each (the first from the prefix cache where a
+// prefill row left it), `reps` × `steps` plain steps, and as many verification steps interleaved.
+J decode_row(DecodeRows& R, int32_t b, int32_t d, std::vector<std::vector<int32_t>> prompts) {
+    sample_bandwidth(R.probe, R.pool, 2, R.bws);
+    const double row_gbs = 0.5 * (R.bws.gbs.end()[-1] + R.bws.gbs.end()[-2]);
+    SamplingParams sp;
+    sp.temperature = 0;
+    sp.ignore_eos = true;
+    sp.max_tokens = int32_t(1 + R.steps * R.reps + skew_steps(b, d, R.cfg.max_num_batched_tokens));
+    Streams ss = start_decoding(R.engine, prompts, sp), vs;
+    sp.max_tokens *= R.k + 1;   // a verification may accept every draft token
+    if (R.verify) vs = start_decoding(*R.verify, prompts, sp);
+    const SpecDecodeStats v0 = R.verify ? R.verify->spec_decode_stats() : SpecDecodeStats{};
+    PlainTimes pt;
+    std::vector<double> verify_ms;
+    dist::Comm& comm = dist::Comm::world();
+    comm.reset_stats();   // a split model: rank 0's time in collectives (waiting included) and bytes sent
+    for (int64_t r = 0; r < R.reps; ++r) {
+        for (int64_t i = 0; i < (R.verify ? 2 : 1); ++i) {   // plain and verify, alternating who goes first
+            if (R.verify && (r + i) % 2 == 1) {
+                const int32_t tokens = b + std::min(b, R.spec_seqs) * R.k;
+                verify_ms.push_back(1e3 * timed_steps(*R.verify, R.steps, b, tokens) / double(R.steps));
+                continue;
+            }
+            const Usage u0 = usage_now();
+            const double dt = timed_steps(R.engine, R.steps, b, b);
+            const Usage u1 = usage_now();
+            pt.usage.faults += u1.faults - u0.faults;
+            pt.usage.sys_s += u1.sys_s - u0.sys_s;
+            pt.tps.push_back(double(b) * double(R.steps) / dt);
+            pt.step_ms.push_back(1e3 * dt / double(R.steps));
+        }
+        R.bar.update(++R.done, R.total, "runs");
+    }
+    const double n_steps = double(R.steps * R.reps);
+    const double comm_ms = 1e3 * comm.stats().seconds / n_steps;
+    const double comm_bytes = double(comm.stats().bytes_sent) / n_steps;
+    double wall_s = 0;
+    for (double ms : pt.step_ms) wall_s += ms * 1e-3 * double(R.steps);
+    stop_decoding(R.engine, ss);
+    const StepTraffic tr = decode_step_traffic(R.model, b, d + 1 + R.steps * R.reps / 2, R.cfg.kv_cache_bf16);
+    const J s = mmm(pt.tps), st = mmm(pt.step_ms);
+    const double ms = st["median"].get<double>();
+    J row = {{"test", "tg" + std::to_string(R.steps) + " b" + std::to_string(b) + " @ d" + std::to_string(d)},
+             {"batch", b},
+             {"context", d},
+             {"tokens_per_s", s},
+             {"step_ms", st},
+             {"bytes_per_step", tr.total_bytes()},
+             {"weight_bytes", tr.weight_bytes},
+             {"cache_bytes", tr.cache_bytes},
+             {"probe_gbs", row_gbs},
+             {"page_faults_per_step", pt.usage.faults / n_steps},
+             {"sys_pct", 100.0 * pt.usage.sys_s / (wall_s * double(R.cfg.threads))},
+             {"compute_ms_per_step", ms - comm_ms},
+             {"comm_ms_per_step", comm_ms},
+             {"comm_bytes_per_step", comm_bytes},
+             {"comm_share", comm_ms / ms}};
+    if (R.verify) {
+        row["speculative"] = verify_json(R, b, verify_ms, ms, v0);
+        stop_decoding(*R.verify, vs);
+    }
+    return row;
+}
 }   // namespace
 
 int cmd_bench_model(int argc, char** argv) {
@@ -92,12 +244,18 @@ int cmd_bench_model(int argc, char** argv) {
     torch_opt.script = args.str("--torch-script", default_torch_script());
     torch_opt.python = args.str("--python", torch_opt.python);
     const bool explicit_budget = args.has("--max-num-batched-tokens");
+    // --speculative-config's end-to-end point: bench decode's workload (a random prompt repeated)
+    const int64_t repeat = args.integer("--repeat-prompt", 4, 1, 64);
+    const int64_t spec_prompt = args.integer("--spec-prompt-len", 32, 1, 1 << 16);
+    const int64_t spec_out = args.integer("--spec-output-len", 32, 2, 1 << 16);
     const EngineOptions eo = parse_engine_options(args);
-    if (eo.cfg.speculative.enabled())   // its timed steps are one token per sequence
-        throw Error("bench model: --speculative-config is not measured here yet (generate and serve take it)");
+    const bool spec = eo.cfg.speculative.enabled();
+    const int32_t k = spec ? eo.cfg.speculative.num_speculative_tokens : 0;
     EngineConfig cfg = eo.cfg;
+    cfg.speculative = SpeculativeConfig{};   // the plain engine's; the speculating ones get it back
     args.done();
     if (compare_torch && eo.shard.split()) throw Error("bench model --compare-torch runs in one process");
+    if (spec && eo.shard.split()) throw Error("bench model --speculative-config runs in one process");
     if (steps < 1 || reps < 1 || reps > 100) throw Error("--decode-steps >= 1 and --reps in [1, 100]");
     for (int32_t v : prompt_lens)
         if (v < 1) throw Error("--prompt-lens must be >= 1");
@@ -115,15 +273,28 @@ int cmd_bench_model(int argc, char** argv) {
     const int32_t max_p = *std::max_element(prompt_lens.begin(), prompt_lens.end());
     cfg.max_num_seqs = std::max(cfg.max_num_seqs, max_b);
     if (!explicit_budget) cfg.max_num_batched_tokens = std::max(cfg.max_num_batched_tokens, max_p);
-    // Sequences whose prefill ends early decode while the others still prefill: give them room
-    // for that skew so that every sequence is still decoding in the measured steps.
-    auto skew = [&](int64_t b, int64_t d) {
-        return (b * std::max<int64_t>(d, 1) + cfg.max_num_batched_tokens - 1) / cfg.max_num_batched_tokens + 2;
-    };
-    cfg.max_model_len =
-        std::max<int32_t>(cfg.max_model_len, int32_t(max_ctx + 1 + steps * reps + skew(max_b, max_ctx) + 2));
+    // room for the measured steps (k + 1 tokens each where a verification accepts every draft)
+    const int64_t growth = int64_t(k + 1) * (1 + steps * reps + skew_steps(max_b, max_ctx, cfg.max_num_batched_tokens));
+    cfg.max_model_len = std::max<int32_t>(cfg.max_model_len, int32_t(max_ctx + growth + 2));
     cfg.max_model_len = std::max(cfg.max_model_len, max_ctx + max_p + 2);
+    if (spec) cfg.max_model_len = std::max<int32_t>(cfg.max_model_len, int32_t(spec_prompt * repeat + spec_out + 2));
+    const auto draft = load_draft_model(eo, *model, model_dir, quiet);
+    EngineConfig spec_cfg = cfg;
+    spec_cfg.speculative = eo.cfg.speculative;
+    spec_cfg.draft_model = draft.get();
+    EngineConfig verify_cfg = spec_cfg;
+    verify_cfg.speculative_full_drafts = true;
+    const int32_t spec_seqs = Speculator::n_seqs(spec_cfg);
+    const int32_t verify_tokens = max_b + std::min(max_b, spec_seqs) * k;   // the largest verification step
+    if (spec && !explicit_budget)
+        verify_cfg.max_num_batched_tokens = std::max(verify_cfg.max_num_batched_tokens, verify_tokens);
+    if (spec && verify_cfg.max_num_batched_tokens < verify_tokens)
+        throw Error(
+            "bench model --speculative-config: --max-num-batched-tokens must hold a verification step of the "
+            "largest batch (" +
+            std::to_string(verify_tokens) + " tokens)");
     Engine engine(*model, cfg);
+    std::unique_ptr<Engine> verify = spec ? std::make_unique<Engine>(*model, verify_cfg) : nullptr;
     if (!engine.leads()) {   // another rank of a split model (mpirun): rank 0's steps
         engine.follow();
         return 0;
@@ -147,8 +318,10 @@ int cmd_bench_model(int argc, char** argv) {
     std::vector<int32_t> long_contexts;   // prefill rows after a cached context
     for (int32_t d : contexts)
         if (d > 0) long_contexts.push_back(d);
+    const int32_t min_b = *std::min_element(batches.begin(), batches.end());
     const double total =
-        double(prompt_lens.size() * (1 + long_contexts.size()) + batches.size() * contexts.size()) * double(reps);
+        double(prompt_lens.size() * (1 + long_contexts.size()) + batches.size() * contexts.size()) * double(reps) +
+        (spec ? 2.0 * double(reps + 1) : 0.0);
     double done = 0;
     // prefill: from an empty context; prefill_ctx: after a cached one (its own key, so the
     // context-0 rows keep their meaning for readers of the JSON)
@@ -225,65 +398,24 @@ int cmd_bench_model(int argc, char** argv) {
     for (int32_t p : prompt_lens) prefill_row(p, 0);
     for (int32_t d : long_contexts)
         for (int32_t p : prompt_lens) prefill_row(p, d);
+    DecodeRows rows{engine, verify.get(), *model, cfg, steps, reps, k, spec_seqs, probe, pool, bws, bar, done, total};
     for (int32_t d : contexts) {
         for (int32_t b : batches) {
-            sample_bandwidth(probe, pool, 2, bws);
-            const double row_gbs = 0.5 * (bws.gbs.end()[-1] + bws.gbs.end()[-2]);
-            SamplingParams sp;
-            sp.temperature = 0;
-            sp.ignore_eos = true;
-            sp.max_tokens = int32_t(1 + steps * reps + skew(b, d));
-            std::vector<std::shared_ptr<RequestStream>> ss;
+            std::vector<std::vector<int32_t>> prompts;
             for (int32_t i = 0; i < b; ++i) {
                 const bool cached = i == 0 && d > 0 && contexts_of.count(d);
-                ss.push_back(engine.submit(cached ? contexts_of[d] : random_ids(rng, std::max(d, 1), vocab), sp));
+                prompts.push_back(cached ? contexts_of[d] : random_ids(rng, std::max(d, 1), vocab));
             }
-            std::vector<int64_t> got(ss.size(), 0);
-            run_until_tokens(engine, ss, got, 1);   // prefill (not timed)
-            std::vector<double> tps, step_ms;
-            const Usage u0 = usage_now();
-            comm.reset_stats();   // a split model: rank 0's time in collectives (waiting included) and bytes sent
-            for (int64_t r = 0; r < reps; ++r) {
-                const double t0 = now_s();
-                for (int64_t k = 0; k < steps; ++k) {
-                    engine.step();
-                    if (engine.last_step().n_decode_seqs != b || engine.last_step().n_prefill_tokens != 0)
-                        throw Error("internal: a measured step was not a pure decode step of the whole batch");
-                }
-                const double dt = now_s() - t0;
-                tps.push_back(double(b) * double(steps) / dt);
-                step_ms.push_back(1e3 * dt / double(steps));
-                bar.update(++done, total, "runs");
-            }
-            const Usage u1 = usage_now();
-            const double comm_ms = 1e3 * comm.stats().seconds / double(steps * reps);
-            const double comm_bytes = double(comm.stats().bytes_sent) / double(steps * reps);
-            double wall_s = 0;
-            for (double ms : step_ms) wall_s += ms * 1e-3 * double(steps);
-            const double faults_per_step = (u1.faults - u0.faults) / double(steps * reps);
-            const double sys_pct = 100.0 * (u1.sys_s - u0.sys_s) / (wall_s * double(cfg.threads));
-            for (auto& st : ss) engine.cancel(st->id());
-            engine.run_until_idle();
-            const StepTraffic tr = decode_step_traffic(*model, b, d + 1 + steps * reps / 2, cfg.kv_cache_bf16);
-            const J s = mmm(tps), st = mmm(step_ms);
-            const std::string name =
-                "tg" + std::to_string(steps) + " b" + std::to_string(b) + " @ d" + std::to_string(d);
-            decode.push_back({{"test", name},
-                              {"batch", b},
-                              {"context", d},
-                              {"tokens_per_s", s},
-                              {"step_ms", st},
-                              {"bytes_per_step", tr.total_bytes()},
-                              {"weight_bytes", tr.weight_bytes},
-                              {"cache_bytes", tr.cache_bytes},
-                              {"probe_gbs", row_gbs},
-                              {"page_faults_per_step", faults_per_step},
-                              {"sys_pct", sys_pct},
-                              {"compute_ms_per_step", st["median"].get<double>() - comm_ms},
-                              {"comm_ms_per_step", comm_ms},
-                              {"comm_bytes_per_step", comm_bytes},
-                              {"comm_share", comm_ms / st["median"].get<double>()}});
+            decode.push_back(decode_row(rows, b, d, std::move(prompts)));
         }
+    }
+    J e2e = nullptr;   // --speculative-config: plain against speculative decoding, end to end
+    if (spec) {
+        verify.reset();   // its cache goes before the speculating engine's comes
+        Engine spec_engine(*model, spec_cfg);
+        e2e = spec_end_to_end(engine, spec_engine, cohort_prompts(rng, vocab, min_b, 0, spec_prompt, repeat),
+                              int32_t(spec_out), 1, reps, [&] { bar.update(++done, total, "runs"); });
+        e2e["repeat_prompt"] = repeat;
     }
     sample_bandwidth(probe, pool, 2, bws);
     bar.finish();
@@ -331,6 +463,7 @@ int cmd_bench_model(int argc, char** argv) {
         "min %.1f, max %.1f), %s peak %.1f GFLOP/s (%d threads); weights: %s\n",
         bw, bws.gbs.size(), bws.min(), bws.max(), isa.c_str(), peak, cfg.threads,
         file_memory_name(model->store().file_memory()));
+    if (spec) print_speculation(decode, e2e, spec_cfg.speculative.describe());
     J torch_info = nullptr;
     if (compare_torch) {
         torch_opt.model_dir = model_dir;
@@ -373,6 +506,10 @@ int cmd_bench_model(int argc, char** argv) {
              {"prefill_after_context", prefill_ctx},
              {"decode", decode}};
     if (compare_torch) out["torch"] = torch_info;
+    if (spec) {
+        out["speculative_config"] = spec_cfg.speculative.describe();
+        out["speculative_end_to_end"] = e2e;
+    }
     if (!json_path.empty()) {
         std::ofstream f(json_path);
         if (!f) throw Error(json_path + ": cannot create");
@@ -398,7 +535,9 @@ int cmd_bench_model(int argc, char** argv) {
                         {double(row["batch"].get<int>()), row["torch_tokens_per_s"]["median"].get<double>()});
             series.push_back(std::move(s));
         }
-        bench::write_line_plot(plot_path, "decode tokens/s by batch", "batch", "tokens/s", series);
+        std::vector<bench::LineChart> charts = {{"decode tokens/s by batch", "batch", "tokens/s", std::move(series)}};
+        if (spec) charts.push_back(speculation_chart(decode));
+        bench::write_line_plots(plot_path, charts);
     }
     return 0;
 }

@@ -249,6 +249,18 @@ class BenchModel(unittest.TestCase):
         self.assertIn("| tg3 b2 @ d20 |", out.split("speculation (ngram")[1])
         self.assertIn("end to end (batch 1", out)
         self.assertEqual(open(png, "rb").read(4), b"\x89PNG")
+        # method draft_model, the model as its own draft: the draft's steps are in the verification
+        # step, and greedy drafts of the same weights are always accepted
+        rc, _, err = run("bench", "model", "--model", MODEL, "--prompt-lens", "8", "--batches", "1", "--contexts", "0",
+                         "--reps", "1", "--decode-steps", "2", "--threads", "2", "--spec-output-len", "8", "--quiet",
+                         "--json", js, "--speculative-config",
+                         json.dumps({"method": "draft_model", "model": MODEL, "num_speculative_tokens": 2}))
+        self.assertEqual(rc, 0, err)
+        j = json.load(open(js))
+        self.assertIn("draft model", j["decode"][0]["speculative"]["verify_step_includes"])
+        sd = j["speculative_end_to_end"]["spec_decode"]
+        self.assertGreater(sd["num_drafts"], 0)
+        self.assertEqual(sd["num_accepted_tokens"], sd["num_draft_tokens"])
         # a token budget too small for the largest verification step is a clear error
         rc, _, err = run("bench", "model", "--model", MODEL, "--batches", "2", "--max-num-batched-tokens", "6",
                          "--speculative-config", '{"method":"ngram","num_speculative_tokens":3}')

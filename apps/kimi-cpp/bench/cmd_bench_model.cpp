@@ -157,7 +157,7 @@ J verify_json(const DecodeRows& R, int32_t b, const std::vector<double>& verify_
         {"verify_tokens_per_step", b + s * R.k},
         {"verify_step_ms", v},
         {"verify_step_includes",
-         R.cfg.draft_model ? "the draft model's steps" : "the ngram lookup (the draft's cost is in the step)"},
+         R.verify->config().draft_model ? "the draft model's catch-up and k - 1 draft steps" : "the ngram lookup"},
         {"verify_acceptance_rate", dt ? double(after.accepted_tokens - before.accepted_tokens) / double(dt) : 0.0}};
     const J curve = speculation_curve(plain_ms, v["median"].get<double>(), b, s, R.k);
     for (const auto& [key, val] : curve.items()) out[key] = val;

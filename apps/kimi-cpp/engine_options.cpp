@@ -124,6 +124,20 @@ EngineOptions parse_engine_options(ArgParser& args) {
     return o;
 }
 
+std::vector<std::pair<int32_t, float>> parse_logit_bias(ArgParser& args) {
+    std::vector<std::pair<int32_t, float>> out;
+    for (const auto& b : args.list("--logit-bias")) {
+        const size_t eq = b.find('=');
+        if (eq == std::string::npos) throw Error("--logit-bias wants ID=BIAS, got '" + b + "'");
+        const int64_t id = parse_int("--logit-bias id", b.substr(0, eq));
+        if (id < 0 || id > INT32_MAX) throw Error("--logit-bias: token id out of range: " + b.substr(0, eq));
+        const double bias = parse_real("--logit-bias bias", b.substr(eq + 1));
+        if (!(std::fabs(bias) <= 100.0)) throw Error("logit_bias values must be in [-100, 100]");
+        out.push_back({int32_t(id), float(bias)});
+    }
+    return out;
+}
+
 SamplingParams parse_sampling_options(ArgParser& args, const SamplingParams& defaults) {
     SamplingParams p = defaults;
     const auto n = args.opt("-n"), m = args.opt("--max-tokens");
@@ -144,13 +158,7 @@ SamplingParams parse_sampling_options(ArgParser& args, const SamplingParams& def
     }
     for (auto& s : args.list("--stop")) p.stop.push_back(std::move(s));
     if (auto s = args.opt("--stop-token-ids")) p.stop_token_ids = parse_int_list("--stop-token-ids", *s);
-    for (const auto& b : args.list("--logit-bias")) {
-        const size_t eq = b.find('=');
-        if (eq == std::string::npos) throw Error("--logit-bias wants ID=BIAS, got '" + b + "'");
-        const int64_t id = parse_int("--logit-bias id", b.substr(0, eq));
-        if (id < 0 || id > INT32_MAX) throw Error("--logit-bias: token id out of range: " + b.substr(0, eq));
-        p.logit_bias.push_back({int32_t(id), float(parse_real("--logit-bias bias", b.substr(eq + 1)))});
-    }
+    for (const auto& b : parse_logit_bias(args)) p.logit_bias.push_back(b);
     if (args.flag("--ignore-eos")) p.ignore_eos = true;
     if (args.flag("--include-special")) p.skip_special_tokens = false;
     p.logprobs = int32_t(std::clamp<int64_t>(args.integer("--logprobs", p.logprobs), -2, 1 << 20));

@@ -44,6 +44,8 @@ struct EngineOptions {
 Shard parse_shard_options(ArgParser& args);
 EngineOptions parse_engine_options(ArgParser& args);
 SamplingParams parse_sampling_options(ArgParser& args, const SamplingParams& defaults);
+// --logit-bias ID=BIAS (repeatable; |BIAS| <= 100), as parse_sampling_options reads it.
+std::vector<std::pair<int32_t, float>> parse_logit_bias(ArgParser& args);
 void check_sampling_params(const SamplingParams& p);   // throws kimi::Error naming the parameter
 
 // Loads the model, drawing "load [####....]" on a terminal unless quiet.

@@ -107,6 +107,20 @@ class BenchDecode(unittest.TestCase):
                          '{"method": "ngram", "num_speculative_tokens": 2}')
         self.assertEqual(rc, 1)
         self.assertIn("not both", err)
+        # one favoured token: the output repeats it, prompt lookup drafts it and every draft is kept
+        rc, out, err = run("bench", "decode", "--model", MODEL, "--concurrency", "1", "--prefix-len", "0",
+                           "--suffix-len", "8", "--output-len", "24", "--warmup", "0", "--runs", "1", "--json", js,
+                           "--logit-bias", "3=40", "--speculative-config",
+                           '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1, "prompt_lookup_max": 2}')
+        self.assertEqual(rc, 0, err)
+        j = json.load(open(js))
+        self.assertEqual(j["config"]["logit_bias"], {"3": 40.0})
+        sd = j["variants"]["speculative"]["spec_decode"]
+        self.assertGreater(sd["num_drafts"], 0)
+        self.assertEqual(sd["num_accepted_tokens"], sd["num_draft_tokens"])
+        rc, _, err = run("bench", "decode", "--model", MODEL, "--logit-bias", "3=400")
+        self.assertEqual(rc, 1)
+        self.assertIn("logit_bias", err)
 
     def test_single_variant_and_bad_flags(self):
         rc, out, err = run("bench", "decode", "--model", MODEL, "--attn-output", "copy", "--concurrency", "2",

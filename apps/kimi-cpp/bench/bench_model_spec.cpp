@@ -52,13 +52,14 @@ J speculation_curve(double plain_ms, double verify_ms, int32_t b, int32_t s, int
 }
 
 J spec_end_to_end(Engine& plain, Engine& spec, const std::vector<std::vector<int32_t>>& prompts, int32_t output_len,
-                  int64_t warmup, int64_t runs, const std::function<void()>& on_run) {
+                  int64_t warmup, int64_t runs, const std::function<void()>& on_run,
+                  std::span<const std::pair<int32_t, float>> logit_bias) {
     std::vector<RunResult> got[2];
     Engine* engines[2] = {&plain, &spec};
     for (int64_t run = 0; run < warmup + runs; ++run)
         for (int64_t i = 0; i < 2; ++i) {
             const size_t v = size_t((run + i) % 2);   // alternate who goes first
-            RunResult r = run_cohort(*engines[v], prompts, output_len);
+            RunResult r = run_cohort(*engines[v], prompts, output_len, logit_bias);
             if (run >= warmup) got[v].push_back(std::move(r));
             on_run();
         }

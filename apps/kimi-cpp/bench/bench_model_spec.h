@@ -10,6 +10,8 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -32,10 +34,12 @@ nlohmann::ordered_json speculation_curve(double plain_ms, double verify_ms, int3
 
 // The end-to-end point: `warmup` + `runs` cohorts of `prompts` (output_len tokens each) on each
 // engine, interleaved with the order alternating; on_run after each. Per variant bench decode's
-// figures, the speculating engine's spec_decode, decode tokens/s and the speedup.
+// figures, the speculating engine's spec_decode, decode tokens/s and the speedup. logit_bias:
+// the requests' (--logit-bias: an output that repeats).
 nlohmann::ordered_json spec_end_to_end(Engine& plain, Engine& spec, const std::vector<std::vector<int32_t>>& prompts,
                                        int32_t output_len, int64_t warmup, int64_t runs,
-                                       const std::function<void()>& on_run);
+                                       const std::function<void()>& on_run,
+                                       std::span<const std::pair<int32_t, float>> logit_bias = {});
 
 // The human-readable lines: one table row per decode row, then the end-to-end point.
 void print_speculation(const nlohmann::ordered_json& decode, const nlohmann::ordered_json& e2e,

@@ -9,7 +9,8 @@
 // --speculative-config the A/B is plain decoding against speculative decoding instead (same
 // weights, interleaved), and the speculative variant adds its acceptance rate and mean accepted
 // length (vLLM's: 1 + accepted / drafts); --repeat-prompt N makes each prompt its random part
-// repeated N times, the workload where prompt lookup pays (a model continues the repetition).
+// repeated N times, the workload where prompt lookup pays (a model continues the repetition);
+// --logit-bias ID=BIAS (repeatable) favours tokens, so a random model's output repeats too.
 // Prints a markdown table, writes --json and --plot (PNG).
 #include <chrono>
 #include <cstdio>
@@ -32,6 +33,13 @@
 namespace kimi::app {
 
 namespace {
+// --logit-bias as {"ID": BIAS} (the OpenAI field's shape).
+nlohmann::ordered_json bias_json(std::span<const std::pair<int32_t, float>> bias) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::object();
+    for (const auto& [id, b] : bias) j[std::to_string(id)] = b;
+    return j;
+}
+
 using J = nlohmann::ordered_json;
 
 struct Variant {
@@ -67,6 +75,7 @@ int cmd_bench_decode(int argc, char** argv) {
     const bool explicit_budget = args.has("--max-num-batched-tokens");
     const auto prefix_caching = args.opt("--prefix-caching");   // on|off: the seed's cohort ran with it on
     const int64_t repeat = args.integer("--repeat-prompt", 1, 1, 64);
+    const std::vector<std::pair<int32_t, float>> bias = parse_logit_bias(args);
     const EngineOptions eo = parse_engine_options(args);
     const bool spec = eo.cfg.speculative.enabled();
     if (spec && ab) throw Error("give --ab (direct vs copy) or --speculative-config (plain vs speculative), not both");
@@ -132,7 +141,7 @@ int cmd_bench_decode(int argc, char** argv) {
     for (int64_t run = 0; run < warmup + runs; ++run) {
         for (size_t k = 0; k < variants.size(); ++k) {
             Variant& v = variants[(size_t(run) + k) % variants.size()];   // alternate who goes first
-            RunResult r = run_cohort(*v.engine, prompts, int32_t(out_len));
+            RunResult r = run_cohort(*v.engine, prompts, int32_t(out_len), bias);
             if (run >= warmup) v.runs.push_back(std::move(r));
             bar.update(double(++done), double(total), "runs");
         }
@@ -154,6 +163,7 @@ int cmd_bench_decode(int argc, char** argv) {
                      {"max_num_batched_tokens", cfg.max_num_batched_tokens},
                      {"prefix_caching", cfg.enable_prefix_caching},
                      {"repeat_prompt", repeat},
+                     {"logit_bias", bias_json(bias)},
                      {"speculative_config", spec ? J(cfg.speculative.describe()) : J(nullptr)},
                      {"attention_layers", model->config().n_layers}};
     out["git_commit"] = git_commit();

@@ -248,8 +248,10 @@ int cmd_bench_model(int argc, char** argv) {
     const int64_t repeat = args.integer("--repeat-prompt", 4, 1, 64);
     const int64_t spec_prompt = args.integer("--spec-prompt-len", 32, 1, 1 << 16);
     const int64_t spec_out = args.integer("--spec-output-len", 32, 2, 1 << 16);
+    const std::vector<std::pair<int32_t, float>> spec_bias = parse_logit_bias(args);   // its output repeats
     const EngineOptions eo = parse_engine_options(args);
     const bool spec = eo.cfg.speculative.enabled();
+    if (!spec_bias.empty() && !spec) throw Error("--logit-bias is for --speculative-config's end-to-end point");
     const int32_t k = spec ? eo.cfg.speculative.num_speculative_tokens : 0;
     EngineConfig cfg = eo.cfg;
     cfg.speculative = SpeculativeConfig{};   // the plain engine's; the speculating ones get it back
@@ -414,8 +416,9 @@ int cmd_bench_model(int argc, char** argv) {
         verify.reset();   // its cache goes before the speculating engine's comes
         Engine spec_engine(*model, spec_cfg);
         e2e = spec_end_to_end(engine, spec_engine, cohort_prompts(rng, vocab, min_b, 0, spec_prompt, repeat),
-                              int32_t(spec_out), 1, reps, [&] { bar.update(++done, total, "runs"); });
+                              int32_t(spec_out), 1, reps, [&] { bar.update(++done, total, "runs"); }, spec_bias);
         e2e["repeat_prompt"] = repeat;
+        for (const auto& [id, b] : spec_bias) e2e["logit_bias"][std::to_string(id)] = b;
     }
     sample_bandwidth(probe, pool, 2, bws);
     bar.finish();

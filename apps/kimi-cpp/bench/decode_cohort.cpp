@@ -27,9 +27,11 @@ std::vector<std::vector<int32_t>> cohort_prompts(Rng& rng, int64_t vocab, int64_
 
 namespace {
 // The cohort's run: token times per request (ms since submission) and the steady-state steps.
-RunResult drive_cohort(Engine& e, const std::vector<std::vector<int32_t>>& prompts, int32_t output_len) {
+RunResult drive_cohort(Engine& e, const std::vector<std::vector<int32_t>>& prompts, int32_t output_len,
+                       std::span<const std::pair<int32_t, float>> logit_bias) {
     SamplingParams p;
     p.temperature = 0;
+    p.logit_bias.assign(logit_bias.begin(), logit_bias.end());
     p.max_tokens = output_len;
     p.ignore_eos = true;
     const auto t0 = std::chrono::steady_clock::now();
@@ -79,9 +81,10 @@ RunResult drive_cohort(Engine& e, const std::vector<std::vector<int32_t>>& promp
 }
 }   // namespace
 
-RunResult run_cohort(Engine& e, const std::vector<std::vector<int32_t>>& prompts, int32_t output_len) {
+RunResult run_cohort(Engine& e, const std::vector<std::vector<int32_t>>& prompts, int32_t output_len,
+                     std::span<const std::pair<int32_t, float>> logit_bias) {
     const SpecDecodeStats before = e.spec_decode_stats();
-    RunResult r = drive_cohort(e, prompts, output_len);
+    RunResult r = drive_cohort(e, prompts, output_len, logit_bias);
     const SpecDecodeStats& after = e.spec_decode_stats();
     r.drafts = after.drafts - before.drafts;
     r.draft_tokens = after.draft_tokens - before.draft_tokens;

@@ -31,8 +31,10 @@ std::vector<std::vector<int32_t>> cohort_prompts(Rng& rng, int64_t vocab, int64_
                                                  int64_t repeat);
 
 // One cohort, all submitted at once, driven step by step on this thread; with the run's
-// speculative-decoding counts (the engine's are cumulative).
-RunResult run_cohort(Engine& e, const std::vector<std::vector<int32_t>>& prompts, int32_t output_len);
+// speculative-decoding counts (the engine's are cumulative). logit_bias (--logit-bias): added to
+// the greedy logits, a workload whose output repeats (a few tokens favoured).
+RunResult run_cohort(Engine& e, const std::vector<std::vector<int32_t>>& prompts, int32_t output_len,
+                     std::span<const std::pair<int32_t, float>> logit_bias = {});
 
 // Over a variant's measured runs: each figure's mean ± population std across runs, and the
 // steady-state step counters.

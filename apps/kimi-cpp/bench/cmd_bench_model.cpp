@@ -415,8 +415,9 @@ int cmd_bench_model(int argc, char** argv) {
     if (spec) {
         verify.reset();   // its cache goes before the speculating engine's comes
         Engine spec_engine(*model, spec_cfg);
-        e2e = spec_end_to_end(engine, spec_engine, cohort_prompts(rng, vocab, min_b, 0, spec_prompt, repeat),
-                              int32_t(spec_out), 1, reps, [&] { bar.update(++done, total, "runs"); }, spec_bias);
+        e2e = spec_end_to_end(
+            engine, spec_engine, cohort_prompts(rng, vocab, min_b, 0, spec_prompt, repeat), int32_t(spec_out), 1, reps,
+            [&] { bar.update(++done, total, "runs"); }, spec_bias);
         e2e["repeat_prompt"] = repeat;
         for (const auto& [id, b] : spec_bias) e2e["logit_bias"][std::to_string(id)] = b;
     }

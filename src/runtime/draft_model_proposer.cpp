@@ -47,8 +47,7 @@ void DraftModelProposer::draft(Exec& ex, const ScheduleOutput& plan, const Cache
     catch_up(ex, cache);
     // Draft token j (j >= 1) follows token j − 1, at position n_known + j − 1.
     for (int32_t j = 1; j < shape_.k; ++j) {
-        ids_.clear(), starts_.assign(1, 0), past_.clear(), slots_.clear(), tables_.clear(), rows_.clear();
-        row_seq_.clear();
+        begin_batch();
         for (Seq& q : seqs_) {
             if (j >= q.n_draft) continue;
             const int32_t prev = q.req->draft[size_t(j - 1)];
@@ -69,8 +68,7 @@ void DraftModelProposer::draft(Exec& ex, const ScheduleOutput& plan, const Cache
 // max_tokens; each request's first draft token from its last known token's row.
 void DraftModelProposer::catch_up(Exec& ex, const CacheManager& cache) {
     for (;;) {
-        ids_.clear(), starts_.assign(1, 0), past_.clear(), slots_.clear(), tables_.clear(), rows_.clear();
-        row_seq_.clear();
+        begin_batch();
         int64_t budget = shape_.max_tokens;
         for (Seq& q : seqs_) {
             Request& r = *q.req;
@@ -94,7 +92,12 @@ void DraftModelProposer::catch_up(Exec& ex, const CacheManager& cache) {
     }
 }
 
-void DraftModelProposer::add(const Seq& q, int64_t from, std::span<const int32_t> ids, bool wants_row,
+void DraftModelProposer::begin_batch() {
+    ids_.clear(), starts_.assign(1, 0), past_.clear(), slots_.clear(), tables_.clear(), rows_.clear();
+    row_seq_.clear();
+}
+
+void DraftModelProposer::add(Seq& q, int64_t from, std::span<const int32_t> ids, bool wants_row,
                              const CacheManager& cache) {
     ids_.insert(ids_.end(), ids.begin(), ids.end());
     starts_.push_back(int32_t(ids_.size()));
@@ -105,7 +108,7 @@ void DraftModelProposer::add(const Seq& q, int64_t from, std::span<const int32_t
     tables_.resize(tables_.size() + size_t(cache.max_blocks_per_seq()) - table.size(), 0);
     if (!wants_row) return;
     rows_.push_back(int32_t(ids_.size()) - 1);
-    row_seq_.push_back(const_cast<Seq*>(&q));
+    row_seq_.push_back(&q);
 }
 
 Tensor DraftModelProposer::run(Exec& ex) {

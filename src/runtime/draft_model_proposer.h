@@ -64,7 +64,8 @@ private:
         std::unique_ptr<GrammarState> grammar;   // structured output: advanced through the draft
     };
     // The batch under construction: sequence q reads tokens [from, from + ids.size()).
-    void add(const Seq& q, int64_t from, std::span<const int32_t> ids, bool wants_row, const CacheManager& cache);
+    void begin_batch();   // an empty batch
+    void add(Seq& q, int64_t from, std::span<const int32_t> ids, bool wants_row, const CacheManager& cache);
     Tensor run(Exec& ex);   // the batch's forward: logits [rows, vocab]
     void catch_up(Exec& ex, const CacheManager& cache);
     // Draft token j of q from its logits row (drawn from, and for sampling kept in, q.q row j).

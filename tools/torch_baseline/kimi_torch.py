@@ -410,8 +410,10 @@ class KimiTorch:
     """Kimi Linear / Kimi-K3 text model in torch eager; holds the weights and a batched
     decode state."""
 
-    def __init__(self, model_dir, dtype=torch.bfloat16):
-        cfg_dict, W = load_model_dir(model_dir, dtype)
+    def __init__(self, model_dir, dtype=torch.bfloat16, weights=None):
+        # weights: (text config dict, {name: tensor}) already loaded (training rebuilds the
+        # model from its parameters each step: tools/train_default/train.py)
+        cfg_dict, W = weights if weights is not None else load_model_dir(model_dir, dtype)
         self.cfg = cfg = Config(cfg_dict)
         self.dtype = dtype
         try:

@@ -1,0 +1,211 @@
+#!/usr/bin/python3
+"""Trains the default model (issue 48): a tiny Kimi-K3, in the published checkpoint layout, on
+render.py's token sequences, with Debian's python3-torch; reproducible from a seed.
+
+The model starts as `kimi-cpp make-model --preset k3-tiny` writes it (byte-level tokenizer with
+K3's specials, vision tower and projector included), so every tensor has its published name and
+shape and the engine's own K3 code path serves the result unchanged. The forward is the torch
+baseline's (tools/torch_baseline/kimi_torch.py: KDA, MLA, MoE with shared experts, latent MoE,
+AttnRes, SiTU) in float32, with its two in-place kernels replaced by autograd-safe ones; the
+loss is the cross-entropy of the completions (the model's replies) only.
+
+Status: the text model trains; examples with images are skipped until the vision tower's torch
+forward exists (the tower keeps make-model's weights).
+
+  train.py --kimi build/bin/kimi-cpp --data train.tokens.jsonl --init DIR --out DIR [--steps N]
+           [--batch 8] [--lr 3e-3] [--seed 0] [--check]
+"""
+
+import argparse
+import json
+import math
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "torch_baseline"))
+import kimi_torch  # noqa: E402
+from kimi_torch_io import K3_PREFIX, load_model_dir, read_safetensors  # noqa: E402
+
+
+# --------------------------------------------------------------------------------------
+# autograd-safe replacements of the baseline's in-place kernels (same math)
+# --------------------------------------------------------------------------------------
+
+def kda_recurrence(q, k, v, g, beta, S):
+    """As kimi_torch.kda_recurrence (decay, predict, delta, write, read after write), without
+    in-place updates, so gradients flow through the state. S [B, H, K, V] is the start state."""
+    decay = g.exp()
+    bv = beta.unsqueeze(-1)
+    outs = []
+    for t in range(q.shape[1]):
+        S = S * decay[:, t].unsqueeze(-1)
+        k_t = k[:, t].unsqueeze(-2)                                 # [B, H, 1, K]
+        pred = torch.matmul(k_t, S).squeeze(-2)                     # [B, H, V]
+        u = bv[:, t] * (v[:, t] - pred)
+        S = S + k_t.transpose(-1, -2) * u.unsqueeze(-2)
+        outs.append(torch.matmul(q[:, t].unsqueeze(-2), S).squeeze(-2))
+    return torch.stack(outs, dim=1)                                 # [B, T, H, V]
+
+
+def situ_mul(gate, up, beta, lin_beta):
+    g, u = gate.float(), up.float()
+    a = torch.tanh(g / beta) * beta * torch.sigmoid(g)
+    if lin_beta is not None:
+        u = torch.tanh(u / lin_beta) * lin_beta
+    return (a * u).to(gate.dtype)
+
+
+kimi_torch.kda_recurrence = kda_recurrence
+kimi_torch.situ_mul = situ_mul
+
+
+# --------------------------------------------------------------------------------------
+# data
+# --------------------------------------------------------------------------------------
+
+def load_rows(path, vocab):
+    rows, skipped = [], 0
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            if r["images"]:
+                skipped += 1
+                continue
+            if max(r["ids"]) >= vocab:
+                raise SystemExit(f"train: token id {max(r['ids'])} >= vocab {vocab}: render with the same tokenizer")
+            rows.append(r)
+    return rows, skipped
+
+
+def batch_of(rows, pad):
+    """tokens [B, T] (padded at the end), targets [B, T] (-100 outside the completions)."""
+    T = max(len(r["ids"]) for r in rows)
+    tok = torch.full((len(rows), T), pad, dtype=torch.long)
+    tgt = torch.full((len(rows), T), -100, dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids = torch.tensor(r["ids"], dtype=torch.long)
+        tok[i, :len(ids)] = ids
+        tgt[i, r["n_prompt"] - 1:len(ids) - 1] = ids[r["n_prompt"]:]   # position t predicts token t + 1
+    return tok, tgt
+
+
+# --------------------------------------------------------------------------------------
+# model
+# --------------------------------------------------------------------------------------
+
+def forward_loss(cfg_dict, W, tok, tgt):
+    m = kimi_torch.KimiTorch(None, torch.float32, (cfg_dict, W))
+    m.reset(tok.shape[0], capacity=tok.shape[1] + 1)
+    logits = F.linear(m._forward(tok), m.head)                      # [B, T, vocab]
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1), ignore_index=-100)
+
+
+def write_safetensors(path, tensors):
+    """BF16 safetensors, tensors in name order."""
+    header, blobs, off = {}, [], 0
+    for name in sorted(tensors):
+        t = tensors[name].detach().to(torch.bfloat16).contiguous()
+        raw = t.view(torch.int16).numpy().tobytes()
+        header[name] = {"dtype": "BF16", "shape": list(t.shape), "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+
+
+def export(init, out, W):
+    """out = init with its text tensors replaced by W's (BF16), the rest (config, tokenizer,
+    vision tower) as make-model wrote it."""
+    os.makedirs(out, exist_ok=True)
+    for f in os.listdir(init):
+        if not f.endswith(".safetensors"):
+            shutil.copy(os.path.join(init, f), os.path.join(out, f))
+    allw = {}
+    for f in sorted(os.listdir(init)):
+        if f.endswith(".safetensors"):
+            allw.update(read_safetensors(os.path.join(init, f), torch.float32))
+    for name, t in W.items():
+        key = K3_PREFIX + name
+        if key not in allw:
+            raise SystemExit(f"train: {key} is not in the initial checkpoint")
+        allw[key] = t
+    write_safetensors(os.path.join(out, "model.safetensors"), allw)
+
+
+def check_against_engine(kimi, out, row):
+    """The exported model's logits from the engine (score, f32 activations) against the torch
+    forward on the same BF16 weights: the largest difference."""
+    cfg_dict, W = load_model_dir(out, torch.float32)
+    ids = row["ids"]
+    with tempfile.TemporaryDirectory(prefix="kimi-train-") as tmp:
+        path = os.path.join(tmp, "logits.f32")
+        subprocess.run([kimi, "score", "--model", out, "--tokens", ",".join(map(str, ids)), "--out", path,
+                        "--activation-dtype", "f32", "--threads", "2"], check=True, capture_output=True)
+        eng = torch.frombuffer(bytearray(open(path, "rb").read()), dtype=torch.float32).view(len(ids), -1)
+    with torch.no_grad():
+        m = kimi_torch.KimiTorch(None, torch.float32, (cfg_dict, W))
+        m.reset(1, capacity=len(ids) + 1)
+        ref = F.linear(m._forward(torch.tensor([ids])), m.head)[0]
+    return float((eng - ref).abs().max()), float(ref.abs().max())
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kimi", required=True)
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--init", required=True, help="make-model's k3-tiny with the byte-level tokenizer")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--check", action="store_true", help="compare the engine's logits with torch's at the end")
+    a = ap.parse_args()
+    torch.manual_seed(a.seed)
+    torch.set_num_threads(a.threads)
+    rng = random.Random(a.seed)
+    cfg_dict, W = load_model_dir(a.init, torch.float32)
+    W = {n: t.clone().requires_grad_(True) for n, t in W.items()}
+    rows, skipped = load_rows(a.data, cfg_dict["vocab_size"])
+    print(f"train: {len(rows)} sequences ({skipped} with images skipped), "
+          f"{sum(t.numel() for t in W.values()) / 1e6:.2f} M text parameters", file=sys.stderr)
+    opt = torch.optim.AdamW(W.values(), lr=a.lr, weight_decay=0.0)
+    t0 = time.time()
+    for step in range(a.steps):
+        lr = a.lr * min(1.0, (step + 1) / 20) * 0.5 * (1 + math.cos(math.pi * step / a.steps))
+        for group in opt.param_groups:
+            group["lr"] = lr
+        tok, tgt = batch_of(rng.sample(rows, min(a.batch, len(rows))), cfg_dict.get("pad_token_id", 0))
+        loss = forward_loss(cfg_dict, W, tok, tgt)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(W.values(), 1.0)
+        opt.step()
+        if step % 10 == 0 or step == a.steps - 1:
+            print(json.dumps({"step": step, "loss": round(loss.item(), 4), "lr": lr,
+                              "s": round(time.time() - t0, 1)}), flush=True)
+    export(a.init, a.out, W)
+    if a.check:
+        diff, scale = check_against_engine(a.kimi, a.out, rows[0])
+        print(f"train: engine vs torch logits: max |diff| {diff:.3g} (max |logit| {scale:.3g})", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -466,9 +466,10 @@ class KimiTorch:
 
     # -- forward ------------------------------------------------------------------------
 
-    def _forward(self, tokens):
-        """tokens [B, T] -> final-normed hidden states [B, T, D], advancing the state."""
-        x = F.embedding(tokens, self.embed)                        # [B, T, D]
+    def _forward(self, tokens, inputs_embeds=None):
+        """tokens [B, T] -> final-normed hidden states [B, T, D], advancing the state.
+        inputs_embeds [B, T, D]: the inputs instead of the tokens' embeddings (images' rows)."""
+        x = F.embedding(tokens, self.embed) if inputs_embeds is None else inputs_embeds   # [B, T, D]
         eps, bs = self.cfg.eps, self.cfg.attn_res_bs
         if not bs:
             for (ln1, attn, ln2, ffn), st in zip(self.layers, self.state):

@@ -9,15 +9,16 @@ baseline's (tools/torch_baseline/kimi_torch.py: KDA, MLA, MoE with shared expert
 AttnRes, SiTU) in float32, with its two in-place kernels replaced by autograd-safe ones; the
 loss is the cross-entropy of the completions (the model's replies) only.
 
-Status: the text model trains (about 1,000 tokens/s on 2 cores, forward and backward, with
-the chunked KDA below); examples with images are skipped until the vision tower's torch forward
-exists (the tower keeps make-model's weights).
+The vision tower and projector train with it (vision_torch.py): each image's embeddings take
+its <|media_pad|> rows, as the engine does. About 1,000 tokens/s on 2 cores, forward and
+backward, with the chunked KDA below.
 
   train.py --kimi build/bin/kimi-cpp --data train.tokens.jsonl --init DIR --out DIR [--steps N]
            [--batch 8] [--lr 3e-3] [--seed 0] [--check]
 """
 
 import argparse
+import base64
 import json
 import math
 import os
@@ -37,6 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "torch_baseline"))
 import kimi_torch  # noqa: E402
 from kimi_torch_io import K3_PREFIX, load_model_dir, read_safetensors  # noqa: E402
+import vision_torch  # noqa: E402
 
 
 # --------------------------------------------------------------------------------------
@@ -108,18 +110,17 @@ kimi_torch.situ_mul = situ_mul
 # data
 # --------------------------------------------------------------------------------------
 
-def load_rows(path, vocab):
-    rows, skipped = [], 0
+def load_rows(path, vocab, media):
+    """render.py's rows, each image's patches prepared once (row["pixels"]: [(patches, grid)])."""
+    rows = []
     with open(path) as f:
         for line in f:
             r = json.loads(line)
-            if r["images"]:
-                skipped += 1
-                continue
             if max(r["ids"]) >= vocab:
                 raise SystemExit(f"train: token id {max(r['ids'])} >= vocab {vocab}: render with the same tokenizer")
+            r["pixels"] = [vision_torch.pixels(base64.b64decode(u.split(",", 1)[1]), media) for u in r["images"]]
             rows.append(r)
-    return rows, skipped
+    return rows
 
 
 def batch_of(rows, pad):
@@ -138,10 +139,47 @@ def batch_of(rows, pad):
 # model
 # --------------------------------------------------------------------------------------
 
-def forward_loss(cfg_dict, W, tok, tgt):
-    m = kimi_torch.KimiTorch(None, torch.float32, (cfg_dict, W))
-    m.reset(tok.shape[0], capacity=tok.shape[1] + 1)
-    logits = F.linear(m._forward(tok), m.head)                      # [B, T, vocab]
+class Model:
+    """The parameters: the text model's (names as load_model_dir gives them) and the vision
+    tower's and projector's (their checkpoint names)."""
+
+    def __init__(self, init):
+        with open(os.path.join(init, "config.json")) as f:
+            self.top = json.load(f)
+        self.cfg, text = load_model_dir(init, torch.float32)
+        vision = {}
+        for f in sorted(os.listdir(init)):
+            if f.endswith(".safetensors"):
+                vision.update(read_safetensors(os.path.join(init, f), torch.float32,
+                                               keep=lambda n: n.startswith((vision_torch.VT, vision_torch.MP))))
+        self.text = {n: t.clone().requires_grad_(True) for n, t in text.items()}
+        self.vision = {n: t.clone().requires_grad_(True) for n, t in vision.items()}
+        self.vcfg = vision_torch.V.VisionCfg(self.top) if vision else None
+        self.media_pad = self.top.get("media_placeholder_token_id")
+
+    def params(self):
+        return list(self.text.values()) + list(self.vision.values())
+
+    def logits(self, tok, rows):
+        """tok [B, T] -> logits [B, T, vocab]; rows' images in place of their pad tokens."""
+        m = kimi_torch.KimiTorch(None, torch.float32, (self.cfg, self.text))
+        m.reset(tok.shape[0], capacity=tok.shape[1] + 1)
+        x = None
+        if any(r["pixels"] for r in rows):
+            x = F.embedding(tok, m.embed)
+            for b, r in enumerate(rows):
+                if not r["pixels"]:
+                    continue
+                emb = torch.cat([vision_torch.encode_image(self.vcfg, self.vision, p, g) for p, g in r["pixels"]])
+                pos = (tok[b] == self.media_pad).nonzero().flatten()
+                if len(pos) != emb.shape[0]:
+                    raise SystemExit(f"train: {len(pos)} image tokens but {emb.shape[0]} image rows")
+                x = x.index_put((torch.full_like(pos, b), pos), emb)
+        return F.linear(m._forward(tok, x), m.head)
+
+
+def forward_loss(model, tok, tgt, rows):
+    logits = model.logits(tok, rows)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1), ignore_index=-100)
 
 
@@ -163,9 +201,9 @@ def write_safetensors(path, tensors):
             f.write(b)
 
 
-def export(init, out, W):
-    """out = init with its text tensors replaced by W's (BF16), the rest (config, tokenizer,
-    vision tower) as make-model wrote it."""
+def export(init, out, model):
+    """out = init with its tensors replaced by the trained ones (BF16); config, tokenizer and
+    preprocessor as make-model wrote them."""
     os.makedirs(out, exist_ok=True)
     for f in os.listdir(init):
         if not f.endswith(".safetensors"):
@@ -174,15 +212,16 @@ def export(init, out, W):
     for f in sorted(os.listdir(init)):
         if f.endswith(".safetensors"):
             allw.update(read_safetensors(os.path.join(init, f), torch.float32))
-    for name, t in W.items():
-        key = K3_PREFIX + name
+    trained = {K3_PREFIX + n: t for n, t in model.text.items()}
+    trained.update(model.vision)
+    for key, t in trained.items():
         if key not in allw:
             raise SystemExit(f"train: {key} is not in the initial checkpoint")
         allw[key] = t
     write_safetensors(os.path.join(out, "model.safetensors"), allw)
 
 
-def check_against_engine(kimi, out, row):
+def check_against_engine(kimi, out, row):   # a row without images
     """The exported model's logits from the engine (score, f32 activations) against the torch
     forward on the same BF16 weights: the largest difference."""
     cfg_dict, W = load_model_dir(out, torch.float32)
@@ -215,29 +254,29 @@ def main():
     torch.manual_seed(a.seed)
     torch.set_num_threads(a.threads)
     rng = random.Random(a.seed)
-    cfg_dict, W = load_model_dir(a.init, torch.float32)
-    W = {n: t.clone().requires_grad_(True) for n, t in W.items()}
-    rows, skipped = load_rows(a.data, cfg_dict["vocab_size"])
-    print(f"train: {len(rows)} sequences ({skipped} with images skipped), "
-          f"{sum(t.numel() for t in W.values()) / 1e6:.2f} M text parameters", file=sys.stderr)
-    opt = torch.optim.AdamW(W.values(), lr=a.lr, weight_decay=0.0)
+    model = Model(a.init)
+    rows = load_rows(a.data, model.cfg["vocab_size"], vision_torch.V.load_media_cfg(a.init))
+    print(f"train: {len(rows)} sequences ({sum(1 for r in rows if r['images'])} with images), "
+          f"{sum(t.numel() for t in model.params()) / 1e6:.2f} M parameters", file=sys.stderr)
+    opt = torch.optim.AdamW(model.params(), lr=a.lr, weight_decay=0.0)
     t0 = time.time()
     for step in range(a.steps):
         lr = a.lr * min(1.0, (step + 1) / 20) * 0.5 * (1 + math.cos(math.pi * step / a.steps))
         for group in opt.param_groups:
             group["lr"] = lr
-        tok, tgt = batch_of(rng.sample(rows, min(a.batch, len(rows))), cfg_dict.get("pad_token_id", 0))
-        loss = forward_loss(cfg_dict, W, tok, tgt)
+        batch = rng.sample(rows, min(a.batch, len(rows)))
+        tok, tgt = batch_of(batch, model.cfg.get("pad_token_id", 0))
+        loss = forward_loss(model, tok, tgt, batch)
         opt.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(W.values(), 1.0)
+        torch.nn.utils.clip_grad_norm_(model.params(), 1.0)
         opt.step()
         if step % 10 == 0 or step == a.steps - 1:
             print(json.dumps({"step": step, "loss": round(loss.item(), 4), "lr": lr,
                               "s": round(time.time() - t0, 1)}), flush=True)
-    export(a.init, a.out, W)
+    export(a.init, a.out, model)
     if a.check:
-        diff, scale = check_against_engine(a.kimi, a.out, rows[0])
+        diff, scale = check_against_engine(a.kimi, a.out, next(r for r in rows if not r["images"]))
         print(f"train: engine vs torch logits: max |diff| {diff:.3g} (max |logit| {scale:.3g})", file=sys.stderr)
 
 

@@ -151,7 +151,8 @@ def kda_recurrence(q, k, v, g, beta, S):
     """Token-by-token KDA recurrence (docs/model.md#kda-recurrence), batched over B and heads, in float32.
 
     q, k, g [B, T, H, K]; v [B, T, H, V]; beta [B, T, H]; S [B, H, K, V] (updated in place).
-    Returns o [B, T, H, V]."""
+    Returns (o [B, T, H, V], the state after the tokens: S itself here; a functional
+    replacement, as training uses, returns a new tensor)."""
     B, T, H, _ = q.shape
     decay = g.exp()                                             # [B, T, H, K]
     bv = beta.unsqueeze(-1)                                     # [B, T, H, 1]
@@ -163,7 +164,7 @@ def kda_recurrence(q, k, v, g, beta, S):
         u = bv[:, t] * (v[:, t] - pred)                         # delta          [B, H, V]
         S.addcmul_(k_t.transpose(-1, -2), u.unsqueeze(-2))      # write k u^T    [B, H, K, V]
         o[:, t] = torch.matmul(q[:, t].unsqueeze(-2), S).squeeze(-2)  # read after write
-    return o
+    return o, S
 
 
 class KDALayer:
@@ -209,7 +210,7 @@ class KDALayer:
             z = F.linear(x, w["g_proj.weight"])                            # [B, T, H*K] (docs/model.md#k3-kda)
         else:
             z = F.linear(F.linear(x, w["g_a_proj.weight"]), w["g_b_proj.weight"])  # [B, T, H*K]
-        o = kda_recurrence(q, k, qkv["v"], g, beta, st.S)                  # [B, T, H, V] f32
+        o, st.S = kda_recurrence(q, k, qkv["v"], g, beta, st.S)            # [B, T, H, V] f32
         o = o.to(x.dtype)                                                  # core output in act dtype
         y = rms_norm(o, w["o_norm.weight"], cfg.eps).float() * torch.sigmoid(z.float().view(B, T, H, K))
         return F.linear(y.to(x.dtype).view(B, T, H * K), w["o_proj.weight"])  # [B, T, D]

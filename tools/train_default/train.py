@@ -47,7 +47,8 @@ import vision_torch  # noqa: E402
 
 def kda_recurrence(q, k, v, g, beta, S):
     """As kimi_torch.kda_recurrence (decay, predict, delta, write, read after write), without
-    in-place updates, so gradients flow through the state. S [B, H, K, V] is the start state."""
+    in-place updates, so gradients flow through the state. S [B, H, K, V] is the start state;
+    returns (o, the state after the tokens)."""
     decay = g.exp()
     bv = beta.unsqueeze(-1)
     outs = []
@@ -58,7 +59,7 @@ def kda_recurrence(q, k, v, g, beta, S):
         u = bv[:, t] * (v[:, t] - pred)
         S = S + k_t.transpose(-1, -2) * u.unsqueeze(-2)
         outs.append(torch.matmul(q[:, t].unsqueeze(-2), S).squeeze(-2))
-    return torch.stack(outs, dim=1)                                 # [B, T, H, V]
+    return torch.stack(outs, dim=1), S                              # [B, T, H, V], [B, H, K, V]
 
 
 def kda_chunked(q, k, v, g, beta, S, chunk=16):
@@ -91,7 +92,7 @@ def kda_chunked(q, k, v, g, beta, S, chunk=16):
         outs.append((qc * eG) @ S + P @ u)                                               # [B, H, C, V]
         last = G[:, :, -1:]                                                              # [B, H, 1, K]
         S = last.exp().transpose(-1, -2) * S + (kc * (last - G).exp()).transpose(-1, -2) @ u
-    return torch.cat(outs, dim=2).permute(0, 2, 1, 3).contiguous()                       # [B, T, H, V]
+    return torch.cat(outs, dim=2).permute(0, 2, 1, 3).contiguous(), S                    # [B, T, H, V]
 
 
 def situ_mul(gate, up, beta, lin_beta):
@@ -102,8 +103,23 @@ def situ_mul(gate, up, beta, lin_beta):
     return (a * u).to(gate.dtype)
 
 
+def mla_append(self, ckv):
+    """MLACache.append without writing into a buffer (the prefix's latents stay in the graph):
+    a prefix state of one sequence is broadcast to the batch that continues it."""
+    if self.length == 0:
+        self.buf = ckv
+    else:
+        self.buf = torch.cat([self.buf.expand(ckv.shape[0], -1, -1), ckv], dim=1)
+    self.length = self.buf.shape[1]
+    return self.buf
+
+
 kimi_torch.kda_recurrence = kda_chunked
 kimi_torch.situ_mul = situ_mul
+kimi_torch.MLACache.append = mla_append
+# past a shared prefix too, the keys and values are expanded per head (the weight-absorbed form
+# pays off when decoding, not over a batch of whole suffixes)
+kimi_torch.MLALayer._attend_absorbed = kimi_torch.MLALayer._attend_expanded
 
 
 # --------------------------------------------------------------------------------------
@@ -160,27 +176,48 @@ class Model:
     def params(self):
         return list(self.text.values()) + list(self.vision.values())
 
+    def embeds(self, m, tok, rows):
+        """The inputs of tok (the rows' tokens, or their columns past a shared prefix): token
+        embeddings, each image's rows in place of its pad tokens; None without images."""
+        if not any(r["pixels"] for r in rows):
+            return None
+        x = F.embedding(tok, m.embed)
+        for b, r in enumerate(rows):
+            if not r["pixels"]:
+                continue
+            emb = torch.cat([vision_torch.encode_image(self.vcfg, self.vision, p, g) for p, g in r["pixels"]])
+            pos = (tok[b] == self.media_pad).nonzero().flatten()
+            if len(pos) != emb.shape[0]:
+                raise SystemExit(f"train: {len(pos)} image tokens but {emb.shape[0]} image rows")
+            x = x.index_put((torch.full_like(pos, b), pos), emb)
+        return x
+
     def logits(self, tok, rows):
-        """tok [B, T] -> logits [B, T, vocab]; rows' images in place of their pad tokens."""
+        """tok [B, T] -> (logits [B, T - P, vocab] of positions P.., P). The prefix every row
+        shares (the system messages; no image, none of a completion's targets) runs once, for
+        one sequence, and its state is broadcast to the batch."""
         m = kimi_torch.KimiTorch(None, torch.float32, (self.cfg, self.text))
-        m.reset(tok.shape[0], capacity=tok.shape[1] + 1)
-        x = None
-        if any(r["pixels"] for r in rows):
-            x = F.embedding(tok, m.embed)
-            for b, r in enumerate(rows):
-                if not r["pixels"]:
-                    continue
-                emb = torch.cat([vision_torch.encode_image(self.vcfg, self.vision, p, g) for p, g in r["pixels"]])
-                pos = (tok[b] == self.media_pad).nonzero().flatten()
-                if len(pos) != emb.shape[0]:
-                    raise SystemExit(f"train: {len(pos)} image tokens but {emb.shape[0]} image rows")
-                x = x.index_put((torch.full_like(pos, b), pos), emb)
-        return F.linear(m._forward(tok, x), m.head)
+        B, T = tok.shape
+        P = 0
+        limit = min(r["n_prompt"] for r in rows) - 1
+        while P < limit and bool((tok[:, P] == tok[0, P]).all()) and int(tok[0, P]) != self.media_pad:
+            P += 1
+        if P < 16:
+            P = 0
+        m.reset(1 if P else B, capacity=T + 1)
+        if P:
+            m._forward(tok[:1, :P])
+            for st in m.state:
+                if isinstance(st, kimi_torch.KDAState):
+                    st.S = st.S.expand(B, -1, -1, -1)
+                    st.conv = {n: h.expand(B, -1, -1) for n, h in st.conv.items()}
+        rest = tok[:, P:]
+        return F.linear(m._forward(rest, self.embeds(m, rest, rows)), m.head), P
 
 
 def forward_loss(model, tok, tgt, rows):
-    logits = model.logits(tok, rows)
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1), ignore_index=-100)
+    logits, P = model.logits(tok, rows)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt[:, P:].reshape(-1), ignore_index=-100)
 
 
 def write_safetensors(path, tensors):
@@ -258,13 +295,19 @@ def main():
     rows = load_rows(a.data, model.cfg["vocab_size"], vision_torch.V.load_media_cfg(a.init))
     print(f"train: {len(rows)} sequences ({sum(1 for r in rows if r['images'])} with images), "
           f"{sum(t.numel() for t in model.params()) / 1e6:.2f} M parameters", file=sys.stderr)
+    by_task = {}
+    for r in rows:
+        by_task.setdefault(r["task"], []).append(r)
+    tasks = sorted(by_task)
     opt = torch.optim.AdamW(model.params(), lr=a.lr, weight_decay=0.0)
     t0 = time.time()
     for step in range(a.steps):
         lr = a.lr * min(1.0, (step + 1) / 20) * 0.5 * (1 + math.cos(math.pi * step / a.steps))
         for group in opt.param_groups:
             group["lr"] = lr
-        batch = rng.sample(rows, min(a.batch, len(rows)))
+        # one task a batch: its rows share their system messages (tools included), which run once
+        task = rng.choices(tasks, weights=[len(by_task[t]) for t in tasks])[0]
+        batch = rng.sample(by_task[task], min(a.batch, len(by_task[task])))
         tok, tgt = batch_of(batch, model.cfg.get("pad_token_id", 0))
         loss = forward_loss(model, tok, tgt, batch)
         opt.zero_grad()

@@ -24,7 +24,6 @@ import math
 import os
 import random
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -38,7 +37,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "torch_baseline"))
 import kimi_torch  # noqa: E402
 from kimi_torch_io import K3_PREFIX, load_model_dir, read_safetensors  # noqa: E402
-import vision_torch  # noqa: E402
+import vision_torch  # noqa: E402  (puts tests/golden on the path)
+import kimi_ref  # noqa: E402  (the float64 reference's safetensors writer)
 
 
 # --------------------------------------------------------------------------------------
@@ -220,24 +220,6 @@ def forward_loss(model, tok, tgt, rows):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt[:, P:].reshape(-1), ignore_index=-100)
 
 
-def write_safetensors(path, tensors):
-    """BF16 safetensors, tensors in name order."""
-    header, blobs, off = {}, [], 0
-    for name in sorted(tensors):
-        t = tensors[name].detach().to(torch.bfloat16).contiguous()
-        raw = t.view(torch.int16).numpy().tobytes()
-        header[name] = {"dtype": "BF16", "shape": list(t.shape), "data_offsets": [off, off + len(raw)]}
-        blobs.append(raw)
-        off += len(raw)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
-
-
 def export(init, out, model):
     """out = init with its tensors replaced by the trained ones (BF16); config, tokenizer and
     preprocessor as make-model wrote them."""
@@ -255,7 +237,9 @@ def export(init, out, model):
         if key not in allw:
             raise SystemExit(f"train: {key} is not in the initial checkpoint")
         allw[key] = t
-    write_safetensors(os.path.join(out, "model.safetensors"), allw)
+    # BF16, rounded to nearest even: the float64 reference's writer (tests/golden/kimi_ref.py)
+    kimi_ref.write_safetensors(os.path.join(out, "model.safetensors"),
+                               {n: ("BF16", t.detach().double().numpy()) for n, t in allw.items()})
 
 
 def check_against_engine(kimi, out, row):   # a row without images

@@ -17,6 +17,25 @@ const KIMI = args.kimi;
 const SHOTS = args.shots || null;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+
+// A new conversation (its prompts stay short), whose chat requests ask the server to ignore EOS
+// until the returned function is called: a random model's reply runs until Stop or Esc ends it.
+async function ignoreEos(page) {
+    await page.click('#new-chat');
+    const onRequest = (req) => {
+        if (req.method() === 'POST' && req.url().endsWith('/v1/chat/completions')) {
+            req.continue({ postData: JSON.stringify({ ...JSON.parse(req.postData()), ignore_eos: true }) });
+        } else {
+            req.continue();
+        }
+    };
+    await page.setRequestInterception(true);
+    page.on('request', onRequest);
+    return async () => {
+        page.off('request', onRequest);
+        await page.setRequestInterception(false);
+    };
+}
 async function launch() {
     const entry = path.join(args['node-modules'], 'puppeteer-core', 'lib', 'esm', 'puppeteer', 'puppeteer-core.js');
     const { default: puppeteer } = await import(pathToFileURL(entry).href);
@@ -110,7 +129,8 @@ async function main() {
             });
             await check(`${preset}: Stop aborts the reply; the server cancels it and stays healthy`, async () => {
                 await page.evaluate(() => { document.getElementById('max_tokens').value = '3000'; document.getElementById('max_tokens').dispatchEvent(new Event('change')); });
-                let stopped = false;   // a random model may end its reply on its own first: try again
+                const restore = await ignoreEos(page);   // a random model may end its reply on its own first
+                let stopped = false;
                 for (let attempt = 0; attempt < 5 && !stopped; ++attempt) {
                     await sendMessage(page, 'Write a lot');
                     await page.waitForFunction(() => !document.getElementById('stop').hidden, { timeout: 10000 }).catch(() => {});
@@ -122,6 +142,7 @@ async function main() {
                     });
                     await idle(page);
                 }
+                await restore();
                 assert(stopped, 'every reply ended before Stop could be pressed');
                 let running = NaN;
                 for (let i = 0; i < 50; ++i) {
@@ -133,6 +154,7 @@ async function main() {
                 eq((await fetch(srv.url + '/health')).status, 200, '/health');
             });
             await check(`${preset}: Esc stops a reply too`, async () => {
+                const restore = await ignoreEos(page);   // the random model must not end its reply before Esc
                 let stopped = false;
                 for (let attempt = 0; attempt < 5 && !stopped; ++attempt) {
                     const before = await page.$$eval('.message.assistant', (els) => els.length);
@@ -143,6 +165,7 @@ async function main() {
                     await idle(page);
                     eq(await page.$$eval('.message.assistant', (els) => els.length), before + 1, 'one reply per message');
                 }
+                await restore();
                 assert(stopped, 'every reply ended before Esc could be pressed');
                 eq(await page.$eval('#stop', (b) => b.hidden), true, 'Stop hidden after Esc');
             });

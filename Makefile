@@ -6,8 +6,12 @@ BUILD      ?= build
 BUILD_ASAN ?= build-asan
 JOBS       ?= $(shell nproc)
 KIMI       := $(BUILD)/bin/kimi-cpp
-MODEL_PRESET ?= tiny
-MODEL_DIR  ?= models/$(MODEL_PRESET)
+# The default model: kimi-k3-mini, trained by the project (models/kimi-k3-mini, committed;
+# `make train-default` retrains it). MODEL_PRESET=tiny|k3-tiny|... serves a random preset instead.
+DEFAULT_MODEL := models/kimi-k3-mini
+MODEL_PRESET ?=
+MODEL_DIR  ?= $(if $(MODEL_PRESET),models/$(MODEL_PRESET),$(DEFAULT_MODEL))
+SERVED_NAME ?= $(if $(MODEL_PRESET),kimi-$(MODEL_PRESET),kimi-k3-mini)
 
 # Debian packages (see README "Dependencies"). What building and serving need — all `make serve`
 # installs —, then the test tooling, which only `make test` (deps-test) adds.
@@ -111,16 +115,26 @@ build-fuzz: deps-test $(BUILD_FUZZ)/build.ninja
 fuzz: build-fuzz
 	python3 fuzz/run.py $(BUILD_FUZZ) $(FUZZ_SECONDS) $(BUILD_FUZZ)/fuzz-results.json --parallel $(FUZZ_JOBS)
 
-$(MODEL_DIR)/config.json: | build-kimi
-	$(KIMI) make-model --out $(MODEL_DIR) --preset $(MODEL_PRESET) --seed 0
+models/$(MODEL_PRESET)/config.json: | build-kimi
+	$(KIMI) make-model --out models/$(MODEL_PRESET) --preset $(MODEL_PRESET) --seed 0
 
-# The OpenAI-compatible server on the embedded tiny model (MODEL_PRESET=k3-tiny for Kimi-K3;
-# HOST/PORT/SERVE_ARGS to change the rest).
+# The OpenAI-compatible server on the default model (MODEL_PRESET=tiny, k3-tiny, ... for a random
+# preset; HOST/PORT/SERVE_ARGS to change the rest).
 HOST       ?= 127.0.0.1
 PORT       ?= 8000
 SERVE_ARGS ?=
-serve: build-kimi $(MODEL_DIR)/config.json
-	$(KIMI) serve --model $(MODEL_DIR) --served-model-name kimi-$(MODEL_PRESET) --host $(HOST) --port $(PORT) $(SERVE_ARGS)
+serve: build-kimi $(if $(MODEL_PRESET),models/$(MODEL_PRESET)/config.json)
+	$(KIMI) serve --model $(MODEL_DIR) --served-model-name $(SERVED_NAME) --host $(HOST) --port $(PORT) $(SERVE_ARGS)
+
+# Retrains the default model into $(DEFAULT_MODEL) (tools/train_default/run.py; not part of
+# `make test`): Debian's python3-torch and python3-pil, and OpenBLAS for torch's float32
+# products (Debian's torch otherwise falls back to the reference BLAS, ~20x slower).
+TRAIN_PKGS := python3 python3-torch python3-pil python3-numpy libopenblas0-pthread
+TRAIN_ARGS ?=
+.PHONY: train-default
+train-default: build-kimi
+	$(call apt_install,$(TRAIN_PKGS),)
+	/usr/bin/python3 tools/train_default/run.py --kimi $(KIMI) --out $(DEFAULT_MODEL) $(TRAIN_ARGS)
 
 # Benchmarks (never fail on speed): machine limits into bench/results/, then the slow ctest targets.
 BENCH_MODEL ?= models/bench
@@ -174,6 +188,18 @@ bench: build $(BENCH_MODEL)/config.json $(BENCH_K3_MODEL)/config.json $(if $(LLA
 	$(KIMI) bench vision --model $(BENCH_K3_MODEL) --width 1024 --height 1024 --activation-dtype bf16 --reps 1 \
 	  --json bench/results/vision.json
 	ctest --test-dir $(BUILD) -L slow --output-on-failure
+
+# What quantization costs the default model in accuracy (docs/quantization.md): its MXFP4 and
+# GGUF forms (llama.cpp's converter and quantizer, built as for the GGUF tests), then one
+# `kimi-cpp eval tasks` over all of them on the held-out set. Not part of `make test`.
+.PHONY: eval-default
+eval-default: build-kimi deps-test
+	test -f $(LLAMA_CPP_DIR)/convert_hf_to_gguf.py || sh tools/llama_cpp/fetch.sh $(LLAMA_SRC_DIR)
+	sh tools/llama_cpp/build.sh $(LLAMA_CPP_DIR) $(LLAMA_BUILD_DIR)
+	@mkdir -p bench/results
+	/usr/bin/python3 tools/train_default/quant_eval.py --kimi $(KIMI) --model $(DEFAULT_MODEL) \
+	  --llama-cpp $(LLAMA_CPP_DIR) --llama-bin $(LLAMA_BUILD_DIR)/bin --work $(BUILD)/quant-eval \
+	  --json bench/results/quant-eval.json | tee bench/results/quant-eval.md
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)

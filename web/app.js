@@ -6,7 +6,7 @@ import { renderMarkdown } from './markdown.js';
 import { DEFAULT_SETTINGS, create, exportUrl, loadAll, remove, saveAll } from './store.js';
 
 const $ = (id) => document.getElementById(id);
-const SETTINGS = ['system', 'temperature', 'top_p', 'top_k', 'min_p', 'max_tokens', 'seed', 'thinking', 'effort', 'schema'];
+const SETTINGS = ['system', 'temperature', 'top_p', 'top_k', 'min_p', 'max_tokens', 'seed', 'thinking', 'effort', 'schema', 'tools'];
 
 let list = loadAll();
 let current = list[0] || create(list);
@@ -201,7 +201,23 @@ function requestBody() {
   };
   if (s.seed !== '') body.seed = Number(s.seed);
   if (s.schema.trim()) {
-    body.response_format = { type: 'json_schema', json_schema: { name: 'page', schema: JSON.parse(s.schema) } };
+    let schema;
+    try {
+      schema = JSON.parse(s.schema);
+    } catch (e) {
+      throw new Error(`The JSON schema is not valid JSON: ${e.message}`);
+    }
+    body.response_format = { type: 'json_schema', json_schema: { name: 'page', schema } };
+  }
+  if ((s.tools || '').trim()) {
+    let tools;
+    try {
+      tools = JSON.parse(s.tools);
+    } catch (e) {
+      throw new Error(`The tools are not valid JSON: ${e.message}`);
+    }
+    if (!Array.isArray(tools)) throw new Error('The tools must be a JSON array of function declarations');
+    body.tools = tools;
   }
   return body;
 }
@@ -212,7 +228,7 @@ async function send() {
   try {
     body = requestBody();
   } catch (e) {
-    showError(`The JSON schema is not valid JSON: ${e.message}`);
+    showError(e.message);
     return;
   }
   const reply = { role: 'assistant', content: '', reasoning_content: '', streaming: true };
@@ -359,6 +375,24 @@ $('toggle-settings').addEventListener('click', () => {
   $('toggle-settings').setAttribute('aria-expanded', String(!s.hidden));
 });
 for (const k of SETTINGS) $(k).addEventListener('change', saveSettings);
+// A ready-made declaration: a calculator of integer expressions (the default model, kimi-k3-mini,
+// was trained to call it for multiplications; its result is typed in with "Add tool result").
+const CALCULATOR = [{
+  type: 'function',
+  function: {
+    name: 'calculator',
+    description: 'Evaluates an arithmetic expression with integers and + - * and returns the result.',
+    parameters: {
+      type: 'object',
+      properties: { expression: { type: 'string', description: 'for example 12 * 7' } },
+      required: ['expression'],
+    },
+  },
+}];
+$('add-calculator').addEventListener('click', () => {
+  $('tools').value = JSON.stringify(CALCULATOR, null, 1);
+  saveSettings();
+});
 
 renderList();
 renderMessages();

@@ -4,7 +4,7 @@ const KEY = 'kimi-conversations';
 
 export const DEFAULT_SETTINGS = {
   system: '', temperature: 0.7, top_p: 1, top_k: -1, min_p: 0, max_tokens: 512, seed: '',
-  thinking: true, effort: 'max', schema: '',
+  thinking: true, effort: 'max', schema: '', tools: '',
 };
 
 export function loadAll() {

@@ -5,6 +5,9 @@
 // expanded as the server expands them (--no-expand-images: the placeholder text).
 #include <nlohmann/json.hpp>
 
+#include <optional>
+#include <sstream>
+
 #include "args.h"
 #include "chat/chat_format.h"
 #include "chat/chat_json.h"
@@ -37,57 +40,105 @@ bool on_off(const std::string& flag, const std::string& v) {
 
 }   // namespace
 
+namespace {
+
+// The flags that apply to every rendered conversation.
+struct RenderFlags {
+    bool add_gen = false;
+    std::optional<std::string> thinking, effort;
+    bool special_in_content = false;
+};
+
+tok::ChatPrompt render_one(const chat::ChatFormat& format, chat::ChatRequest r, const RenderFlags& f,
+                           server::MediaLoader* loader) {
+    if (f.thinking) r.thinking = on_off("--thinking", *f.thinking);
+    if (f.effort) r.thinking_effort = *f.effort;
+    r.allow_special_in_content = f.special_in_content;
+    std::vector<image::PromptImage> images;
+    if (loader) r.images = loader->resolver(images);
+    return format.render(r);
+}
+
+J prompt_json(const chat::ChatFormat& format, const tok::ChatPrompt& p) {
+    J j;
+    j["format"] = format.name();
+    j["text"] = p.text;
+    j["ids"] = p.ids;
+    return j;
+}
+
+// --requests F.jsonl: one request body a line, one JSON line out for each ({"ids", ...} or
+// {"error"}), so a training set renders in one process.
+void render_requests(const chat::ChatFormat& format, const std::string& path, const RenderFlags& f,
+                     server::MediaLoader* loader) {
+    std::istringstream in(read_all(path));
+    std::string line, out;
+    for (size_t n = 1; std::getline(in, line); ++n) {
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        J j;
+        try {
+            J body = J::parse(line);
+            chat::ChatRequest r = chat::chat_request_from_body(body);
+            if (f.add_gen) r.add_generation_prompt = true;
+            j = prompt_json(format, render_one(format, std::move(r), f, loader));
+        } catch (const std::exception& e) {
+            j = J{{"error", path + ":" + std::to_string(n) + ": " + e.what()}};
+        }
+        out += j.dump() + "\n";
+    }
+    write_out(out);
+}
+
+}   // namespace
+
 int cmd_chat_template(int argc, char** argv) {
     ArgParser args("chat-template", argc, argv);
     const std::string dir = args.required("--tokenizer");
     const auto messages_path = args.opt("--messages");
     const auto request_path = args.opt("--request");
+    const auto requests_path = args.opt("--requests");
     const auto tools_path = args.opt("--tools");
-    const bool add_gen = args.flag("--add-generation-prompt");
-    const auto thinking = args.opt("--thinking");
-    const auto effort = args.opt("--thinking-effort");
-    const bool special_in_content = args.flag("--special-in-content");
+    RenderFlags f;
+    f.add_gen = args.flag("--add-generation-prompt");
+    f.thinking = args.opt("--thinking");
+    f.effort = args.opt("--thinking-effort");
+    f.special_in_content = args.flag("--special-in-content");
     const bool json = args.flag("--json");
     // K3 image parts: expanded into the image's tokens (the preprocessing settings of
     // --model DIR, default the tokenizer directory), or the placeholder text.
     const bool expand_images = !args.flag("--no-expand-images");
     const std::string media_dir = args.str("--model", dir);
     args.done();
-    if (bool(messages_path) == bool(request_path))
-        throw Error("chat-template: give --messages M.json or --request R.json");
-    if (request_path && tools_path)
+    if (int(bool(messages_path)) + int(bool(request_path)) + int(bool(requests_path)) != 1)
+        throw Error("chat-template: give --messages M.json, --request R.json or --requests R.jsonl");
+    if (!messages_path && tools_path)
         throw Error("chat-template: --tools goes with --messages (a request carries its tools)");
 
     const tok::Tokenizer t = load_tokenizer_at(dir);
     const auto format = chat::chat_format_for(t);
-    chat::ChatRequest r;
-    if (request_path) {
-        r = chat::chat_request_from_body(read_json(*request_path));
-        if (add_gen) r.add_generation_prompt = true;
-    } else {
-        r.messages = read_json(*messages_path);
-        if (tools_path) r.tools = read_json(*tools_path);
-        r.add_generation_prompt = add_gen;
-    }
-    if (thinking) r.thinking = on_off("--thinking", *thinking);
-    if (effort) r.thinking_effort = *effort;
-    r.allow_special_in_content = special_in_content;
-    std::vector<image::PromptImage> images;
     std::unique_ptr<server::MediaLoader> loader;
     if (expand_images) {
         server::MediaLimits any_local;
         any_local.source.allowed_local_media_path = "/";
         any_local.images_per_prompt = 1 << 20;
         loader = std::make_unique<server::MediaLoader>(image::load_media_config(media_dir), any_local, "");
-        r.images = loader->resolver(images);
     }
-    const tok::ChatPrompt p = format->render(r);
+    if (requests_path) {
+        render_requests(*format, *requests_path, f, loader.get());
+        return 0;
+    }
+    chat::ChatRequest r;
+    if (request_path) {
+        r = chat::chat_request_from_body(read_json(*request_path));
+        if (f.add_gen) r.add_generation_prompt = true;
+    } else {
+        r.messages = read_json(*messages_path);
+        if (tools_path) r.tools = read_json(*tools_path);
+        r.add_generation_prompt = f.add_gen;
+    }
+    const tok::ChatPrompt p = render_one(*format, std::move(r), f, loader.get());
     if (json) {
-        J j;
-        j["format"] = format->name();
-        j["text"] = p.text;
-        j["ids"] = p.ids;
-        write_out(j.dump() + "\n");
+        write_out(prompt_json(*format, p).dump() + "\n");
     } else {
         std::string out = p.text + "\n";
         for (size_t i = 0; i < p.ids.size(); ++i) out += (i ? "," : "") + std::to_string(p.ids[i]);

@@ -3,7 +3,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 namespace kimi::app {
 
@@ -39,6 +44,25 @@ void Progress::update(double done, double total, const char* unit) {
 void Progress::finish() {
     if (active_ && drawn_) std::fprintf(stderr, "\n");
     drawn_ = false;
+}
+
+void for_each_parallel(size_t n, size_t concurrency, const std::string& label, bool quiet, const char* unit,
+                       const std::function<void(size_t)>& fn) {
+    std::atomic<size_t> next{0}, done{0};
+    std::mutex mu;
+    Progress bar(label, quiet);
+    std::vector<std::thread> ts;
+    for (size_t w = 0; w < std::min(concurrency, n); ++w)
+        ts.emplace_back([&] {
+            for (size_t i; (i = next.fetch_add(1)) < n;) {
+                fn(i);
+                const size_t d = ++done;
+                std::lock_guard<std::mutex> lk(mu);
+                bar.update(double(d), double(n), unit);
+            }
+        });
+    for (auto& t : ts) t.join();
+    bar.finish();
 }
 
 }   // namespace kimi::app

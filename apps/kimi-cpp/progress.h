@@ -2,6 +2,8 @@
 // silent when stderr is not a terminal or when quiet.
 #pragma once
 #include <chrono>
+#include <cstddef>
+#include <functional>
 #include <string>
 
 namespace kimi::app {
@@ -18,5 +20,9 @@ private:
     std::chrono::steady_clock::time_point start_, last_;
     bool drawn_ = false;
 };
+
+// fn(i) for i in [0, n) on `concurrency` threads, with a progress bar counting `unit`.
+void for_each_parallel(size_t n, size_t concurrency, const std::string& label, bool quiet, const char* unit,
+                       const std::function<void(size_t)>& fn);
 
 }   // namespace kimi::app

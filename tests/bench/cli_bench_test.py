@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """End-to-end tests of the measuring commands on a random tiny model: bench decode --ab,
-bench serve against our server, eval gsm8k --limit 5 against our server, eval compare; and
-bench machine, bench matmul (with --compare-torch where /usr/bin/python3 has torch).
+bench serve against our server, eval gsm8k --limit 5 against our server, eval compare; eval
+tasks on the committed default model (in-process, two forms, and against a server); and bench
+machine, bench matmul (with --compare-torch where /usr/bin/python3 has torch).
 
 Run as: cli_bench_test.py --kimi build/bin/kimi-cpp [unittest args]. Standard library only."""
 import argparse
@@ -421,6 +422,66 @@ class EvalGsm8k(unittest.TestCase):
         rc, _, err = run("eval", "compare", a, os.path.join(WORK, "bad.jsonl"))
         self.assertEqual(rc, 1)
         self.assertIn("correct", err)
+
+
+DEFAULT_MODEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "models", "kimi-k3-mini")
+
+
+class EvalTasks(unittest.TestCase):
+    """eval tasks on the committed default model: in-process (two forms, compared by McNemar)
+    and against a server (the same replies: greedy, the same engine)."""
+
+    def test_in_process_two_forms_and_against_a_server(self):
+        mx = os.path.join(WORK, "mini-mxfp4")
+        rc, _, err = run("quantize", "--model", DEFAULT_MODEL, "--out", mx, "--targets", "experts", "--quiet")
+        self.assertEqual(rc, 0, err)
+        out, js = os.path.join(WORK, "t.jsonl"), os.path.join(WORK, "t.json")
+        data = os.path.join(DEFAULT_MODEL, "eval.jsonl")
+        rc, text, err = run("eval", "tasks", "--model", "bf16=" + DEFAULT_MODEL, "--model", "mx=" + mx, "--data", data,
+                            "--limit", "40", "--out", out, "--json", js, "--quiet", timeout=600)
+        self.assertEqual(rc, 0, err)
+        summ = json.load(open(js))
+        self.assertEqual([r["label"] for r in summ["runs"]], ["bf16", "mx"])
+        bf16, mxr = summ["runs"]
+        tasks = bf16["tasks"]
+        self.assertEqual(tasks["all"]["n"], sum(v["n"] for k, v in tasks.items() if k not in ("all", "text")))
+        self.assertGreaterEqual(tasks["all"]["accuracy"], 0.8, text)   # the trained model, greedy
+        self.assertIn("vs_first", mxr)
+        self.assertEqual(mxr["vs_first"]["all"]["n_paired"], tasks["all"]["n"])
+        self.assertIn("| task | n | bf16 | mx |", text)
+        samples = [json.loads(l) for l in open(os.path.join(WORK, "t.bf16.jsonl"))]
+        self.assertEqual(len(samples), tasks["all"]["n"])
+        for smp in samples:
+            for k in ("id", "task", "answer", "reply", "correct"):
+                self.assertIn(k, smp)
+            if smp["task"] == "mul":
+                self.assertEqual(set(smp["correct_by_scorer"]), {"tool_call", "final_answer"})
+        # against a server: the same items, the same verdicts
+        srv = KimiServer([KIMI, "serve", "--model", DEFAULT_MODEL, "--port", "0", "--quiet"], timeout=120,
+                         ready=READY_RE)
+        try:
+            one = os.path.join(WORK, "t-server.jsonl")
+            rc, _, err = run("eval", "tasks", "--base-url", srv.url, "--served-model", "kimi-k3-mini", "--data", data,
+                             "--limit", "40", "--out", one, "--quiet", timeout=600)
+            self.assertEqual(rc, 0, err)
+        finally:
+            srv.stop(30)
+        by_server = {s["id"]: s["correct"] for s in map(json.loads, open(one))}
+        self.assertEqual(by_server, {smp["id"]: smp["correct"] for smp in samples})
+
+    def test_bad_input(self):
+        rc, _, err = run("eval", "tasks", "--base-url", URL)
+        self.assertEqual(rc, 1)
+        self.assertIn("--data", err)
+        bad = os.path.join(WORK, "bad-tasks.jsonl")
+        with open(bad, "w") as f:
+            f.write('{"task": "add2", "answer": 3}\n')
+        rc, _, err = run("eval", "tasks", "--base-url", URL, "--data", bad)
+        self.assertEqual(rc, 1)
+        self.assertIn("bad-tasks.jsonl:1", err)
+        rc, _, err = run("eval", "tasks", "--model", MODEL, "--model", MODEL, "--data", bad)
+        self.assertEqual(rc, 1)
+        self.assertIn("LABEL=PATH", err)
 
 
 if __name__ == "__main__":

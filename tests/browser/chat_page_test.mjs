@@ -6,15 +6,15 @@
 // running and /health stays ok); Regenerate gives a new reply; conversations survive a
 // reload; the JSON-schema box yields JSON; K3's reasoning shows live and collapses once the
 // answer starts (a stubbed SSE reply); a corpus of hostile replies renders inert; the API-key
-// prompt works and a wrong key reads as 401 in words. Screenshots go to --shots DIR.
+// prompt works and a wrong key reads as 401 in words. (The screenshots are the default model's:
+// default_model_page_test.mjs.)
 import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { cliArgs, fmt, assert, eq, check, report, runMain, makeTinyModel, startServer, checkShutdown, png } from '../server/common.mjs';
 
-const args = cliArgs('usage: chat_page_test.mjs --kimi PATH --node-modules DIR [--shots DIR]', ['kimi', 'node-modules']);
+const args = cliArgs('usage: chat_page_test.mjs --kimi PATH --node-modules DIR', ['kimi', 'node-modules']);
 const KIMI = args.kimi;
-const SHOTS = args.shots || null;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 
@@ -218,17 +218,6 @@ async function main() {
                     const fig = await page.$eval('.message.assistant .figures', (e) => e.textContent);
                     assert(fig.includes('2 cached'), `figures: ${fig}`);
                 });
-            if (SHOTS && preset === 'k3-tiny') {
-                fs.mkdirSync(SHOTS, { recursive: true });
-                if (await page.$eval('#settings', (e) => !e.hidden)) await page.click('#toggle-settings');
-                for (const [name, w, h, scheme] of [['desktop-light', 1280, 800, 'light'], ['desktop-dark', 1280, 800, 'dark'],
-                                                    ['phone-light', 390, 844, 'light'], ['phone-dark', 390, 844, 'dark']]) {
-                    await page.setViewport({ width: w, height: h });
-                    await page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: scheme }]);
-                    await page.screenshot({ path: path.join(SHOTS, `chat-${name}.png`) });
-                }
-            }
-
             }
             await check(`${preset}: an attached image goes with the message (K3) or is refused in words (Kimi Linear)`, async () => {
                 await page.click('#new-chat');

@@ -152,11 +152,11 @@ export function png(w, h, f) {
 }
 // ---------------------------------------------------------------- server process
 const servers = [];
-// `kimi serve` on a free port, served as MODEL_NAME; resolves to {proc, url, stderr, exited} once
+// `kimi serve` on a free port, served as `name`; resolves to {proc, url, stderr, exited} once
 // /health answers 200.
-export function startServer(kimi, modelDir, extra = []) {
+export function startServer(kimi, modelDir, extra = [], name = MODEL_NAME) {
     return new Promise((resolve, reject) => {
-        const argv = ['serve', '--model', modelDir, '--port', '0', '--served-model-name', MODEL_NAME, ...extra];
+        const argv = ['serve', '--model', modelDir, '--port', '0', '--served-model-name', name, ...extra];
         const proc = spawn(kimi, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
         const srv = { proc, url: null, stderr: '', exited: null };
         servers.push(srv);

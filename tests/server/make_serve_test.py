@@ -4,11 +4,12 @@
     /usr/bin/python3 tests/server/make_serve_test.py --repo /path/to/kimi.cpp --build-dir /path/to/build
 
 Runs `make serve PORT=<a free port>` in --repo, in its own process group (the Makefile checks
-the Debian packages, builds — fast when already built —, makes models/tiny once and starts the
-server as 'kimi-tiny'), then:
+the Debian packages, builds — fast when already built —, and starts the server on the committed
+default model, models/kimi-k3-mini, as 'kimi-k3-mini'), then:
   * waits (up to --timeout s, the build may be needed) for GET /health 200 on that port;
   * checks stdout printed the URL banner and a curl example, and runs that example's request
-    (its JSON body, sent with http.client) plus one chat completion with max_tokens 16;
+    (its JSON body, sent with http.client) plus one chat completion with max_tokens 16, and asks
+    "What is 37 + 45?" greedily: the content is 82, the reasoning in reasoning_content;
   * sends SIGINT to the process group, waits for make to end (make may exit non-zero after an
     interrupt) and checks that no process of the group (kimi-cpp above all) is left.
 Exits non-zero on failure; whatever is left of the process group is killed in any case.
@@ -118,8 +119,8 @@ def main():
         if not m:
             fail("stdout has no 'kimi.cpp ... serving ... at URL' line\n" + log())
         else:
-            if m.group(1) != "kimi-tiny":
-                fail("served model name %r, want 'kimi-tiny'" % m.group(1))
+            if m.group(1) != "kimi-k3-mini":
+                fail("served model name %r, want 'kimi-k3-mini'" % m.group(1))
             if m.group(2) != url:
                 fail("banner URL %r, want %r" % (m.group(2), url))
         cm = re.search(r"curl (\S+) .*?-d '(\{.*?\})'", text, re.S)
@@ -141,12 +142,18 @@ def main():
                     j = json.loads(body)
                     if not j.get("choices"):
                         fail("the curl example's answer has no choices: %r" % body[:300])
-        if not os.path.isfile(os.path.join(repo, "models", "tiny", "config.json")):
-            fail("make serve did not leave models/tiny/config.json")
-
-        # 3. one chat completion as the README shows it
+        # 3. one chat completion as the README shows it, and a question the model was trained for
         status, body = http_request(port, "POST", "/v1/chat/completions",
-                                    {"model": "kimi-tiny", "messages": [{"role": "user", "content": "Hello!"}],
+                                    {"model": "kimi-k3-mini", "messages": [{"role": "user", "content": "What is 37 + 45?"}],
+                                     "temperature": 0})
+        if status != 200:
+            fail("What is 37 + 45?: HTTP %d %r" % (status, body[:300]))
+        else:
+            msg = json.loads(body)["choices"][0]["message"]
+            if msg.get("content") != "82" or "ones" not in (msg.get("reasoning_content") or ""):
+                fail("What is 37 + 45?: %r" % msg)
+        status, body = http_request(port, "POST", "/v1/chat/completions",
+                                    {"model": "kimi-k3-mini", "messages": [{"role": "user", "content": "Hello!"}],
                                      "max_tokens": 16})
         if status != 200:
             fail("chat completion: HTTP %d %r" % (status, body[:300]))
@@ -159,10 +166,10 @@ def main():
                 fail("finish_reason %r" % ch[0].get("finish_reason"))
             elif not (1 <= j["usage"]["completion_tokens"] <= 16):
                 fail("completion_tokens %r for max_tokens 16" % j["usage"]["completion_tokens"])
-            if j.get("model") != "kimi-tiny":
+            if j.get("model") != "kimi-k3-mini":
                 fail("model %r" % j.get("model"))
         status, body = http_request(port, "GET", "/v1/models")
-        if status != 200 or json.loads(body)["data"][0]["id"] != "kimi-tiny":
+        if status != 200 or json.loads(body)["data"][0]["id"] != "kimi-k3-mini":
             fail("/v1/models: HTTP %d %r" % (status, body[:300]))
 
         # 4. Ctrl-C: SIGINT to the whole group; make and kimi-cpp end

@@ -20,7 +20,8 @@ by the engine's own K3 chat format (`kimi-cpp chat-template --request`), so trai
 serving sends (render.py).
 
   data.py --seed 1 --n 20000 --out train.jsonl     # the training set
-  data.py --seed 2 --n 500 --out eval.jsonl        # the evaluation set: another seed
+  data.py --seed 2 --n 500 --exclude train.jsonl --out eval.jsonl   # held out: another seed,
+                                                                     # no training question
 """
 
 import argparse
@@ -28,6 +29,7 @@ import base64
 import io
 import json
 import random
+import re
 import sys
 
 sys.dont_write_bytecode = True
@@ -79,14 +81,33 @@ def user_form(rng, a, op, b):
     return q
 
 
-def thinking_for(a, op, b, result):
-    if op == "+" and a >= 10 and b >= 10:
-        tens = (a // 10 + b // 10) * 10
-        ones = a % 10 + b % 10
-        if a >= 100 or b >= 100:
-            return f"{a} + {b}: hundreds and tens {a - a % 10} + {b - b % 10} = {a - a % 10 + b - b % 10}, ones {a % 10} + {b % 10} = {ones}, so {result}."
-        return f"{a} + {b}: tens {a // 10 * 10} + {b // 10 * 10} = {tens}, ones {a % 10} + {b % 10} = {ones}, so {tens} + {ones} = {result}."
-    return f"{a} {op} {b} = {result}."
+PLACES = ("ones", "tens", "hundreds", "thousands")
+
+
+def column_steps(a, op, b):
+    """The reasoning for a op b (+ or -, b <= a for -): a column at a time from the ones, each
+    column named by its place, a carry or borrow as the next column's "+1" / "-1":
+      "37 + 45: ones 7+5=12, tens 3+4+1=8, so 82."
+      "81 - 9: ones 1-9 borrow 11-9=2, tens 8-0-1=7, so 72."
+    Short, since every byte is a token, and each digit of the result is found by its place."""
+    n = len(str(max(a, b)))
+    da, db = str(a).zfill(n)[::-1], str(b).zfill(n)[::-1]
+    parts, carry = [], 0
+    for i in range(n):
+        x, y = int(da[i]), int(db[i])
+        tail = f"{op}1" if carry else ""
+        term = f"{x}{op}{y}{tail}"
+        s = x + y + carry if op == "+" else x - y - carry
+        if op == "+":
+            carry = s // 10
+            parts.append(f"{PLACES[i]} {term}={s}")
+        elif s < 0:
+            carry = 1
+            parts.append(f"{PLACES[i]} {term} borrow {10 + x}{op}{y}{tail}={s + 10}")
+        else:
+            carry = 0
+            parts.append(f"{PLACES[i]} {term}={s}")
+    return f"{a} {op} {b}: " + ", ".join(parts) + f", so {OPS[op][1](a, b)}."
 
 
 def arithmetic(rng, task):
@@ -100,7 +121,7 @@ def arithmetic(rng, task):
         a, b, op = rng.randint(100, 999), rng.randint(10, 999), "+"
     result = OPS[op][1](a, b)
     req = {"messages": [{"role": "user", "content": user_form(rng, a, op, b)}]}
-    reply = {"role": "assistant", "reasoning_content": thinking_for(a, op, b, result), "content": str(result)}
+    reply = {"role": "assistant", "reasoning_content": column_steps(a, op, b), "content": str(result)}
     return req, reply, result
 
 
@@ -134,12 +155,12 @@ def word_problem(rng):
     if rng.random() < 0.5:
         q = f"{name} has {a} {thing} and gets {b} more. How many {thing} does {name} have now?"
         result = a + b
-        why = f"{name} starts with {a} and gets {b}: {a} + {b} = {result}."
+        why = f"{name} starts with {a} and gets {b}. " + column_steps(a, "+", b)
     else:
         a, b = max(a, b), min(a, b)
         q = f"{name} has {a} {thing} and gives away {b}. How many {thing} are left?"
         result = a - b
-        why = f"{name} starts with {a} and gives {b} away: {a} - {b} = {result}."
+        why = f"{name} starts with {a} and gives {b} away. " + column_steps(a, "-", b)
     req = {"messages": [{"role": "user", "content": q}]}
     return req, {"role": "assistant", "reasoning_content": why, "content": str(result)}, result
 
@@ -202,8 +223,32 @@ def shape_task(rng):
 MIX = {"add2": 0.2, "sub2": 0.15, "add3": 0.15, "mul": 0.15, "word": 0.1, "json": 0.1, "colour": 0.08, "shape": 0.07}
 
 
-def examples(seed, n):
-    """n examples (a multiplication contributes its two turns), deterministic for the seed."""
+# How the request is sent besides its messages: as the OpenAI client sends it (the renderer's
+# defaults: thinking on, effort max), as the chat page does (effort chosen), with a system prompt.
+VARIANTS = ("plain", "effort-max", "effort-high", "effort-low", "system")
+VARIANT_WEIGHTS = (0.7, 0.08, 0.08, 0.06, 0.08)
+
+
+def with_variant(req, variant):
+    if variant.startswith("effort-"):
+        return dict(req, chat_template_kwargs={"thinking": True, "thinking_effort": variant[7:]})
+    if variant == "system":
+        return dict(req, messages=[{"role": "system", "content": "You are a helpful assistant."}] + req["messages"])
+    return req
+
+
+def question_key(ex):
+    """What makes a text question the same question: its numbers and its answer (None for
+    images: each is drawn anew)."""
+    text = ex["request"]["messages"][-1]["content"] if ex["task"] != "mul_answer" else ex["request"]["messages"][-3]["content"]
+    if not isinstance(text, str):
+        return None
+    return ex["task"].split("_")[0] + ":" + ",".join(re.findall(r"\d+", text)) + "=" + json.dumps(ex["answer"])
+
+
+def examples(seed, n, exclude=frozenset()):
+    """n examples (a multiplication contributes its two turns), deterministic for the seed;
+    none whose question_key is in exclude (held-out evaluation)."""
     rng = random.Random(seed)
     tasks, weights = zip(*MIX.items())
     out = []
@@ -221,9 +266,16 @@ def examples(seed, n):
             items = [colour_task(rng)]
         else:
             items = [shape_task(rng)]
+        variant = rng.choices(VARIANTS, VARIANT_WEIGHTS)[0]
+        new = []
         for i, (req, reply, answer) in enumerate(items):
             name = task if task != "mul" else ("mul_call", "mul_answer")[i]
-            out.append({"task": name, "request": req, "reply": reply, "answer": answer})
+            new.append({"task": name, "variant": variant, "request": req, "reply": reply, "answer": answer})
+        if exclude and any(question_key(ex) in exclude for ex in new):
+            continue
+        for ex in new:
+            ex["request"] = with_variant(ex["request"], variant)
+        out += new
     return out[:n]
 
 
@@ -232,9 +284,14 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--exclude", help="a data.py file whose questions this set must not repeat")
     a = ap.parse_args()
+    exclude = set()
+    if a.exclude:
+        with open(a.exclude) as f:
+            exclude = {question_key(json.loads(line)) for line in f} - {None}
     with open(a.out, "w") as f:
-        for ex in examples(a.seed, a.n):
+        for ex in examples(a.seed, a.n, exclude):
             f.write(json.dumps(ex, separators=(",", ":")) + "\n")
 
 

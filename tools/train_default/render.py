@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Token sequences for training the default model (issue 48): each example of data.py rendered by
 the engine's own K3 chat format (`kimi-cpp chat-template --request --json`), so training sees
-exactly the prompt serving builds.
+exactly the prompt serving builds (one `chat-template --requests` process a job).
 
 For an example (request, reply):
   prompt     = render(request, add_generation_prompt=true): what the server sends the model;
@@ -10,7 +10,7 @@ For an example (request, reply):
                (its system message comes after the messages, so only the prompt carries it).
 The completion must extend the prompt exactly (checked), and ends with <|end_of_msg|>.
 
-Output: JSONL, one {"task", "ids", "n_prompt", "answer", "images"} per example: ids = prompt +
+Output: JSONL, one {"task", "variant", "ids", "n_prompt", "answer", "images"} per example: ids = prompt +
 completion, the loss on ids[n_prompt:]; images: the request's image URLs in order (their
 <|media_pad|> tokens are in ids; the trainer encodes the pixels).
 
@@ -32,19 +32,27 @@ class RenderError(Exception):
     pass
 
 
-def render_ids(kimi, model, body, tmp):
-    """The token ids of a request body under the model's chat format."""
-    path = os.path.join(tmp, f"req-{os.getpid()}-{id(body)}.json")
-    with open(path, "w") as f:
-        json.dump(body, f)
-    try:
-        p = subprocess.run([kimi, "chat-template", "--tokenizer", model, "--model", model, "--request", path, "--json"],
-                           capture_output=True, text=True)
-    finally:
-        os.remove(path)
-    if p.returncode != 0:
-        raise RenderError(p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "chat-template failed")
-    return json.loads(p.stdout)["ids"]
+def render_all(kimi, model, bodies, jobs):
+    """The token ids of each request body under the model's chat format: `chat-template
+    --requests` over a JSONL file, in `jobs` processes."""
+    def run(part):
+        with tempfile.NamedTemporaryFile("w", prefix="kimi-render-", suffix=".jsonl") as f:
+            for b in part:
+                f.write(json.dumps(b, separators=(",", ":")) + "\n")
+            f.flush()
+            p = subprocess.run([kimi, "chat-template", "--tokenizer", model, "--model", model, "--requests", f.name],
+                               capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RenderError(p.stderr.strip() or "chat-template failed")
+        out = [json.loads(line) for line in p.stdout.splitlines()]
+        for o in out:
+            if "error" in o:
+                raise RenderError(o["error"])
+        return [o["ids"] for o in out]
+    step = -(-len(bodies) // jobs) if bodies else 1
+    with ThreadPoolExecutor(jobs) as pool:
+        parts = list(pool.map(run, [bodies[i:i + step] for i in range(0, len(bodies), step)]))
+    return [ids for part in parts for ids in part]
 
 
 def image_urls(request):
@@ -55,18 +63,20 @@ def image_urls(request):
     return urls
 
 
-def render_example(kimi, model, ex, tmp):
+def bodies_of(ex):
+    """The three renders an example needs: its prompt, the prompt without response_format, and
+    the conversation with the reply (also without response_format)."""
     req = ex["request"]
-    prompt = render_ids(kimi, model, dict(req, add_generation_prompt=True), tmp)
     plain = {k: v for k, v in req.items() if k != "response_format"}
-    head = prompt if plain == req else render_ids(kimi, model, dict(plain, add_generation_prompt=True), tmp)
-    full = render_ids(kimi, model, dict(plain, messages=plain["messages"] + [ex["reply"]], add_generation_prompt=False),
-                      tmp)
+    return [dict(req, add_generation_prompt=True), dict(plain, add_generation_prompt=True),
+            dict(plain, messages=plain["messages"] + [ex["reply"]], add_generation_prompt=False)]
+
+
+def row_of(ex, prompt, head, full):
     if full[:len(head)] != head:
         raise RenderError(f"{ex['task']}: the reply's render does not extend its prompt")
-    completion = full[len(head):]
-    return {"task": ex["task"], "ids": prompt + completion, "n_prompt": len(prompt), "answer": ex["answer"],
-            "images": image_urls(req)}
+    return {"task": ex["task"], "variant": ex.get("variant", ""), "ids": prompt + full[len(head):],
+            "n_prompt": len(prompt), "answer": ex["answer"], "images": image_urls(ex["request"])}
 
 
 def main():
@@ -79,8 +89,8 @@ def main():
     a = ap.parse_args()
     with open(a.inp) as f:
         examples = [json.loads(line) for line in f if line.strip()]
-    with tempfile.TemporaryDirectory(prefix="kimi-render-") as tmp, ThreadPoolExecutor(a.jobs) as pool:
-        rows = list(pool.map(lambda ex: render_example(a.kimi, a.model, ex, tmp), examples))
+    ids = render_all(a.kimi, a.model, [b for ex in examples for b in bodies_of(ex)], a.jobs)
+    rows = [row_of(ex, *ids[3 * i:3 * i + 3]) for i, ex in enumerate(examples)]
     with open(a.out, "w") as f:
         for r in rows:
             f.write(json.dumps(r, separators=(",", ":")) + "\n")

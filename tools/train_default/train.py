@@ -270,26 +270,30 @@ def main():
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--log", help="every step's loss as JSONL (plot_loss.py draws it)")
     ap.add_argument("--check", action="store_true", help="compare the engine's logits with torch's at the end")
     a = ap.parse_args()
     torch.manual_seed(a.seed)
     torch.set_num_threads(a.threads)
+    torch.set_flush_denormal(True)
     rng = random.Random(a.seed)
     model = Model(a.init)
     rows = load_rows(a.data, model.cfg["vocab_size"], vision_torch.V.load_media_cfg(a.init))
     print(f"train: {len(rows)} sequences ({sum(1 for r in rows if r['images'])} with images), "
           f"{sum(t.numel() for t in model.params()) / 1e6:.2f} M parameters", file=sys.stderr)
+    # one task and request variant a batch: its rows share their system messages (tools
+    # included), which run once
     by_task = {}
     for r in rows:
-        by_task.setdefault(r["task"], []).append(r)
+        by_task.setdefault((r["task"], r.get("variant", "")), []).append(r)
     tasks = sorted(by_task)
+    log = open(a.log, "w", buffering=1) if a.log else None   # line-buffered: readable while it runs
     opt = torch.optim.AdamW(model.params(), lr=a.lr, weight_decay=0.0)
     t0 = time.time()
     for step in range(a.steps):
         lr = a.lr * min(1.0, (step + 1) / 20) * 0.5 * (1 + math.cos(math.pi * step / a.steps))
         for group in opt.param_groups:
             group["lr"] = lr
-        # one task a batch: its rows share their system messages (tools included), which run once
         task = rng.choices(tasks, weights=[len(by_task[t]) for t in tasks])[0]
         batch = rng.sample(by_task[task], min(a.batch, len(by_task[task])))
         tok, tgt = batch_of(batch, model.cfg.get("pad_token_id", 0))
@@ -298,9 +302,11 @@ def main():
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.params(), 1.0)
         opt.step()
+        rec = {"step": step, "task": task[0], "loss": round(loss.item(), 4), "lr": lr, "s": round(time.time() - t0, 1)}
+        if log:
+            log.write(json.dumps(rec) + "\n")
         if step % 10 == 0 or step == a.steps - 1:
-            print(json.dumps({"step": step, "loss": round(loss.item(), 4), "lr": lr,
-                              "s": round(time.time() - t0, 1)}), flush=True)
+            print(json.dumps(rec), flush=True)
     export(a.init, a.out, model)
     if a.check:
         diff, scale = check_against_engine(a.kimi, a.out, next(r for r in rows if not r["images"]))

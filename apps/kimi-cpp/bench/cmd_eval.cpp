@@ -2,7 +2,6 @@
 // `id` and, per scorer (`correct`, and every name in `correct_by_scorer` when both runs
 // have it), prints the 2×2 table and the exact two-sided McNemar p-value.
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <functional>
 #include <set>
@@ -10,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "args.h"
+#include "bench/jsonl.h"
 #include "bench/stats.h"
 #include "commands.h"
 #include "core/error.h"
@@ -25,28 +25,18 @@ struct Sample {
 };
 
 std::map<std::string, Sample> read_samples(const std::string& path) {
-    std::ifstream f(path);
-    if (!f) throw Error(path + ": cannot open");
     std::map<std::string, Sample> out;
-    std::string line;
-    for (int64_t n = 1; std::getline(f, line); ++n) {
-        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-        const std::string where = path + ":" + std::to_string(n);
-        J j;
-        try {
-            j = J::parse(line);
-        } catch (const std::exception& e) {
-            throw Error(where + ": not JSON: " + e.what());
-        }
+    for (const bench::JsonLine& l : bench::read_jsonl(path)) {
+        const J& j = l.value;
         if (!j.is_object() || !j.contains("id") || !j.contains("correct") || !j["correct"].is_boolean())
-            throw Error(where + ": a sample needs \"id\" and a boolean \"correct\"");
+            throw Error(l.where + ": a sample needs \"id\" and a boolean \"correct\"");
         const std::string id = j["id"].is_string() ? j["id"].get<std::string>() : j["id"].dump();
         Sample s;
         s.correct = j["correct"].get<bool>();
         if (j.contains("correct_by_scorer") && j["correct_by_scorer"].is_object())
             for (auto it = j["correct_by_scorer"].begin(); it != j["correct_by_scorer"].end(); ++it)
                 if (it.value().is_boolean()) s.by_scorer[it.key()] = it.value().get<bool>();
-        if (!out.emplace(id, std::move(s)).second) throw Error(where + ": duplicate id " + id);
+        if (!out.emplace(id, std::move(s)).second) throw Error(l.where + ": duplicate id " + id);
     }
     return out;
 }
@@ -128,17 +118,20 @@ int cmd_eval_compare(int argc, char** argv) {
 }
 
 int cmd_eval_gsm8k(int argc, char** argv);   // cmd_eval_gsm8k.cpp
+int cmd_eval_tasks(int argc, char** argv);   // cmd_eval_tasks.cpp
 
 int cmd_eval(int argc, char** argv) {
-    if (argc < 1) throw Error("usage: kimi-cpp eval gsm8k|compare [flags]");
+    if (argc < 1) throw Error("usage: kimi-cpp eval gsm8k|tasks|compare [flags]");
     const std::string what = argv[0];
     if (what == "--help" || what == "-h") {
-        std::printf("usage: kimi-cpp eval gsm8k|compare [flags]\n(kimi-cpp eval WHAT --help: the flags of one)\n");
+        std::printf(
+            "usage: kimi-cpp eval gsm8k|tasks|compare [flags]\n(kimi-cpp eval WHAT --help: the flags of one)\n");
         return 0;
     }
     if (what == "compare") return cmd_eval_compare(argc - 1, argv + 1);
     if (what == "gsm8k") return cmd_eval_gsm8k(argc - 1, argv + 1);
-    throw Error("unknown eval '" + what + "' (eval gsm8k, eval compare)");
+    if (what == "tasks") return cmd_eval_tasks(argc - 1, argv + 1);
+    throw Error("unknown eval '" + what + "' (eval gsm8k, eval tasks, eval compare)");
 }
 
 }   // namespace kimi::app

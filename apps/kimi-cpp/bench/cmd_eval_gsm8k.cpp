@@ -5,12 +5,9 @@
 // primary `correct`) and by lm-eval's flexible-extract and strict-match. Writes one JSONL
 // line per sample and prints a summary; --ab runs both attention-output modes in one process
 // and compares them with the exact McNemar test.
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <mutex>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -48,21 +45,7 @@ struct Settings {
 
 // Runs fn(i) for every test item on `concurrency` threads, with a progress bar.
 void for_all(const Settings& s, const std::string& label, const std::function<void(size_t)>& fn) {
-    std::atomic<size_t> next{0}, done{0};
-    std::mutex mu;
-    Progress bar(label, s.quiet);
-    std::vector<std::thread> ts;
-    for (size_t w = 0; w < std::min(s.concurrency, s.tests.size()); ++w)
-        ts.emplace_back([&] {
-            for (size_t i; (i = next.fetch_add(1)) < s.tests.size();) {
-                fn(i);
-                const size_t d = ++done;
-                std::lock_guard<std::mutex> lk(mu);
-                bar.update(double(d), double(s.tests.size()), "questions");
-            }
-        });
-    for (auto& t : ts) t.join();
-    bar.finish();
+    for_each_parallel(s.tests.size(), s.concurrency, label, s.quiet, "questions", fn);
 }
 
 std::vector<Reply> run_server(const Settings& s, const bench::Endpoint& ep, const std::string& model) {

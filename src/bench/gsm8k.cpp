@@ -1,27 +1,22 @@
 // GSM8K prompts and scorers (see gsm8k.h).
 #include "bench/gsm8k.h"
 
-#include <fstream>
 #include <regex>
 
 #include <nlohmann/json.hpp>
 
+#include "bench/jsonl.h"
 #include "core/error.h"
 
 namespace kimi::bench {
 
 std::vector<Gsm8kItem> read_gsm8k(const std::string& path) {
-    std::ifstream f(path);
-    if (!f) throw Error(path + ": cannot open");
     std::vector<Gsm8kItem> out;
-    std::string line;
-    for (int64_t n = 1; std::getline(f, line); ++n) {
-        if (line.empty() || line[0] == '#' || line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    for (const auto& j : read_jsonl(path)) {
         try {
-            const auto j = nlohmann::json::parse(line);
-            out.push_back({j.at("question").get<std::string>(), j.at("answer").get<std::string>()});
+            out.push_back({j.value.at("question").get<std::string>(), j.value.at("answer").get<std::string>()});
         } catch (const std::exception& e) {
-            throw Error(path + ":" + std::to_string(n) + ": " + e.what());
+            throw Error(j.where + ": " + e.what());
         }
     }
     return out;

@@ -13,7 +13,8 @@ std::vector<JsonLine> read_jsonl(const std::string& path) {
     std::vector<JsonLine> out;
     std::string line;
     for (int64_t n = 1; std::getline(f, line); ++n) {
-        if (line.find_first_not_of(" \t\r\n") == std::string::npos) continue;
+        const size_t first = line.find_first_not_of(" \t\r\n");
+        if (first == std::string::npos || line[first] == '#') continue;
         JsonLine j;
         j.line = n;
         j.where = path + ":" + std::to_string(n);

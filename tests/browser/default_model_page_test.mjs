@@ -107,7 +107,7 @@ async function main() {
         await check('"What colour is this image?" with a red image: red', async () => {
             await newGreedyChat(page);
             const file = path.join(tmp, 'red.png');
-            fs.writeFileSync(file, png(56, 56, () => [220, 30, 30]));
+            fs.writeFileSync(file, png(96, 64, () => [220, 30, 30]));
             await (await page.$('#attach')).uploadFile(file);
             await page.waitForSelector('#attachments img.thumb');
             await ask(page, 'What colour is this image?');

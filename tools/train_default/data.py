@@ -173,10 +173,10 @@ def json_answer(rng):
     return req, reply, result
 
 
-def image_uri(draw):
-    """A PNG data URI of a 56x56 image painted by draw(ImageDraw, Image)."""
+def image_uri(draw, size):
+    """A PNG data URI of a white image of size (width, height) painted by draw(ImageDraw, Image)."""
     from PIL import Image, ImageDraw   # python3-pil, only for the image tasks
-    img = Image.new("RGB", (56, 56), (255, 255, 255))
+    img = Image.new("RGB", size, (255, 255, 255))
     draw(ImageDraw.Draw(img), img)
     buf = io.BytesIO()
     img.save(buf, format="PNG")
@@ -190,7 +190,10 @@ def jitter(rng, rgb):
 def colour_task(rng):
     name = rng.choice(sorted(COLOURS))
     rgb = jitter(rng, COLOURS[name])
-    uri = image_uri(lambda d, img: d.rectangle([0, 0, 55, 55], fill=rgb))
+    # half of them 56 x 56 (4 image tokens), the rest of 28 to 112 pixels a side: the answer must
+    # not depend on the size, nor on the black padding up to a multiple of 28 pixels
+    size = (56, 56) if rng.random() < 0.5 else (rng.randint(28, 112), rng.randint(28, 112))
+    uri = image_uri(lambda d, img: d.rectangle([0, 0, size[0], size[1]], fill=rgb), size)
     q = rng.choice(["What colour is this image?", "What color is this image?", "what colour is this image",
                     "Which colour is this?", "What colour is this image ?"])
     req = {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": uri}},
@@ -202,25 +205,27 @@ def colour_task(rng):
 def shape_task(rng):
     shape = rng.choice(SHAPES)
     rgb = jitter(rng, COLOURS[rng.choice(("red", "green", "blue", "black"))])
-    m = rng.randint(6, 12)
+    canvas = (56, 56)
+    size = rng.randint(30, 50)  # its side, anywhere on the canvas
+    x, y = rng.randint(0, canvas[0] - 1 - size), rng.randint(0, canvas[1] - 1 - size)
 
     def draw(d, img):
-        box = [m, m, 55 - m, 55 - m]
+        box = [x, y, x + size, y + size]
         if shape == "circle":
             d.ellipse(box, fill=rgb)
         elif shape == "square":
             d.rectangle(box, fill=rgb)
         else:
-            d.polygon([(28, m), (55 - m, 55 - m), (m, 55 - m)], fill=rgb)
+            d.polygon([(x + size // 2, y), (x + size, y + size), (x, y + size)], fill=rgb)
     q = rng.choice(["What shape is this?", "what shape is this", "Which shape is in this image?"])
-    req = {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": image_uri(draw)}},
+    req = {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": image_uri(draw, canvas)}},
                                                       {"type": "text", "text": q}]}]}
     reply = {"role": "assistant", "reasoning_content": f"I see one {shape} on white.", "content": f"A {shape}."}
     return req, reply, shape
 
 
 # task -> share of the examples
-MIX = {"add2": 0.2, "sub2": 0.15, "add3": 0.15, "mul": 0.15, "word": 0.1, "json": 0.1, "colour": 0.08, "shape": 0.07}
+MIX = {"add2": 0.13, "sub2": 0.18, "add3": 0.12, "mul": 0.06, "word": 0.05, "json": 0.15, "colour": 0.12, "shape": 0.19}
 
 
 # How the request is sent besides its messages: as the OpenAI client sends it (the renderer's
@@ -246,11 +251,14 @@ def question_key(ex):
     return ex["task"].split("_")[0] + ":" + ",".join(re.findall(r"\d+", text)) + "=" + json.dumps(ex["answer"])
 
 
-def examples(seed, n, exclude=frozenset()):
+def examples(seed, n, exclude=frozenset(), balanced=False):
     """n examples (a multiplication contributes its two turns), deterministic for the seed;
-    none whose question_key is in exclude (held-out evaluation)."""
+    none whose question_key is in exclude (held-out evaluation). The tasks are drawn with the
+    shares of MIX, or all alike (balanced: an evaluation set, every task measured as well)."""
     rng = random.Random(seed)
     tasks, weights = zip(*MIX.items())
+    if balanced:
+        weights = [1.0] * len(tasks)
     out = []
     while len(out) < n:
         task = rng.choices(tasks, weights)[0]
@@ -285,13 +293,14 @@ def main():
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--out", required=True)
     ap.add_argument("--exclude", help="a data.py file whose questions this set must not repeat")
+    ap.add_argument("--balanced", action="store_true", help="every task alike, not MIX's shares (an evaluation set)")
     a = ap.parse_args()
     exclude = set()
     if a.exclude:
         with open(a.exclude) as f:
             exclude = {question_key(json.loads(line)) for line in f} - {None}
     with open(a.out, "w") as f:
-        for ex in examples(a.seed, a.n, exclude):
+        for ex in examples(a.seed, a.n, exclude, a.balanced):
             f.write(json.dumps(ex, separators=(",", ":")) + "\n")
 
 

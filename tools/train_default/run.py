@@ -2,8 +2,8 @@
 """`make train-default`: the default model (models/kimi-k3-mini) from nothing, reproducibly:
   1. the initial checkpoint: `kimi-cpp make-model --preset k3-tiny` at the widths below, with the
      byte-level tokenizer (256 byte tokens + K3's 256 specials at their real ids);
-  2. the training set (data.py, seed 1) and the held-out evaluation set (seed 2, no training
-     question repeated), rendered by the engine's own chat format (render.py);
+  2. the training set (data.py, seed 1) and the held-out evaluation set (seed 2, every task alike,
+     no training question repeated), rendered by the engine's own chat format (render.py);
   3. training (train.py), the BF16 export into the checkpoint layout, and the check that the
      engine's logits match torch's on the export;
   4. the loss curve (plot_loss.py).
@@ -45,7 +45,7 @@ WIDTHS = {
     "vision_config.text_hidden_size": 128,
 }
 TRAIN_SEED, EVAL_SEED = 1, 2
-N_TRAIN, N_EVAL = 12000, 600
+N_TRAIN, N_EVAL = 24000, 720
 
 
 def run(cmd, **kw):
@@ -58,9 +58,9 @@ def main():
     ap.add_argument("--kimi", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--work", help="keep the intermediate files here (default: a temporary directory)")
-    ap.add_argument("--steps", type=int, default=1200)
+    ap.add_argument("--steps", type=int, default=2400)
     ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--lr", type=float, default=4e-3)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
     py = sys.executable
@@ -74,7 +74,7 @@ def main():
         train, held = os.path.join(work, "train.jsonl"), os.path.join(work, "eval.jsonl")
         run([py, os.path.join(HERE, "data.py"), "--seed", str(TRAIN_SEED), "--n", str(N_TRAIN), "--out", train])
         run([py, os.path.join(HERE, "data.py"), "--seed", str(EVAL_SEED), "--n", str(N_EVAL), "--exclude", train,
-             "--out", held])
+             "--balanced", "--out", held])
         tokens = os.path.join(work, "train.tokens.jsonl")
         run([py, os.path.join(HERE, "render.py"), "--kimi", a.kimi, "--model", init, "--in", train, "--out", tokens])
         log = os.path.join(work, "train-log.jsonl")

@@ -14,7 +14,8 @@ struct JsonLine {
     nlohmann::ordered_json value;
 };
 
-// Every line parsed but blank ones and '#' comments; throws kimi::Error "path: cannot open" or "path:line: not JSON: …".
+// Every line parsed but blank ones and '#' comments; throws kimi::Error "path: cannot open" or
+// "path:line: not JSON: …".
 std::vector<JsonLine> read_jsonl(const std::string& path);
 
 }   // namespace kimi::bench

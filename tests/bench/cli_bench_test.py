@@ -41,6 +41,21 @@ def run(*args, timeout=300):
     return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
 
 
+def read_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def read_jsonl(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def head_bytes(path, n):
+    with open(path, "rb") as f:
+        return f.read(n)
+
+
 def setUpModule():
     global WORK, MODEL, SERVER, URL
     WORK = tempfile.mkdtemp(prefix="kimi-bench-")
@@ -61,8 +76,8 @@ class BenchDecode(unittest.TestCase):
                            "--suffix-len", "8", "--output-len", "12", "--warmup", "1", "--runs", "2", "--threads", "2",
                            "--json", js, "--plot", png)
         self.assertEqual(rc, 0, err)
-        j = json.load(open(js))
-        layers = json.load(open(os.path.join(MODEL, "config.json")))["num_hidden_layers"]
+        j = read_json(js)
+        layers = read_json(os.path.join(MODEL, "config.json"))["num_hidden_layers"]
         for k in ("config", "git_commit", "cpu_flags", "variants", "delta_direct_vs_copy"):
             self.assertIn(k, j)
         self.assertEqual(j["config"]["threads"], 2)
@@ -79,7 +94,7 @@ class BenchDecode(unittest.TestCase):
         self.assertEqual(j["variants"]["copy"]["attn_output_copies_per_step"], layers)
         self.assertIn("| direct |", out)
         self.assertIn("| copy |", out)
-        self.assertEqual(open(png, "rb").read(8), b"\x89PNG\r\n\x1a\n")
+        self.assertEqual(head_bytes(png, 8), b"\x89PNG\r\n\x1a\n")
 
     def test_speculative_against_plain(self):
         js = os.path.join(WORK, "spec.json")
@@ -88,7 +103,7 @@ class BenchDecode(unittest.TestCase):
                            "--runs", "2", "--json", js, "--speculative-config",
                            '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1, "prompt_lookup_max": 2}')
         self.assertEqual(rc, 0, err)
-        j = json.load(open(js))
+        j = read_json(js)
         self.assertEqual(set(j["variants"]), {"plain", "speculative"})
         self.assertIn("delta_speculative_vs_plain", j)
         self.assertEqual(j["config"]["repeat_prompt"], 4)
@@ -114,7 +129,7 @@ class BenchDecode(unittest.TestCase):
                            "--logit-bias", "3=40", "--speculative-config",
                            '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1, "prompt_lookup_max": 2}')
         self.assertEqual(rc, 0, err)
-        j = json.load(open(js))
+        j = read_json(js)
         self.assertEqual(j["config"]["logit_bias"], {"3": 40.0})
         sd = j["variants"]["speculative"]["spec_decode"]
         self.assertGreater(sd["num_drafts"], 0)
@@ -139,7 +154,7 @@ class BenchMachine(unittest.TestCase):
         js = os.path.join(WORK, "machine.json")
         rc, out, err = run("bench", "machine", "--size-mb", "64", "--reps", "2", "--threads", "2", "--json", js)
         self.assertEqual(rc, 0, err)
-        j = json.load(open(js))
+        j = read_json(js)
         for k in ("cpu", "cpu_flags", "threads", "read_bandwidth_gbs", "peak_gflops"):
             self.assertIn(k, j)
         for part in (j["read_bandwidth_gbs"], j["peak_gflops"]["f32"], j["peak_gflops"]["bf16"]):
@@ -170,7 +185,7 @@ class BenchModel(unittest.TestCase):
                            "--contexts", "0,20", "--reps", "2", "--decode-steps", "3", "--threads", "2",
                            "--max-num-batched-tokens", "16", "--json", js, "--plot", png)
         self.assertEqual(rc, 0, err)
-        j = json.load(open(js))
+        j = read_json(js)
         self.assertEqual([p["test"] for p in j["prefill"]], ["pp16", "pp32"])
         # Prefill after a cached context: the 20-token prefix comes from the prefix cache up to
         # its last full 16-token block, so each rep computes the other 4 + the new tokens.
@@ -204,7 +219,7 @@ class BenchModel(unittest.TestCase):
         self.assertGreater(d[(1, 20)]["cache_bytes"], d[(1, 0)]["cache_bytes"])
         self.assertGreaterEqual(d[(3, 0)]["weight_bytes"], d[(1, 0)]["weight_bytes"])
         self.assertIn("| pp16 |", out)
-        self.assertEqual(open(png, "rb").read(4), b"\x89PNG")
+        self.assertEqual(head_bytes(png, 4), b"\x89PNG")
 
     def test_speculative_curve(self):
         js, png = os.path.join(WORK, "model_spec.json"), os.path.join(WORK, "model_spec.png")
@@ -214,7 +229,7 @@ class BenchModel(unittest.TestCase):
                            "--json", js, "--plot", png, "--speculative-config",
                            '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_min":1,"prompt_lookup_max":2}')
         self.assertEqual(rc, 0, err)
-        j = json.load(open(js))
+        j = read_json(js)
         self.assertEqual(j["speculative_config"], "ngram, k=3, n-grams 1..2")
         self.assertEqual(len(j["decode"]), 4)
         for row in j["decode"]:
@@ -263,7 +278,7 @@ class BenchModel(unittest.TestCase):
         self.assertAlmostEqual(e2e["speedup"], e2e["speculative_tokens_per_s"] / e2e["plain_tokens_per_s"])
         self.assertIn("| tg3 b2 @ d20 |", out.split("speculation (ngram")[1])
         self.assertIn("end to end (batch 1", out)
-        self.assertEqual(open(png, "rb").read(4), b"\x89PNG")
+        self.assertEqual(head_bytes(png, 4), b"\x89PNG")
         # method draft_model, the model as its own draft: the draft's steps are in the verification
         # step, and greedy drafts of the same weights are always accepted
         rc, _, err = run("bench", "model", "--model", MODEL, "--prompt-lens", "8", "--batches", "1", "--contexts", "0",
@@ -271,7 +286,7 @@ class BenchModel(unittest.TestCase):
                          "--json", js, "--speculative-config",
                          json.dumps({"method": "draft_model", "model": MODEL, "num_speculative_tokens": 2}))
         self.assertEqual(rc, 0, err)
-        j = json.load(open(js))
+        j = read_json(js)
         self.assertIn("draft model", j["decode"][0]["speculative"]["verify_step_includes"])
         sd = j["speculative_end_to_end"]["spec_decode"]
         self.assertGreater(sd["num_drafts"], 0)
@@ -288,7 +303,7 @@ class BenchModel(unittest.TestCase):
                            "--contexts", "0,5", "--reps", "1", "--decode-steps", "2", "--threads", "1",
                            "--compare-torch", "--quiet", "--json", js)
         self.assertEqual(rc, 0, err)
-        j = json.load(open(js))
+        j = read_json(js)
         self.assertTrue(j["torch"]["torch_version"])
         for row in j["prefill"] + j["decode"]:
             self.assertGreater(row["speedup_vs_torch"], 0, row["test"])
@@ -307,7 +322,7 @@ class BenchMatmul(unittest.TestCase):
         rc, out, err = run("bench", "matmul", "--shapes", "256x512,64x96", "--tokens", "1,8", "--reps", "1",
                            "--working-set-mb", "8", "--threads", "2", "--quiet", "--json", js)
         self.assertEqual(rc, 0, err)
-        j = json.load(open(js))
+        j = read_json(js)
         self.assertEqual([(r["shape"], r["tokens"]) for r in j["rows"]],
                          [("256x512", 1), ("256x512", 8), ("64x96", 1), ("64x96", 8)])
         for r in j["rows"]:
@@ -325,7 +340,7 @@ class BenchMatmul(unittest.TestCase):
         rc, out, err = run("bench", "matmul", "--shapes", "64x128,96x256", "--tokens", "1,16", "--reps", "1",
                            "--working-set-mb", "1", "--compare-torch", "--quiet", "--json", js)
         self.assertEqual(rc, 0, err)
-        j = json.load(open(js))
+        j = read_json(js)
         self.assertTrue(j["torch"]["version"])
         self.assertEqual([(r["shape"], r["tokens"]) for r in j["rows"]],
                          [("64x128", 1), ("64x128", 16), ("96x256", 1), ("96x256", 16)])
@@ -354,7 +369,7 @@ class BenchServe(unittest.TestCase):
                                "--num-prompts", "8", "--random-input-len", "32", "--random-output-len", "8",
                                "--max-concurrency", "4", "--ignore-eos", "--json", js, "--plot", png)
             self.assertEqual(rc, 0, err + out)
-            j = json.load(open(js))
+            j = read_json(js)
             self.assertEqual(j["completed"], 8)
             self.assertEqual(j["failed"], 0)
             self.assertEqual(j["model_id"], "kimi-tiny")   # from /v1/models
@@ -365,7 +380,7 @@ class BenchServe(unittest.TestCase):
                 self.assertIn(k, j)
             self.assertTrue(all(len(g) == 7 for g in j["itls"]))   # 8 tokens → 7 gaps
             self.assertIn("Serving Benchmark Result", out)
-            self.assertEqual(open(png, "rb").read(4), b"\x89PNG")
+            self.assertEqual(head_bytes(png, 4), b"\x89PNG")
 
     def test_prefix_dataset_and_rate(self):
         rc, out, err = run("bench", "serve", "--base-url", URL, "--tokenizer", MODEL, "--dataset", "prefix",
@@ -381,7 +396,7 @@ class EvalGsm8k(unittest.TestCase):
         rc, out, err = run("eval", "gsm8k", "--base-url", URL, "--limit", "5", "--max-tokens", "24", "--out", out_path,
                            "--json", js)
         self.assertEqual(rc, 0, err)
-        lines = [json.loads(l) for l in open(out_path)]
+        lines = read_jsonl(out_path)
         self.assertEqual(len(lines), 5)
         for i, s in enumerate(lines):
             self.assertEqual(s["id"], i)
@@ -391,7 +406,7 @@ class EvalGsm8k(unittest.TestCase):
             self.assertTrue(s["prompt"].endswith("\nAnswer:"))
             self.assertEqual(set(s["correct_by_scorer"]), {"vllm", "flexible-extract", "strict-match"})
             self.assertEqual(s["correct"], s["correct_by_scorer"]["vllm"])
-        summ = json.load(open(js))
+        summ = read_json(js)
         self.assertEqual(summ["n"], 5)
         self.assertEqual(summ["requests_failed"], 0)
         for k in ("accuracy", "scorers", "garbled_responses"):
@@ -440,7 +455,7 @@ class EvalTasks(unittest.TestCase):
         rc, text, err = run("eval", "tasks", "--model", "bf16=" + DEFAULT_MODEL, "--model", "mx=" + mx, "--data", data,
                             "--limit", "40", "--out", out, "--json", js, "--quiet", timeout=600)
         self.assertEqual(rc, 0, err)
-        summ = json.load(open(js))
+        summ = read_json(js)
         self.assertEqual([r["label"] for r in summ["runs"]], ["bf16", "mx"])
         bf16, mxr = summ["runs"]
         tasks = bf16["tasks"]
@@ -449,7 +464,7 @@ class EvalTasks(unittest.TestCase):
         self.assertIn("vs_first", mxr)
         self.assertEqual(mxr["vs_first"]["all"]["n_paired"], tasks["all"]["n"])
         self.assertIn("| task | n | bf16 | mx |", text)
-        samples = [json.loads(l) for l in open(os.path.join(WORK, "t.bf16.jsonl"))]
+        samples = read_jsonl(os.path.join(WORK, "t.bf16.jsonl"))
         self.assertEqual(len(samples), tasks["all"]["n"])
         for smp in samples:
             for k in ("id", "task", "answer", "reply", "correct"):
@@ -466,7 +481,7 @@ class EvalTasks(unittest.TestCase):
             self.assertEqual(rc, 0, err)
         finally:
             srv.stop(30)
-        by_server = {s["id"]: s["correct"] for s in map(json.loads, open(one))}
+        by_server = {s["id"]: s["correct"] for s in read_jsonl(one)}
         self.assertEqual(by_server, {smp["id"]: smp["correct"] for smp in samples})
 
     def test_bad_input(self):

@@ -225,7 +225,7 @@ def shape_task(rng):
 
 
 # task -> share of the examples
-MIX = {"add2": 0.13, "sub2": 0.18, "add3": 0.12, "mul": 0.06, "word": 0.05, "json": 0.15, "colour": 0.12, "shape": 0.19}
+MIX = {"add2": 0.10, "sub2": 0.13, "add3": 0.19, "mul": 0.045, "word": 0.05, "json": 0.18, "colour": 0.11, "shape": 0.195}
 
 
 # How the request is sent besides its messages: as the OpenAI client sends it (the renderer's

@@ -4,8 +4,10 @@
      byte-level tokenizer (256 byte tokens + K3's 256 specials at their real ids);
   2. the training set (data.py, seed 1) and the held-out evaluation set (seed 2, every task alike,
      no training question repeated), rendered by the engine's own chat format (render.py);
-  3. training (train.py), the BF16 export into the checkpoint layout, and the check that the
-     engine's logits match torch's on the export;
+  3. training (train.py) in two phases, each ending in the BF16 export into the checkpoint
+     layout: the whole model on every task; then the vision tower and projector alone on the
+     image tasks (the text model frozen, so no text answer changes), as the tower can lag
+     behind the text; then the check that the engine's logits match torch's on the export;
   4. the loss curve (plot_loss.py).
 
   run.py --kimi build/bin/kimi-cpp --out models/kimi-k3-mini [--work DIR] [--steps N]
@@ -46,11 +48,25 @@ WIDTHS = {
 }
 TRAIN_SEED, EVAL_SEED = 1, 2
 N_TRAIN, N_EVAL = 24000, 720
+# the second phase (the vision tower and projector alone): its steps and learning rate
+PHASE2_STEPS, PHASE2_LR = 600, 4e-3
 
 
 def run(cmd, **kw):
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
     subprocess.run(cmd, check=True, **kw)
+
+
+def append_log(log, log2):
+    """The second phase's steps after the first's in one log (one loss curve)."""
+    with open(log) as f:
+        last = json.loads(f.read().splitlines()[-1])
+    with open(log2) as f2, open(log, "a") as f:
+        for line in f2:
+            rec = json.loads(line)
+            rec["step"] += last["step"] + 1
+            rec["s"] = round(rec["s"] + last["s"], 1)
+            f.write(json.dumps(rec) + "\n")
 
 
 def main():
@@ -77,10 +93,13 @@ def main():
              "--balanced", "--out", held])
         tokens = os.path.join(work, "train.tokens.jsonl")
         run([py, os.path.join(HERE, "render.py"), "--kimi", a.kimi, "--model", init, "--in", train, "--out", tokens])
-        log = os.path.join(work, "train-log.jsonl")
-        run([py, os.path.join(HERE, "train.py"), "--kimi", a.kimi, "--data", tokens, "--init", init, "--out", a.out,
-             "--steps", str(a.steps), "--batch", str(a.batch), "--lr", str(a.lr), "--seed", str(a.seed),
-             "--log", log, "--check"])
+        log, log2, phase1 = (os.path.join(work, f) for f in ("train-log.jsonl", "phase2-log.jsonl", "phase1"))
+        train = [py, os.path.join(HERE, "train.py"), "--kimi", a.kimi, "--data", tokens, "--batch", str(a.batch)]
+        run([*train, "--init", init, "--out", phase1, "--steps", str(a.steps), "--lr", str(a.lr),
+             "--seed", str(a.seed), "--log", log])
+        run([*train, "--init", phase1, "--out", a.out, "--steps", str(PHASE2_STEPS), "--lr", str(PHASE2_LR),
+             "--seed", str(a.seed + 1), "--only-vision", "--log", log2, "--check"])
+        append_log(log, log2)
         # greedy unless a request says otherwise: a model this small answers best at temperature 0
         with open(os.path.join(a.out, "generation_config.json"), "w") as f:
             json.dump({"temperature": 0.0, "max_new_tokens": 512}, f, indent=2)

@@ -14,7 +14,7 @@ its <|media_pad|> rows, as the engine does. About 1,000 tokens/s on 2 cores, for
 backward, with the chunked KDA below.
 
   train.py --kimi build/bin/kimi-cpp --data train.tokens.jsonl --init DIR --out DIR [--steps N]
-           [--batch 8] [--lr 3e-3] [--seed 0] [--check]
+           [--batch 8] [--lr 3e-3] [--seed 0] [--check] [--only-vision]
 """
 
 import argparse
@@ -180,6 +180,11 @@ class Model:
     def params(self):
         return list(self.text.values()) + list(self.vision.values())
 
+    def freeze_text(self):
+        """Only the vision tower and projector learn: a text-only prompt's logits stay as they are."""
+        for t in self.text.values():
+            t.requires_grad_(False)
+
     def embeds(self, m, tok, rows):
         """The inputs of tok (the rows' tokens, or their columns past a shared prefix): token
         embeddings, each image's rows in place of its pad tokens; None without images."""
@@ -276,6 +281,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--log", help="every step's loss as JSONL (plot_loss.py draws it)")
     ap.add_argument("--check", action="store_true", help="compare the engine's logits with torch's at the end")
+    ap.add_argument("--only-vision", action="store_true",
+                    help="train the vision tower and projector alone, on the rows with images")
     a = ap.parse_args()
     torch.manual_seed(a.seed)
     torch.set_num_threads(a.threads)
@@ -283,6 +290,12 @@ def main():
     rng = random.Random(a.seed)
     model = Model(a.init)
     rows = load_rows(a.data, model.cfg["vocab_size"], vision_torch.V.load_media_cfg(a.init))
+    check_row = next(r for r in rows if not r["images"])
+    params = model.params()
+    if a.only_vision:
+        model.freeze_text()
+        params = list(model.vision.values())
+        rows = [r for r in rows if r["images"]]
     print(f"train: {len(rows)} sequences ({sum(1 for r in rows if r['images'])} with images), "
           f"{sum(t.numel() for t in model.params()) / 1e6:.2f} M parameters", file=sys.stderr)
     # one task and request variant a batch: its rows share their system messages (tools
@@ -291,20 +304,21 @@ def main():
     for r in rows:
         by_task.setdefault((r["task"], r.get("variant", "")), []).append(r)
     tasks = sorted(by_task)
+    weights = [len(by_task[t]) for t in tasks]
     log = open(a.log, "w", buffering=1) if a.log else None   # line-buffered: readable while it runs
-    opt = torch.optim.AdamW(model.params(), lr=a.lr, weight_decay=0.0)
+    opt = torch.optim.AdamW(params, lr=a.lr, weight_decay=0.0)
     t0 = time.time()
     for step in range(a.steps):
         lr = a.lr * min(1.0, (step + 1) / 20) * 0.5 * (1 + math.cos(math.pi * step / a.steps))
         for group in opt.param_groups:
             group["lr"] = lr
-        task = rng.choices(tasks, weights=[len(by_task[t]) for t in tasks])[0]
+        task = rng.choices(tasks, weights=weights)[0]
         batch = rng.sample(by_task[task], min(a.batch, len(by_task[task])))
         tok, tgt = batch_of(batch, model.cfg.get("pad_token_id", 0))
         loss = forward_loss(model, tok, tgt, batch)
         opt.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.params(), 1.0)
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         rec = {"step": step, "task": task[0], "loss": round(loss.item(), 4), "lr": lr, "s": round(time.time() - t0, 1)}
         if log:
@@ -313,7 +327,7 @@ def main():
             print(json.dumps(rec), flush=True)
     export(a.init, a.out, model)
     if a.check:
-        diff, scale = check_against_engine(a.kimi, a.out, next(r for r in rows if not r["images"]))
+        diff, scale = check_against_engine(a.kimi, a.out, check_row)
         print(f"train: engine vs torch logits: max |diff| {diff:.3g} (max |logit| {scale:.3g})", file=sys.stderr)
 
 

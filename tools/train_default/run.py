@@ -74,7 +74,7 @@ def main():
     ap.add_argument("--kimi", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--work", help="keep the intermediate files here (default: a temporary directory)")
-    ap.add_argument("--steps", type=int, default=2400)
+    ap.add_argument("--steps", type=int, default=2400, help="phase 1's steps (phase 2: PHASE2_STEPS)")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--lr", type=float, default=4e-3)
     ap.add_argument("--seed", type=int, default=0)
@@ -94,10 +94,10 @@ def main():
         tokens = os.path.join(work, "train.tokens.jsonl")
         run([py, os.path.join(HERE, "render.py"), "--kimi", a.kimi, "--model", init, "--in", train, "--out", tokens])
         log, log2, phase1 = (os.path.join(work, f) for f in ("train-log.jsonl", "phase2-log.jsonl", "phase1"))
-        train = [py, os.path.join(HERE, "train.py"), "--kimi", a.kimi, "--data", tokens, "--batch", str(a.batch)]
-        run([*train, "--init", init, "--out", phase1, "--steps", str(a.steps), "--lr", str(a.lr),
+        train_cmd = [py, os.path.join(HERE, "train.py"), "--kimi", a.kimi, "--data", tokens, "--batch", str(a.batch)]
+        run([*train_cmd, "--init", init, "--out", phase1, "--steps", str(a.steps), "--lr", str(a.lr),
              "--seed", str(a.seed), "--log", log])
-        run([*train, "--init", phase1, "--out", a.out, "--steps", str(PHASE2_STEPS), "--lr", str(PHASE2_LR),
+        run([*train_cmd, "--init", phase1, "--out", a.out, "--steps", str(PHASE2_STEPS), "--lr", str(PHASE2_LR),
              "--seed", str(a.seed + 1), "--only-vision", "--log", log2, "--check"])
         append_log(log, log2)
         # greedy unless a request says otherwise: a model this small answers best at temperature 0

@@ -59,6 +59,14 @@ private:
     std::chrono::steady_clock::time_point t_last_;
 };
 
+// A key without the whitespace around it (spaces, tabs, a file's \r\n).
+std::string trim_key(std::string_view k) {
+    const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f'; };
+    while (!k.empty() && space(k.front())) k.remove_prefix(1);
+    while (!k.empty() && space(k.back())) k.remove_suffix(1);
+    return std::string(k);
+}
+
 }   // namespace
 
 int cmd_serve(int argc, char** argv) {
@@ -76,19 +84,33 @@ int cmd_serve(int argc, char** argv) {
     const int64_t port = args.integer("--port", 8000, 0, 65535, "port to listen on (0: any free port)");
     sc.port = int(port);
     // The API key: --api-key, else the file --api-key-file names, else $KIMI_API_KEY; none: no auth.
+    // Surrounding whitespace is never part of a key (a client's header loses it). A key given
+    // but empty is never "no auth": --api-key "$KEY" with KEY unset falls back to $KIMI_API_KEY
+    // (as vLLM does) and is refused without it.
     const std::optional<std::string> key_flag = args.opt("--api-key", "the key clients must send (else $KIMI_API_KEY)");
     const std::optional<std::string> key_file =
         args.opt("--api-key-file", "a file holding the key (its first line), kept out of the process list");
     if (key_flag && key_file) throw Error("serve: give --api-key or --api-key-file, not both");
+    const char* env_value = std::getenv("KIMI_API_KEY");
+    const std::string env_key = trim_key(env_value ? env_value : "");
     if (key_flag) {
-        sc.api_key = *key_flag;
+        sc.api_key = trim_key(*key_flag);
+        if (sc.api_key.empty() && env_key.empty())
+            throw Error(
+                "serve: --api-key is empty (an unset variable?) and $KIMI_API_KEY is not set: give the key, "
+                "or leave --api-key out to serve without one");
+        if (sc.api_key.empty()) {
+            std::fprintf(stderr, "serve: --api-key is empty: using $KIMI_API_KEY\n");
+            sc.api_key = env_key;
+        }
     } else if (key_file) {
         std::ifstream f(*key_file);
-        if (!f || !std::getline(f, sc.api_key)) throw Error("serve: cannot read the API key from " + *key_file);
-        while (!sc.api_key.empty() && (sc.api_key.back() == '\r' || sc.api_key.back() == ' ')) sc.api_key.pop_back();
+        std::string line;
+        if (!f || !std::getline(f, line)) throw Error("serve: cannot read the API key from " + *key_file);
+        sc.api_key = trim_key(line);
         if (sc.api_key.empty()) throw Error("serve: the API key file " + *key_file + " holds an empty first line");
-    } else if (const char* env = std::getenv("KIMI_API_KEY"); env && *env) {
-        sc.api_key = env;
+    } else {
+        sc.api_key = env_key;
     }
     // the default names the model by its directory's last component: no response shows a path
     const int64_t body_mb = args.integer("--max-body-mb", 16, 1, 4096);
@@ -246,8 +268,7 @@ int cmd_serve(int argc, char** argv) {
                  secs(t_start, t_ready), secs(t_load, t_loaded), secs(t_loaded, t_ready));
     // The hint works as pasted: with a key, the shell expands $KIMI_API_KEY inside double quotes
     // (and the line says to export it when the key did not come from there).
-    const char* env_key = std::getenv("KIMI_API_KEY");
-    const bool key_in_env = !sc.api_key.empty() && env_key && sc.api_key == env_key;
+    const bool key_in_env = !sc.api_key.empty() && sc.api_key == env_key;
     std::printf(
         "kimi.cpp %s serving '%s' at %s  (Ctrl-C to stop)\n\n%s"
         "  curl %s/v1/chat/completions -H 'Content-Type: application/json'%s \\\n"

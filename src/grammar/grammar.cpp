@@ -56,20 +56,35 @@ void Grammar::validate() const {
             for (const Symbol& s : a)
                 if (s.rule >= int32_t(n)) throw Error("grammar: rule '" + r.name + "' refers to a missing rule");
     }
-    // nullable rules (can match the empty string), to a fixed point
+    // nullable rules (can match the empty string), in time linear in the grammar: each
+    // alternative counts its symbols not yet known to be nullable (a byte never is); a rule
+    // found nullable lowers the counts of the alternatives that use it. (A fixed point over
+    // passes in rule order needs a pass per rule of a chain written backwards: O(n²).)
     std::vector<char> nullable(n, 0);
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (size_t i = 0; i < n; ++i) {
-            if (nullable[i]) continue;
-            for (const Alternative& a : rules[i].alts) {
-                const bool all = std::all_of(a.begin(), a.end(),
-                                             [&](const Symbol& s) { return s.rule >= 0 && nullable[size_t(s.rule)]; });
-                if (all) {
-                    nullable[i] = 1;
-                    changed = true;
-                    break;
-                }
+    std::vector<int32_t> alt_rule, pending;         // per alternative: its rule, its count
+    std::vector<std::vector<int32_t>> used_in(n);   // per rule: the alternatives using it
+    std::vector<int32_t> found;                     // nullable rules not yet propagated
+    for (size_t i = 0; i < n; ++i)
+        for (const Alternative& a : rules[i].alts) {
+            const int32_t id = int32_t(pending.size());
+            const bool bytes = std::any_of(a.begin(), a.end(), [](const Symbol& s) { return s.rule < 0; });
+            alt_rule.push_back(int32_t(i));
+            pending.push_back(bytes ? -1 : int32_t(a.size()));
+            if (bytes) continue;
+            for (const Symbol& s : a) used_in[size_t(s.rule)].push_back(id);
+            if (a.empty() && !nullable[i]) {
+                nullable[i] = 1;
+                found.push_back(int32_t(i));
+            }
+        }
+    while (!found.empty()) {
+        const int32_t r = found.back();
+        found.pop_back();
+        for (const int32_t id : used_in[size_t(r)]) {
+            const int32_t owner = alt_rule[size_t(id)];
+            if (--pending[size_t(id)] == 0 && !nullable[size_t(owner)]) {
+                nullable[size_t(owner)] = 1;
+                found.push_back(owner);
             }
         }
     }
@@ -112,7 +127,8 @@ constexpr int kMaxGroupNesting = 100;   // ( ... ) inside each other: the parser
 
 class Parser {
 public:
-    Parser(const std::string& text, size_t max_rules) : s_(text), max_rules_(max_rules) {}
+    Parser(const std::string& text, size_t max_rules, const CompilePoll& poll)
+        : s_(text), max_rules_(max_rules), poll_(poll) {}
 
     Grammar parse() {
         skip();
@@ -209,6 +225,7 @@ private:
             if (c == '|' || (c == ')' && depth > 0)) break;
             if (c == ')') fail("unbalanced ')'");
             if (depth == 0 && at_definition()) break;
+            if (poll_ && (++elements_ & 4095) == 0) poll_();
             Alternative item = element(depth);
             item = postfix(std::move(item));
             seq.insert(seq.end(), item.begin(), item.end());
@@ -398,7 +415,9 @@ private:
 
     const std::string& s_;
     size_t max_rules_;
-    int64_t repeated_ = 0;   // symbols written by repetition so far (see repeat)
+    const CompilePoll& poll_;
+    uint64_t elements_ = 0;   // elements read so far (the poll's clock)
+    int64_t repeated_ = 0;    // symbols written by repetition so far (see repeat)
     size_t pos_ = 0;
     Grammar g_;
     std::map<std::string, int32_t> by_name_;
@@ -408,7 +427,9 @@ private:
 
 }   // namespace
 
-Grammar parse_grammar(const std::string& text, size_t max_rules) { return Parser(text, max_rules).parse(); }
+Grammar parse_grammar(const std::string& text, size_t max_rules, const CompilePoll& poll) {
+    return Parser(text, max_rules, poll).parse();
+}
 
 std::string gbnf_literal(std::string_view bytes) {
     std::string out = "\"";

@@ -13,6 +13,7 @@
 // token only (never the same text spelled by ordinary tokens), through special_token_bytes().
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,9 +64,13 @@ struct Grammar {
 // Exactly one of the strings (vLLM's `choice`); at least one, each non-empty.
 Grammar choice_grammar(const std::vector<std::string>& choices);
 
+// Called now and then by a long compilation (GBNF text, a JSON Schema); it stops the work by
+// throwing (a client that hung up, a deadline passed). Empty: the work is never stopped.
+using CompilePoll = std::function<void()>;
+
 // Parses GBNF text. Throws kimi::Error with the line and column of the first problem.
 // max_rules bounds what repetition expands to (a user's {1,100000} is an error, not a hang).
-Grammar parse_grammar(const std::string& text, size_t max_rules = 100000);
+Grammar parse_grammar(const std::string& text, size_t max_rules = 100000, const CompilePoll& poll = {});
 
 // A GBNF string literal ("...") matching exactly these bytes (valid UTF-8).
 std::string gbnf_literal(std::string_view bytes);

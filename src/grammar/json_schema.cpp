@@ -8,6 +8,9 @@
 #include <cstdio>
 #include <map>
 #include <set>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "grammar/json_number_range.h"
@@ -156,9 +159,15 @@ bool has_type(const json& v, const json& t) {
     return true;
 }
 
+// What one compilation may produce: rules, and bytes of GBNF text. Every step of the
+// compiler is linear in the schema, and these bound what a schema's references and merges may
+// multiply it into.
+constexpr size_t kMaxTextBytes = size_t(64) << 20;
+
 class Compiler {
 public:
-    explicit Compiler(const json& root) : root_(root) {}
+    Compiler(const json& root, size_t max_rules, const CompilePoll& poll)
+        : root_(root), max_rules_(max_rules), poll_(poll) {}
 
     std::string compile() {
         const std::string top = visit(root_, "", 0);
@@ -189,12 +198,25 @@ private:
     std::string named(const std::string& expr) {
         if (expr.find_first_of(" (|\"[") == std::string::npos) return expr;
         const std::string name = "s" + std::to_string(rules_.size());
+        grow(expr.size());
         rules_.push_back({name, expr});
         return name;
+    }
+    // Counts what the compilation has written and polls now and then: a schema whose grammar
+    // would be too large fails as soon as it is, not after the work.
+    void grow(size_t text_bytes) {
+        text_bytes_ += text_bytes;
+        if (rules_.size() >= max_rules_ || text_bytes_ > kMaxTextBytes)
+            throw Error("json_schema: the schema is too large to compile (its grammar passes " +
+                        std::to_string(max_rules_) + " rules or " + std::to_string(kMaxTextBytes >> 20) + " MiB)");
+    }
+    void tick() {
+        if (poll_ && (++steps_ & 255) == 0) poll_();
     }
 
     std::string visit(const json& s, const std::string& path, int depth) {
         if (depth > 64) fail("the schema is nested too deeply (over 64 levels)", path);
+        tick();
         if (s.is_boolean()) {
             if (!s.get<bool>()) fail("the schema 'false' matches nothing", path);
             return base("value");
@@ -241,8 +263,12 @@ private:
             const json& e = s["enum"];
             if (!e.is_array() || e.empty()) fail("'enum' must be a non-empty array", path);
             std::vector<std::string> alts;   // the values of the schema's type, if it has one
-            for (const json& v : e)
-                if (!s.contains("type") || has_type(v, s["type"])) alts.push_back(lit(compact(v)));
+            for (const json& v : e) {
+                tick();
+                if (s.contains("type") && !has_type(v, s["type"])) continue;
+                alts.push_back(lit(compact(v)));
+                grow(alts.back().size());
+            }
             if (alts.empty()) fail("no value of 'enum' has the schema's 'type'", path);
             return alt(alts);
         }
@@ -250,6 +276,10 @@ private:
             const json& t = s["type"];
             if (t.is_array()) {
                 if (t.empty()) fail("'type' must not be an empty list", path);
+                std::set<std::string> seen;   // JSON Schema: the names are unique (so at most 7)
+                for (const json& one : t)
+                    if (!one.is_string() || !seen.insert(one.get<std::string>()).second)
+                        fail("'type' must be a list of distinct type names", path);
                 std::vector<std::string> alts;
                 for (const json& one : t) {
                     json sub = s;
@@ -367,16 +397,21 @@ private:
     }
 
     std::string object_schema(const json& s, const std::string& path, int depth) {
-        const json props = s.contains("properties") ? s["properties"] : json::object();
+        static const json no_props = json::object();
+        const json& props = s.contains("properties") ? s["properties"] : no_props;
         if (!props.is_object()) fail("'properties' must be an object", path);
-        std::set<std::string> required;
+        // hash lookups: an ordered_json object finds a key by a linear scan
+        std::unordered_set<std::string_view> names;
+        for (const auto& [k, v] : props.items()) names.insert(k);
+        std::unordered_set<std::string_view> required;
         if (s.contains("required")) {
             if (!s["required"].is_array()) fail("'required' must be an array of property names", path);
             for (const json& r : s["required"]) {
                 if (!r.is_string()) fail("'required' must be an array of property names", path);
-                if (!props.contains(r.get<std::string>()))
-                    fail("'required' names \"" + r.get<std::string>() + "\", which is not in 'properties'", path);
-                required.insert(r.get<std::string>());
+                const std::string& name = r.get_ref<const std::string&>();
+                if (!names.count(name))
+                    fail("'required' names \"" + name.substr(0, 100) + "\", which is not in 'properties'", path);
+                if (!required.insert(name).second) fail("'required' names \"" + name.substr(0, 100) + "\" twice", path);
             }
         }
         // extra properties: a schema for their values (not given: only when nothing is listed)
@@ -529,15 +564,24 @@ private:
                 if (!out.contains(k)) {
                     out[k] = v;
                 } else if (k == "properties" && v.is_object() && out[k].is_object()) {
+                    // by name through a hash map (ordered_json's own lookup scans); the object
+                    // is a vector of pairs, appended to in place
+                    auto& merged = out[k].get_ref<json::object_t&>();
+                    std::unordered_map<std::string, size_t> at;
+                    for (size_t i = 0; i < merged.size(); ++i) at.emplace((merged.begin() + i)->first, i);
                     for (const auto& [pk, pv] : v.items()) {
-                        if (!out[k].contains(pk))
-                            out[k][pk] = pv;
-                        else if (out[k][pk] != pv)
-                            out[k][pk] = json{{"allOf", json::array({out[k][pk], pv})}};
+                        if (const auto [it, fresh] = at.emplace(pk, merged.size()); fresh) {
+                            merged.emplace_back(pk, pv);
+                        } else if (json& old = (merged.begin() + it->second)->second; old != pv) {
+                            old = json{{"allOf", json::array({old, pv})}};
+                        }
                     }
                 } else if (k == "required" && v.is_array() && out[k].is_array()) {
+                    std::unordered_set<std::string> have;
+                    for (const json& r : out[k])
+                        if (r.is_string()) have.insert(r.get<std::string>());
                     for (const json& r : v)
-                        if (std::find(out[k].begin(), out[k].end(), r) == out[k].end()) out[k].push_back(r);
+                        if (!r.is_string() || have.insert(r.get<std::string>()).second) out[k].push_back(r);
                 } else if (k == "type" && v.is_string() && out[k].is_string() && v != out[k]) {
                     const std::string a = out[k].get<std::string>(), b = v.get<std::string>();
                     if ((a == "number" && b == "integer") || (a == "integer" && b == "number"))
@@ -553,6 +597,10 @@ private:
     }
 
     const json& root_;
+    size_t max_rules_;
+    const CompilePoll& poll_;
+    uint64_t steps_ = 0;                                       // schemas visited (the poll's clock)
+    size_t text_bytes_ = 0;                                    // GBNF written so far
     std::vector<std::pair<std::string, std::string>> rules_;   // $ref targets
     std::map<std::string, std::string> refs_;                  // $ref → its rule
     std::set<std::string> used_;                               // base rules used
@@ -560,14 +608,16 @@ private:
 
 }   // namespace
 
-std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema) { return Compiler(schema).compile(); }
+std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema, size_t max_rules, const CompilePoll& poll) {
+    return Compiler(schema, max_rules, poll).compile();
+}
 
-std::string json_object_gbnf() { return Compiler(nlohmann::ordered_json::object({{"type", "object"}})).compile(); }
+std::string json_object_gbnf() { return json_schema_to_gbnf(nlohmann::ordered_json::object({{"type", "object"}})); }
 
-Grammar json_schema_grammar(const nlohmann::ordered_json& schema, size_t max_rules) {
-    const std::string text = json_schema_to_gbnf(schema);
+Grammar json_schema_grammar(const nlohmann::ordered_json& schema, size_t max_rules, const CompilePoll& poll) {
+    const std::string text = json_schema_to_gbnf(schema, max_rules, poll);
     try {
-        return parse_grammar(text, max_rules);
+        return parse_grammar(text, max_rules, poll);
     } catch (const Error& e) {
         const std::string what = e.what();
         if (what.find("left-recursive") != std::string::npos)

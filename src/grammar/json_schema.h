@@ -21,13 +21,18 @@ namespace kimi::grammar {
 
 // GBNF text whose `root` matches the JSON texts valid under `schema` (a JSON object or a
 // boolean). Throws kimi::Error "json_schema: … 'keyword' … at /path" for an unsupported or
-// malformed keyword.
-std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema);
+// malformed keyword (a `required` name listed twice, a `type` list with a repeat included),
+// and for a schema whose grammar would pass max_rules rules or 64 MiB of text. Time linear in
+// the schema (hash lookups for names); `poll` is called now and then (it stops the work by
+// throwing).
+std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema, size_t max_rules = 100000,
+                                const CompilePoll& poll = {});
 
 // The GBNF of any JSON object (response_format json_object).
 std::string json_object_gbnf();
 
 // parse_grammar(json_schema_to_gbnf(schema), max_rules); errors as above.
-Grammar json_schema_grammar(const nlohmann::ordered_json& schema, size_t max_rules = 100000);
+Grammar json_schema_grammar(const nlohmann::ordered_json& schema, size_t max_rules = 100000,
+                            const CompilePoll& poll = {});
 
 }   // namespace kimi::grammar

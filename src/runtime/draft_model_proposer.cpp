@@ -12,10 +12,9 @@ CacheGeometry DraftModelProposer::geometry(const KimiModel& draft, const Shape& 
 }
 
 DraftModelProposer::DraftModelProposer(const KimiModel& draft, const Shape& shape)
-    : model_(draft), shape_(shape), storage_(geometry(draft, shape)), sampler_(shape.n_sampled) {
+    : model_(draft), shape_(shape), storage_(geometry(draft, shape)), draw_(shape.n_sampled, shape.eos_token_id) {
     KIMI_CHECK(!draft.shard().split(), "a draft model runs in one process");
     seqs_.reserve(size_t(shape.max_seqs));
-    q_.resize(size_t(shape.max_seqs) * size_t(shape.k) * size_t(shape.n_sampled));
     ids_.reserve(size_t(shape.max_tokens) + size_t(shape.max_seqs));
     for (auto* v : {&starts_, &past_, &slots_, &rows_}) v->reserve(size_t(shape.max_seqs) + 1);
     row_seq_.reserve(size_t(shape.max_seqs));
@@ -34,11 +33,9 @@ void DraftModelProposer::draft(Exec& ex, const ScheduleOutput& plan, const Cache
         q.rollback = rollback;
         q.n_known = r.num_tokens();
         q.n_draft = s.n_draft;
-        q.q = q_.data() + int64_t(seqs_.size()) * shape_.k * shape_.n_sampled;
         KIMI_CHECK(int32_t(seqs_.size()) < shape_.max_seqs && r.draft_n_computed < q.n_known,
                    "draft model: more speculating requests than reserved, or one already past its tokens");
         if (r.draft_n_computed == 0) storage_.reset_slot(q.slot);
-        r.draft_q = r.params.greedy() ? nullptr : q.q;
         if (const GrammarState* g = live.at(r.id)->grammar.get()) q.grammar = std::make_unique<GrammarState>(*g);
         seqs_.push_back(std::move(q));
         rollback += shape_.k;
@@ -120,28 +117,15 @@ Tensor DraftModelProposer::run(Exec& ex) {
 
 void DraftModelProposer::choose(Seq& q, const float* row, int32_t j) {
     Request& r = *q.req;
-    const int64_t n = shape_.n_sampled;
-    const std::span<float> dist(q.q + int64_t(j) * n, size_t(n));
-    std::span<const uint64_t> mask;
-    if (q.grammar) {
-        end_ids_.assign(r.params.stop_token_ids.begin(), r.params.stop_token_ids.end());
-        end_ids_.push_back(shape_.eos_token_id);
-        if (!q.grammar->mask(end_ids_, mask_)) {   // nothing may follow: a token the verification rejects
-            r.draft[size_t(j)] = shape_.eos_token_id < 0 ? 0 : shape_.eos_token_id;
-            std::fill(dist.begin(), dist.end(), 0.0f);
-            dist[size_t(r.draft[size_t(j)])] = 1.0f;
-            return;
-        }
-        mask = mask_;
+    // the target's draw at output index output.size() + j sees the output and the draft before j
+    seen_.assign(r.output.begin(), r.output.end());
+    seen_.insert(seen_.end(), r.draft.begin(), r.draft.begin() + j);
+    if (!draw_.draw(std::span<const float>(row, size_t(shape_.n_sampled)), r, seen_, q.grammar.get(), drawn_)) {
+        // the grammar lets nothing follow: a token the verification rejects
+        r.draft[size_t(j)] = shape_.eos_token_id < 0 ? 0 : shape_.eos_token_id;
+        return;
     }
-    // the draft's distribution as plain sampling would shape the target's at this position
-    // (penalties see the output so far, not the draft)
-    sampler_.distribution(std::span<const float>(row, size_t(n)), r.params, r.prompt, r.output, dist, mask);
-    int32_t t = r.params.greedy() ? int32_t(std::max_element(dist.begin(), dist.end()) - dist.begin())
-                                  : Sampler::draw(dist, r.seed, uint64_t(r.output.size()) + uint64_t(j), 4);
-    t = t < 0 ? 0 : t;
-    r.draft[size_t(j)] = t;
-    if (q.grammar) q.grammar->accept(t);
+    r.draft[size_t(j)] = drawn_.token;
 }
 
 void DraftModelProposer::settle(std::span<const DraftVerdict> verdicts) {
@@ -149,7 +133,6 @@ void DraftModelProposer::settle(std::span<const DraftVerdict> verdicts) {
         const auto q = std::find_if(seqs_.begin(), seqs_.end(), [&v](const Seq& s) { return s.req == v.req; });
         KIMI_CHECK(q != seqs_.end(), "draft model: a verdict for a request that did not draft");
         Request& r = *v.req;
-        r.draft_q = nullptr;
         // the draft has read the known tokens and its own first n_draft − 1 tokens
         const int32_t keep = std::min(v.accepted, q->n_draft - 1);
         if (keep < q->n_draft - 1) storage_.copy_slot(q->rollback + keep, q->slot);

@@ -10,11 +10,14 @@
 // Each step, for the plan's speculating requests (their draft lengths already cut by the
 // scheduler): one batched forward catches every one up on its known tokens (chunked to the
 // token budget), then k − 1 single-token forwards, batched over the requests, extend the
-// drafts. A draft token is drawn from the draft's distribution under the request's sampling
-// parameters (greedy: its argmax, a point mass) and, for structured output, under the
-// request's grammar advanced through the draft so far (a copy of its state); that distribution
-// is kept for verification (Request::draft_q). The draft's state after each of its tokens but the last goes to spare
-// slots, so after verification it is rolled back to the accepted tokens by one copy.
+// drafts. Draft token j is drawn from the draft's logits exactly as the target's token at that
+// output index will be drawn (TokenDraw: the request's sampling parameters, its seed's uniform
+// for that index, the penalties over the output and the draft before j, and for structured
+// output the request's grammar advanced through the draft so far, a copy of its state). So
+// greedy drafts are the draft's argmax, a seeded draft equals the target's own draw wherever
+// the two models agree, and verification is plain sampling: the output is plain decoding's.
+// The draft's state after each of its tokens but the last goes to spare slots, so after
+// verification it is rolled back to the accepted tokens by one copy.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -26,8 +29,8 @@
 #include "model/kimi_model.h"
 #include "runtime/live_request.h"
 #include "runtime/output_processor.h"
-#include "runtime/sampler.h"
 #include "runtime/scheduler.h"
+#include "runtime/token_draw.h"
 
 namespace kimi {
 
@@ -60,7 +63,6 @@ private:
         int32_t slot = 0, rollback = 0;   // its state slot; its first spare slot
         int64_t n_known = 0;              // its known tokens when it drafted
         int32_t n_draft = 0;
-        float* q = nullptr;                      // [k, n_sampled]: the distributions its draft tokens were drawn from
         std::unique_ptr<GrammarState> grammar;   // structured output: advanced through the draft
     };
     // The batch under construction: sequence q reads tokens [from, from + ids.size()).
@@ -68,21 +70,20 @@ private:
     void add(Seq& q, int64_t from, std::span<const int32_t> ids, bool wants_row, const CacheManager& cache);
     Tensor run(Exec& ex);   // the batch's forward: logits [rows, vocab]
     void catch_up(Exec& ex, const CacheManager& cache);
-    // Draft token j of q from its logits row (drawn from, and for sampling kept in, q.q row j).
+    // Draft token j of q from its logits row.
     void choose(Seq& q, const float* row, int32_t j);
 
     const KimiModel& model_;
     Shape shape_;
     CacheStorage storage_;
-    Sampler sampler_;
+    TokenDraw draw_;
+    SampledToken drawn_;          // the draw's token (its logprob vectors kept from draw to draw)
+    std::vector<int32_t> seen_;   // a request's output and its draft before the token drawn
     std::vector<Seq> seqs_;
-    std::vector<float> q_;   // [max_seqs, k, n_sampled]
     // the forward's batch (reused from step to step)
     std::vector<int32_t> ids_, starts_, past_, slots_, tables_, rows_;
     std::vector<Seq*> row_seq_;    // the sequence of each logits row
     std::vector<int32_t> chunk_;   // one sequence's catch-up tokens
-    std::vector<uint64_t> mask_;   // a grammar's allowed tokens
-    std::vector<int32_t> end_ids_;
 };
 
 }   // namespace kimi

@@ -9,7 +9,7 @@
 namespace kimi {
 
 OutputProcessor::OutputProcessor(int64_t vocab_size, int64_t n_sampled, int32_t eos_token_id, int32_t max_model_len)
-    : sampler_(n_sampled),
+    : draw_(n_sampled, eos_token_id),
       vocab_(vocab_size),
       n_sampled_(n_sampled),
       eos_(eos_token_id),
@@ -44,12 +44,8 @@ int32_t OutputProcessor::take_rows(LiveRequest& l, const float* rows, LiveReques
             l.top_pool.pop_back();
         }
         const std::span<const float> row(rows + int64_t(j) * vocab_, size_t(n_sampled_));
-        bool rejected = false;
-        const bool ok = j < n_draft && r.draft_q
-            ? verify(l, row, r.draft[size_t(j)], {r.draft_q + int64_t(j) * n_sampled_, size_t(n_sampled_)}, tok,
-                     rejected)
-            : sample(l, row, tok);
-        if (!ok) {   // nothing can follow (no token can go on with the grammar)
+        if (!draw_.draw(row, r, r.output, l.grammar.get(),
+                        tok)) {   // nothing can follow (no token can go on with the grammar)
             sched.finish(&r, FinishReason::kStop);
             publish_finish(l, FinishReason::kStop);
             live.erase(id);
@@ -70,57 +66,8 @@ int32_t OutputProcessor::take_rows(LiveRequest& l, const float* rows, LiveReques
             return -1;
         }
         // the target's own token ends the run
-        if (j == n_draft || rejected || tok.token != r.draft[size_t(j)]) return j;
+        if (j == n_draft || tok.token != r.draft[size_t(j)]) return j;
     }
-}
-
-// Structured output: the unmasked draw when it is allowed and that is exact, else the masked one.
-bool OutputProcessor::sample(LiveRequest& l, std::span<const float> row, SampledToken& tok) {
-    Request& r = l.req;
-    if (!l.grammar) {
-        sampler_.sample(row, r.params, r.prompt, r.output, r.seed, r.output.size(), tok);
-        return true;
-    }
-    end_ids_.assign(r.params.stop_token_ids.begin(), r.params.stop_token_ids.end());
-    end_ids_.push_back(eos_);
-    if (Sampler::mask_can_wait(r.params)) {
-        sampler_.sample(row, r.params, r.prompt, r.output, r.seed, r.output.size(), tok);
-        if (l.grammar->try_accept(tok.token, end_ids_)) return true;
-    }
-    if (!l.grammar->mask(end_ids_, mask_)) return false;
-    sampler_.sample(row, r.params, r.prompt, r.output, r.seed, r.output.size(), tok, mask_, 1);
-    l.grammar->accept(tok.token);
-    return true;
-}
-
-// Speculative sampling (Leviathan et al.; docs/runtime.md#draft-model): draft token d, drawn
-// from q, is kept with probability min(1, p(d) / q(d)); else the token is drawn from
-// max(0, p − q), normalised. p is the distribution plain sampling draws from (mask, penalties,
-// temperature, top-k/p, min-p), so the tokens taken have the target's distribution. Its two
-// uniforms are the request's own (seed, output index; attempts 2 and 3).
-bool OutputProcessor::verify(LiveRequest& l, std::span<const float> row, int32_t d, std::span<const float> q,
-                             SampledToken& tok, bool& rejected) {
-    Request& r = l.req;
-    std::span<const uint64_t> mask;
-    if (l.grammar) {
-        end_ids_.assign(r.params.stop_token_ids.begin(), r.params.stop_token_ids.end());
-        end_ids_.push_back(eos_);
-        if (!l.grammar->mask(end_ids_, mask_)) return false;
-        mask = mask_;
-    }
-    p_.resize(size_t(n_sampled_));   // once: sized at the first verification
-    sampler_.distribution(row, r.params, r.prompt, r.output, p_, mask);
-    const uint64_t step = r.output.size();
-    int32_t token = d;
-    rejected = !(Sampler::uniform(r.seed, step, 2) * double(q[size_t(d)]) < double(p_[size_t(d)]));
-    if (rejected) {
-        for (size_t i = 0; i < p_.size(); ++i) p_[i] = std::max(0.0f, p_[i] - q[i]);
-        const int32_t t = Sampler::draw(p_, r.seed, step, 3);
-        token = t < 0 ? d : t;   // p = q up to rounding: d it is
-    }
-    sampler_.report(row, token, r.params, tok, mask);
-    if (l.grammar) l.grammar->accept(token);
-    return true;
 }
 
 FinishReason OutputProcessor::check_stop(LiveRequest& l, int32_t token, TokenEvent& e) const {

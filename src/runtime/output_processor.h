@@ -16,8 +16,8 @@
 
 #include "core/tensor.h"
 #include "runtime/live_request.h"
-#include "runtime/sampler.h"
 #include "runtime/scheduler.h"
+#include "runtime/token_draw.h"
 
 namespace kimi {
 
@@ -61,20 +61,11 @@ private:
     // One request's rows (1 + its draft): the tokens taken, each published. Returns how many of
     // the draft were accepted, or -1 when the request ended (it is out of `live` then).
     int32_t take_rows(LiveRequest& l, const float* rows, LiveRequests& live, Scheduler& sched, int64_t& n_taken);
-    // Samples l's next token from `row` into tok; false if its grammar lets nothing follow.
-    bool sample(LiveRequest& l, std::span<const float> row, SampledToken& tok);
-    // The same for draft token d drawn from q (a draft model's, not a point mass): kept, or
-    // rejected and replaced (speculative sampling).
-    bool verify(LiveRequest& l, std::span<const float> row, int32_t d, std::span<const float> q, SampledToken& tok,
-                bool& rejected);
 
-    Sampler sampler_;
+    TokenDraw draw_;   // each row's token, as plain decoding draws it
     int64_t vocab_, n_sampled_;
     int32_t eos_;
     int32_t max_model_len_;
-    std::vector<uint64_t> mask_;     // the token mask of the request being sampled
-    std::vector<int32_t> end_ids_;   // its stop_token_ids and EOS (structured output)
-    std::vector<float> p_;           // verify(): the target's distribution, then the residual
 };
 
 }   // namespace kimi

@@ -66,10 +66,8 @@ struct Request {
     // tokens: token_at() reads it past num_tokens(), nothing else counts it.
     std::vector<int32_t> draft;
     int32_t draft_skip = 0, draft_backoff = 0;   // steps left without a draft; the next back-off
-    // A draft model's proposal (docs/runtime.md#draft-model): the distribution each draft token
-    // was drawn from, [draft.size(), vocab] (null: a point mass, as greedy drafts and ngram's),
-    // valid for the step; and how many of the known tokens the draft model has in its cache.
-    const float* draft_q = nullptr;
+    // A draft model's proposals (docs/runtime.md#draft-model): how many of the known tokens the
+    // draft model has in its cache.
     int64_t draft_n_computed = 0;
 
     int64_t num_tokens() const { return int64_t(prompt.size() + output.size()); }

@@ -417,61 +417,6 @@ double Sampler::uniform(uint64_t seed, uint64_t step, uint32_t attempt) {
     return rng.uniform();
 }
 
-void Sampler::distribution(std::span<const float> logits, const SamplingParams& params, std::span<const int32_t> prompt,
-                           std::span<const int32_t> output, std::span<float> out, std::span<const uint64_t> mask) {
-    const int64_t vocab = std::min<int64_t>(vocab_, int64_t(logits.size()));
-    const std::span<const float> raw = mask_logits(logits.first(size_t(vocab)), mask);
-    const std::span<const float> proc = penalize(raw, params, prompt, output);
-    std::fill(out.begin(), out.end(), 0.0f);
-    if (vocab <= 0) return;
-    const bool top_k_on = params.top_k > 0 && params.top_k < vocab;
-    RawStats rs;
-    float m = 0.0f;
-    const double total = params.greedy()
-        ? 0.0
-        : probabilities(proc, proc.data() != raw.data(), params.temperature, top_k_on ? params.top_k : 0, m, rs);
-    if (params.greedy() || !std::isfinite(m) || !(total > 0.0)) {   // as choose(): the argmax
-        out[size_t(argmax(proc))] = 1.0f;
-        return;
-    }
-    // The candidates in (p desc, id asc) order: top-k's, else every token with p > 0.
-    int64_t n = params.top_k;
-    if (!top_k_on) {
-        n = 0;
-        for (int64_t i = 0; i < vocab; ++i)
-            if (work_[size_t(i)] > 0.0f) order_[size_t(n++)] = int32_t(i);
-        std::sort(order_.begin(), order_.begin() + n, ByProb{work_.data()});
-    }
-    double kept = 0.0;
-    const float min_p = params.min_p > 0.0f ? std::min(params.min_p, 1.0f) : 0.0f;
-    const int64_t keep = keep_prefix(n, params.top_p < 1.0f ? double(params.top_p) : 1.0, min_p, total, kept);
-    for (int64_t j = 0; j < keep; ++j) {
-        const size_t id = size_t(order_[size_t(j)]);
-        out[id] = float(double(work_[id]) / kept);
-    }
-}
-
-int32_t Sampler::draw(std::span<const float> p, uint64_t seed, uint64_t step, uint32_t attempt) {
-    double total = 0.0;
-    for (const float x : p) total += double(x);
-    const double target = uniform(seed, step, attempt) * total;
-    double cum = 0.0;
-    int32_t last = -1;
-    for (size_t i = 0; i < p.size(); ++i) {
-        if (p[i] <= 0.0f) continue;
-        last = int32_t(i);
-        cum += double(p[i]);
-        if (cum > target) break;
-    }
-    return last;
-}
-
-void Sampler::report(std::span<const float> logits, int32_t token, const SamplingParams& params, SampledToken& out,
-                     std::span<const uint64_t> mask) {
-    const int64_t vocab = std::min<int64_t>(vocab_, int64_t(logits.size()));
-    report_logprobs(mask_logits(logits.first(size_t(vocab)), mask), token, params, RawStats{}, out);
-}
-
 void Sampler::sample(std::span<const float> logits, const SamplingParams& params, std::span<const int32_t> prompt,
                      std::span<const int32_t> output, uint64_t seed, uint64_t step, SampledToken& out,
                      std::span<const uint64_t> mask, uint32_t attempt) {

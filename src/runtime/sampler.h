@@ -32,20 +32,8 @@ public:
     void sample(std::span<const float> logits, const SamplingParams& params, std::span<const int32_t> prompt,
                 std::span<const int32_t> output, uint64_t seed, uint64_t step, SampledToken& out,
                 std::span<const uint64_t> mask = {}, uint32_t attempt = 0);
-    // Speculative sampling with a draft model's distribution (docs/runtime.md#draft-model):
-    // the distribution sample() draws from, dense: out[i] = P(token i) after the mask, the
-    // penalties, temperature, top-k, top-p and min-p, normalised (greedy: 1 at the argmax).
-    // out.size() >= the row's length.
-    void distribution(std::span<const float> logits, const SamplingParams& params, std::span<const int32_t> prompt,
-                      std::span<const int32_t> output, std::span<float> out, std::span<const uint64_t> mask = {});
-    // A seeded draw from the dense distribution p (Σ p = 1 up to rounding): the first id, in id
-    // order, whose running sum passes u(seed, step, attempt) · Σ p.
-    static int32_t draw(std::span<const float> p, uint64_t seed, uint64_t step, uint32_t attempt);
     // The uniform in [0, 1) of a draw: it depends only on (seed, step, attempt).
     static double uniform(uint64_t seed, uint64_t step, uint32_t attempt);
-    // out's token (given) and logprobs as sample() reports them, for a token chosen elsewhere.
-    void report(std::span<const float> logits, int32_t token, const SamplingParams& params, SampledToken& out,
-                std::span<const uint64_t> mask = {});
 
     // Whether a draw without the mask, kept when the mask allows it (else redrawn with the mask
     // and attempt 1), has the masked distribution: greedy, or temperature alone (rejection

@@ -14,6 +14,7 @@
 #include "server/anthropic_reply.h"
 #include "server/anthropic_request.h"
 #include "server/api_error.h"
+#include "server/log_text.h"
 #include "server/openai_generate.h"
 #include "server/responses_reply.h"
 #include "server/responses_request.h"
@@ -144,8 +145,9 @@ void HttpServer::access_line(const HttpRequest& req, const HttpResponse& res, do
     std::tm tm{};
     gmtime_r(&now, &tm);
     std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    std::string line = std::string(failed ? "error: " : "access: ") + when + " " + req.method + " " +
-        req.path.substr(0, 200) + " " + std::to_string(res.status);
+    // the client's bytes escaped: a path or an error's text never starts a line of its own
+    std::string line = std::string(failed ? "error: " : "access: ") + when + " " + log_text(req.method, 20) + " " +
+        log_text(req.path, 200) + " " + std::to_string(res.status);
     char buf[160];
     if (a.prompt_tokens >= 0) {
         const double gen_s = a.ttft_s >= 0 ? seconds - a.ttft_s : 0.0;
@@ -163,7 +165,7 @@ void HttpServer::access_line(const HttpRequest& req, const HttpResponse& res, do
     }
     std::snprintf(buf, sizeof buf, " %.3fs", seconds);
     line += buf;
-    if (failed) line += " cause: " + (a.error.empty() ? std::string("(none recorded)") : a.error.substr(0, 500));
+    if (failed) line += " cause: " + (a.error.empty() ? std::string("(none recorded)") : log_text(a.error, 500));
     std::fprintf(stderr, "%s\n", line.c_str());
 }
 
@@ -297,11 +299,23 @@ void HttpServer::handle(const HttpRequest& req, HttpResponse& res) {
     }
 }
 
-ParseContext HttpServer::parse_context(int32_t max_model_len, int64_t max_request_tokens) const {
+ParseContext HttpServer::parse_context(const HttpRequest& req, int32_t max_model_len,
+                                       int64_t max_request_tokens) const {
     ParseContext pc{tok_,          cfg_.served_model_name,         max_model_len,     int32_t(model_->vocab_size),
                     format_.get(), cfg_.max_sequences_per_request, max_request_tokens};
     pc.media = media_;
     pc.defaults = &cfg_.sampling_defaults;
+    // A grammar compile stops when the client hangs up, the server shuts down or the request
+    // has run past --request-timeout (the time an encode of its images gets too).
+    pc.poll = [this, &req] {
+        if (abort_all_.load()) throw ApiError(503, "the server is shutting down");
+        if (req.client_gone && req.client_gone())
+            throw ApiError(499, "the client went away while its request's grammar compiled");
+        const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+        if (now - req.arrived_s > cfg_.request_timeout_s)
+            throw ApiError(408, "compiling the request's grammar took longer than --request-timeout", "",
+                           "request_timeout");
+    };
     return pc;
 }
 
@@ -399,7 +413,7 @@ void HttpServer::stream(HttpResponse& res, std::function<void(const std::functio
 
 void HttpServer::generate(const HttpRequest& req, HttpResponse& res, bool chat) {
     const J b = parse_body(req.body);
-    const ParseContext pc = parse_context(engine_->max_model_len(), cfg_.max_request_tokens);
+    const ParseContext pc = parse_context(req, engine_->max_model_len(), cfg_.max_request_tokens);
     GenerationJob parsed = chat ? parse_chat_request(b, pc) : parse_completion_request(b, pc);
     const bool streamed = parsed.stream;
     std::shared_ptr<JobRun> run = submit(std::move(parsed), req);
@@ -420,7 +434,7 @@ void HttpServer::generate(const HttpRequest& req, HttpResponse& res, bool chat) 
 // POST /v1/messages: the Anthropic Messages API on the chat path (anthropic_request.h).
 void HttpServer::messages(const HttpRequest& req, HttpResponse& res) {
     MessagesRequest mr = messages_to_chat(parse_body(req.body), false);
-    const ParseContext pc = parse_context(engine_->max_model_len(), cfg_.max_request_tokens);
+    const ParseContext pc = parse_context(req, engine_->max_model_len(), cfg_.max_request_tokens);
     GenerationJob parsed = parse_chat_request(mr.chat, pc);
     const int64_t prompt_tokens = int64_t(parsed.prompts.at(0).ids.size());
     std::shared_ptr<JobRun> run = submit(std::move(parsed), req);
@@ -447,24 +461,38 @@ void HttpServer::messages(const HttpRequest& req, HttpResponse& res) {
 
 // POST /v1/responses: the OpenAI Responses API on the chat path (responses_request.h), with the
 // conversation of previous_response_id from the store and this one stored unless store is false.
+// The stored conversation counts toward --max-body-mb as if the client had sent it (its images
+// as base64), so continuing a chain costs no more than one request could: a chain that would
+// pass the limit is refused (413), and no stored conversation outgrows it.
 void HttpServer::responses(const HttpRequest& req, HttpResponse& res) {
     const J b = parse_body(req.body);
-    J previous = nullptr;
+    static const J no_previous = nullptr;
+    std::optional<StoredResponse> previous;
     if (const auto prev = previous_response_id(b)) {
-        std::optional<StoredResponse> s = response_store_.get(*prev);
-        if (!s)
+        previous = response_store_.get(*prev);
+        if (!previous)
             throw ApiError(404, "Previous response with id '" + prev->substr(0, 100) + "' not found.",
                            "previous_response_id", "previous_response_not_found");
-        previous = std::move(s->messages);
+        const int64_t total = previous->body_bytes + int64_t(req.body.size());
+        if (total > int64_t(cfg_.max_body_bytes))
+            throw ApiError(413,
+                           "the conversation of previous_response_id and this request come to " + human_bytes(total) +
+                               " (stored images counted as the base64 a client sends), more than the server's "
+                               "request limit of " +
+                               human_bytes(int64_t(cfg_.max_body_bytes)) +
+                               " (--max-body-mb): start a new conversation, or send it whole",
+                           "previous_response_id", "request_too_large");
     }
-    ResponsesRequest rr = responses_to_chat(b, previous);
-    const ParseContext pc = parse_context(engine_->max_model_len(), cfg_.max_request_tokens);
+    ResponsesRequest rr = responses_to_chat(b, previous ? *previous->messages : no_previous);
+    ParseContext pc = parse_context(req, engine_->max_model_len(), cfg_.max_request_tokens);
+    std::shared_ptr<const StoredImages> known = previous ? previous->images : nullptr;
+    pc.stored_images = known.get();
     std::shared_ptr<JobRun> run = submit(parse_chat_request(rr.chat, pc), req);
-    auto keep = [this](const ResponsesRequest& r, const ResponsesReply& reply, const J& response) {
+    auto keep = [this, known](ResponsesRequest& r, const ResponsesReply& reply, const J& response) {
         if (!r.store) return;
-        J messages = r.conversation;
+        J messages = std::move(r.conversation);
         for (J& m : reply.as_chat_messages()) messages.push_back(std::move(m));
-        response_store_.put(reply.id(), {std::move(messages), response});
+        response_store_.put(reply.id(), stored_conversation(std::move(messages), response, known.get()));
     };
     if (!rr.stream) {
         ResponsesReply reply(cfg_.served_model_name, rr.echo);
@@ -478,7 +506,7 @@ void HttpServer::responses(const HttpRequest& req, HttpResponse& res) {
     stream(
         res,
         [run, model = cfg_.served_model_name, rr = std::move(rr), keep, access = res.access,
-         arrived = req.arrived_s](const auto& put) {
+         arrived = req.arrived_s](const auto& put) mutable {
             ResponsesReply reply(model, rr.echo, put);
             if (!reply.start()) return;
             const auto outcome = run_chat_pieces(
@@ -508,7 +536,7 @@ bool HttpServer::stored_response(const HttpRequest& req, HttpResponse& res) {
     }
     const std::optional<StoredResponse> s = response_store_.get(id);
     if (!s) throw ApiError(404, "Response with id '" + id.substr(0, 100) + "' not found.", "response_id", "not_found");
-    send_json(res, 200, s->response);
+    send_json(res, 200, *s->response);
     return true;
 }
 
@@ -523,7 +551,8 @@ void HttpServer::tokenize(const HttpRequest& req, HttpResponse& res) {
         J chat = b;
         chat["max_tokens"] = 1;
         chat.erase("stream");
-        const ParseContext pc = parse_context(std::numeric_limits<int32_t>::max(), std::numeric_limits<int64_t>::max());
+        const ParseContext pc =
+            parse_context(req, std::numeric_limits<int32_t>::max(), std::numeric_limits<int64_t>::max());
         ids = parse_chat_request(chat, pc).prompts[0].ids;   // image parts: their pad tokens too
     } else {
         if (!b.contains("prompt") || !b["prompt"].is_string()) throw bad_param("prompt", "prompt must be a string");
@@ -596,7 +625,8 @@ void HttpServer::routes() {
         const MessagesRequest mr = messages_to_chat(parse_body(req.body), true);
         J chat = mr.chat;
         chat["max_tokens"] = 1;   // the prompt alone is counted
-        const ParseContext pc = parse_context(std::numeric_limits<int32_t>::max(), std::numeric_limits<int64_t>::max());
+        const ParseContext pc =
+            parse_context(req, std::numeric_limits<int32_t>::max(), std::numeric_limits<int64_t>::max());
         send_json(res, 200, {{"input_tokens", parse_chat_request(chat, pc).prompts.at(0).ids.size()}});
     });
 }

@@ -94,7 +94,8 @@ private:
     void access_line(const HttpRequest& req, const HttpResponse& res, double seconds) const;
     void stream(HttpResponse& res, std::function<void(const std::function<bool(const std::string&)>&)> body,
                 std::function<std::string(const ApiError&)> error_event);
-    ParseContext parse_context(int32_t max_model_len, int64_t max_request_tokens) const;
+    // req: its hang-up and arrival stop a long grammar compile (ParseContext::poll).
+    ParseContext parse_context(const HttpRequest& req, int32_t max_model_len, int64_t max_request_tokens) const;
     // Each prompt's images decoded and encoded into its media spans, within the image budget,
     // the request's deadline, and only while its client is there.
     void encode_images(GenerationJob& job, const HttpRequest& req);

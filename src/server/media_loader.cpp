@@ -88,10 +88,17 @@ void MediaLoader::check_count(size_t images_so_far, const std::string& where) co
                          " images in one prompt (--limit-mm-per-prompt image=N)");
 }
 
-PendingImage MediaLoader::probe_part(const J& part, const std::string& where) const {
+PendingImage MediaLoader::probe_part(const J& part, const std::string& where, const StoredImages* stored) const {
     if (!unavailable_.empty()) throw ImageError(unavailable_);
     const std::string url = part_url(part, where);
     std::vector<uint8_t> bytes;
+    if (url.rfind(kStoredImageScheme, 0) == 0) {   // an image of previous_response_id's conversation
+        const auto it = stored ? stored->find(url.substr(std::string_view(kStoredImageScheme).size()))
+                               : StoredImages::const_iterator();
+        if (!stored || it == stored->end())
+            throw ImageError(where + ": " + url.substr(0, 100) + " names no image of the stored conversation");
+        return probe_bytes(it->second->bytes, where);
+    }
     try {
         bytes = image::bytes_from_url(url, limits_.source);
     } catch (const Error& e) {
@@ -100,10 +107,10 @@ PendingImage MediaLoader::probe_part(const J& part, const std::string& where) co
     return probe_bytes(std::move(bytes), where);
 }
 
-chat::ImageResolver MediaLoader::probe_resolver(std::vector<PendingImage>& out) const {
-    return [this, &out](const J& part, const std::string& where) {
+chat::ImageResolver MediaLoader::probe_resolver(std::vector<PendingImage>& out, const StoredImages* stored) const {
+    return [this, &out, stored](const J& part, const std::string& where) {
         check_count(out.size(), where);
-        PendingImage p = probe_part(part, where);
+        PendingImage p = probe_part(part, where, stored);
         int64_t total = p.memory;
         for (const PendingImage& q : out) total += q.memory;
         if (total > limits_.request_bytes)
@@ -119,7 +126,7 @@ chat::ImageResolver MediaLoader::probe_resolver(std::vector<PendingImage>& out) 
 chat::ImageResolver MediaLoader::resolver(std::vector<PromptImage>& out) const {
     return [this, &out](const J& part, const std::string& where) {
         check_count(out.size(), where);
-        out.push_back(load(probe_part(part, where)));
+        out.push_back(load(probe_part(part, where, nullptr)));
         const image::ImageGeometry& g = out.back().img.geom;
         return chat::ImagePrompt{g.width, g.height, g.n_tokens};
     };

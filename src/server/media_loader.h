@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "image/image_input.h"
 #include "image/probe.h"
+#include "server/response_store.h"
 
 namespace kimi::server {
 
@@ -53,8 +54,9 @@ public:
 
     // The server's resolver for one request's render: each image part is read as far as its
     // header and appended to `out`; the per-request limits (count, memory) are checked as they
-    // add up. Throws ImageError.
-    chat::ImageResolver probe_resolver(std::vector<PendingImage>& out) const;
+    // add up. stored: the images a stored conversation names (kimi-stored-image:HEX), null:
+    // none. Throws ImageError.
+    chat::ImageResolver probe_resolver(std::vector<PendingImage>& out, const StoredImages* stored = nullptr) const;
     // Decodes and prepares a pending image. Throws ImageError.
     PromptImage load(const PendingImage& p) const;
 
@@ -70,7 +72,8 @@ public:
     const MediaLimits& limits() const { return limits_; }
 
 private:
-    PendingImage probe_part(const nlohmann::ordered_json& part, const std::string& where) const;
+    PendingImage probe_part(const nlohmann::ordered_json& part, const std::string& where,
+                            const StoredImages* stored) const;
     void check_count(size_t images_so_far, const std::string& where) const;   // --limit-mm-per-prompt
 
     image::MediaConfig media_;

@@ -152,9 +152,6 @@ void parse_common(const J& b, const ParseContext& c, GenerationJob& job) {
         job.include_usage = boolean(*so, "include_usage", false);
         job.continuous_usage = boolean(*so, "continuous_usage_stats", false);
     }
-    const auto t0 = std::chrono::steady_clock::now();
-    job.constraint = parse_output_constraint(b);
-    job.grammar_compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     reject_if_set(b, "prompt_logprobs", "prompt logprobs are not supported by this server");
     const J* mt = field(b, "max_completion_tokens");
     if (!mt) mt = field(b, "max_tokens");
@@ -165,6 +162,15 @@ void parse_common(const J& b, const ParseContext& c, GenerationJob& job) {
         p.max_tokens = int32_t(std::min<int64_t>(v, std::numeric_limits<int32_t>::max()));
         job.max_tokens_given = true;
     }
+}
+
+// The output constraint (response_format, structured_outputs, guided_*), compiled once the
+// request has passed every cheaper check: a large schema costs its compile only to a request
+// that will run, and the compile stops when the client hangs up or the deadline passes.
+void compile_constraint(const J& b, const ParseContext& c, GenerationJob& job) {
+    const auto t0 = std::chrono::steady_clock::now();
+    job.constraint = parse_output_constraint(b, c.poll);
+    job.grammar_compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 // Prompt length vs context: 400 with the numbers (vLLM's wording).
@@ -343,8 +349,9 @@ GenerationJob parse_completion_request(const J& b, const ParseContext& c) {
     if (job.echo && job.logprobs)
         reject_if_set(b, "logprobs",
                       "logprobs together with echo needs prompt logprobs, which this server does not compute");
-    if (job.constraint) job.params.structured = std::make_shared<StructuredOutput>(std::move(*job.constraint));
     fit_context(job, c, 16);
+    compile_constraint(b, c, job);
+    if (job.constraint) job.params.structured = std::make_shared<StructuredOutput>(std::move(*job.constraint));
     return job;
 }
 
@@ -407,7 +414,7 @@ tok::ChatPrompt render_k3(const J& b, const ParseContext& c, GenerationJob& job,
         chat::ChatRequest r = chat::chat_request_from_body(b);
         r.allow_special_in_content = false;   // no control-token injection through message text
         if (c.media)
-            r.images = c.media->probe_resolver(images);
+            r.images = c.media->probe_resolver(images, c.stored_images);
         else
             r.images = [](const J&, const std::string& where) -> chat::ImagePrompt {
                 throw ImageError(where + ": image content is not supported (no vision tower is served)");
@@ -432,11 +439,12 @@ tok::ChatPrompt render_k3(const J& b, const ParseContext& c, GenerationJob& job,
 
 // The reply's grammar: the response_format constraint and/or the forced tool call, inside the
 // chat format's frame.
-void compile_reply_grammar(GenerationJob& job, ChatFrame frame, const std::optional<ForcedTools>& forced) {
+void compile_reply_grammar(GenerationJob& job, ChatFrame frame, const std::optional<ForcedTools>& forced,
+                           const grammar::CompilePoll& poll) {
     const auto t0 = std::chrono::steady_clock::now();
     try {
-        job.params.structured =
-            std::make_shared<StructuredOutput>(frame_grammar(frame, job.thinking, std::move(job.constraint), forced));
+        job.params.structured = std::make_shared<StructuredOutput>(
+            frame_grammar(frame, job.thinking, std::move(job.constraint), forced, poll));
     } catch (const Error& e) {
         throw bad_param(forced ? "tool_choice" : "response_format", e.what());
     }
@@ -460,10 +468,6 @@ GenerationJob parse_chat_request(const J& b, const ParseContext& c) {
     const J* tc = field(b, "tool_choice");
     const bool tool_choice_none = tc && tc->is_string() && *tc == "none";
     const std::optional<ForcedTools> forced = parse_forced_tools(b, tools);
-    if (forced && job.constraint)
-        throw bad_param(
-            "tool_choice",
-            "a forced tool call (tool_choice) cannot be combined with response_format or structured_outputs");
     for (const char* k : {"functions", "function_call"}) reject_if_set(b, k, "deprecated; use tools");
     reject_if_set(b, "chat_template", "the model's own chat format is always used");
     if (boolean(b, "continue_final_message", false))
@@ -491,12 +495,18 @@ GenerationJob parse_chat_request(const J& b, const ParseContext& c) {
     p.text = std::move(rendered.text);
     p.images = std::move(images);
     job.prompts.push_back(std::move(p));
-    if (job.constraint || forced) compile_reply_grammar(job, k3 ? ChatFrame::kK3 : ChatFrame::kKimiLinear, forced);
     // A reply ends at the end-of-turn tokens unless ignore_eos.
     if (!job.params.ignore_eos)
         for (int32_t id : c.tok->stop_ids())
             if (id < c.vocab_size) job.params.stop_token_ids.push_back(id);
     fit_context(job, c, 0);
+    compile_constraint(b, c, job);
+    if (forced && job.constraint)
+        throw bad_param(
+            "tool_choice",
+            "a forced tool call (tool_choice) cannot be combined with response_format or structured_outputs");
+    if (job.constraint || forced)
+        compile_reply_grammar(job, k3 ? ChatFrame::kK3 : ChatFrame::kKimiLinear, forced, c.poll);
     return job;
 }
 

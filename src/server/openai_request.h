@@ -73,6 +73,8 @@ struct ParseContext {
     int64_t max_request_tokens = 1 << 20;         // Σ over its sequences of prompt + max_tokens (--max-request-tokens)
     const MediaLoader* media = nullptr;           // K3 with a vision tower: loads image parts (null: images refused)
     const SamplingDefaults* defaults = nullptr;   // generation_config.json's (null: OpenAI's)
+    grammar::CompilePoll poll = {};               // stops a long grammar compile by throwing (empty: never)
+    const StoredImages* stored_images = nullptr;   // the images previous_response_id's conversation names
 };
 
 GenerationJob parse_completion_request(const nlohmann::ordered_json& body, const ParseContext& ctx);

@@ -15,6 +15,7 @@ namespace {
 
 using J = nlohmann::ordered_json;
 using grammar::Alternative;
+using grammar::CompilePoll;
 using grammar::Grammar;
 
 constexpr size_t kMaxRules = 100000;   // what one request's grammar may expand to
@@ -51,12 +52,14 @@ Grammar compile(const std::string& param, F&& f) {
     }
 }
 
-Grammar schema_grammar(const J& schema, const std::string& param) {
-    return compile(param, [&] { return grammar::json_schema_grammar(schema, kMaxRules); });
+// max_rules: what is left of the request's rules (forced tools share kMaxRules).
+Grammar schema_grammar(const J& schema, const std::string& param, const CompilePoll& poll,
+                       size_t max_rules = kMaxRules) {
+    return compile(param, [&] { return grammar::json_schema_grammar(schema, max_rules, poll); });
 }
 
-Grammar kind_grammar(const std::string& kind, const J& v, const std::string& param) {
-    if (kind == "json") return schema_grammar(schema_value(v, param), param);
+Grammar kind_grammar(const std::string& kind, const J& v, const std::string& param, const CompilePoll& poll) {
+    if (kind == "json") return schema_grammar(schema_value(v, param), param, poll);
     if (kind == "json_object") {
         if (!v.is_boolean() || !v.get<bool>()) throw bad_param(param, param + " must be true");
         return compile(param, [] { return grammar::parse_grammar(grammar::json_object_gbnf(), kMaxRules); });
@@ -79,7 +82,7 @@ Grammar kind_grammar(const std::string& kind, const J& v, const std::string& par
     if (kind == "grammar") {
         if (!v.is_string()) throw bad_param(param, param + " (grammar) must be GBNF text");
         return compile(param,
-                       [&] { return grammar::parse_grammar(v.get<std::string>(), kMaxRules); });   // "grammar: …"
+                       [&] { return grammar::parse_grammar(v.get<std::string>(), kMaxRules, poll); });   // "grammar: …"
     }
     throw bad_param(param, "unknown structured output kind '" + kind + "' (json, regex, choice, grammar, json_object)");
 }
@@ -121,10 +124,16 @@ std::string xml_attr(const std::string& s) {
 }
 
 // calls k = 0..kMaxCalls−1 in sequence: call_k (call_{k+1})?; each call one of the tools.
-int32_t tool_calls(Grammar& g, ChatFrame frame, const ForcedTools& ft) {
-    std::vector<int32_t> args;   // each tool's arguments grammar (spliced once)
-    for (const auto& [name, params] : ft.tools)
-        args.push_back(g.splice(schema_grammar(params, "tools[" + name + "].function.parameters")));
+int32_t tool_calls(Grammar& g, ChatFrame frame, const ForcedTools& ft, const CompilePoll& poll) {
+    std::vector<int32_t> args;   // each tool's arguments grammar (spliced once), all within kMaxRules
+    for (const auto& [name, params] : ft.tools) {
+        if (g.rules.size() >= kMaxRules)
+            throw bad_param("tool_choice",
+                            "tool_choice: the tools' parameters are too large to compile together (" +
+                                std::to_string(kMaxRules) + " rules)");
+        args.push_back(g.splice(schema_grammar(params, "tools[" + name.substr(0, 100) + "].function.parameters", poll,
+                                               kMaxRules - g.rules.size())));
+    }
     const size_t n_calls = ft.parallel ? kMaxCalls : 1;
     int32_t next = -1;
     for (size_t k = n_calls; k-- > 0;) {
@@ -160,14 +169,14 @@ int32_t tool_calls(Grammar& g, ChatFrame frame, const ForcedTools& ft) {
 
 }   // namespace
 
-std::optional<Grammar> parse_output_constraint(const J& b) {
+std::optional<Grammar> parse_output_constraint(const J& b, const CompilePoll& poll) {
     std::vector<std::pair<std::string, Grammar>> found;
     if (const J* rf = field(b, "response_format")) {
         if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
             throw bad_param("response_format", "response_format must be an object with a type");
         const std::string type = (*rf)["type"].get<std::string>();
         if (type == "json_object") {
-            found.push_back({"response_format", kind_grammar("json_object", true, "response_format")});
+            found.push_back({"response_format", kind_grammar("json_object", true, "response_format", poll)});
         } else if (type == "json_schema") {
             const J* js = field(*rf, "json_schema");
             if (!js || !js->is_object())
@@ -175,7 +184,7 @@ std::optional<Grammar> parse_output_constraint(const J& b) {
             const J* schema = field(*js, "schema");
             if (!schema) throw bad_param("response_format", "response_format.json_schema.schema is required");
             found.push_back(
-                {"response_format", schema_grammar(schema_value(*schema, "response_format"), "response_format")});
+                {"response_format", schema_grammar(schema_value(*schema, "response_format"), "response_format", poll)});
         } else if (type != "text") {
             throw bad_param("response_format",
                             "response_format.type must be text, json_object or json_schema, got '" + type + "'");
@@ -185,7 +194,7 @@ std::optional<Grammar> parse_output_constraint(const J& b) {
         if (!so->is_object()) throw bad_param("structured_outputs", "structured_outputs must be an object");
         for (const char* kind : {"json", "regex", "choice", "grammar", "json_object"})
             if (const J* v = field(*so, kind))
-                found.push_back({"structured_outputs", kind_grammar(kind, *v, "structured_outputs")});
+                found.push_back({"structured_outputs", kind_grammar(kind, *v, "structured_outputs", poll)});
         for (const auto& [k, v] : so->items()) {
             static const std::vector<std::string> known = {"json",
                                                            "regex",
@@ -202,7 +211,7 @@ std::optional<Grammar> parse_output_constraint(const J& b) {
         }
     }
     for (const char* key : {"guided_json", "guided_regex", "guided_choice", "guided_grammar"})
-        if (const J* v = field(b, key)) found.push_back({key, kind_grammar(std::string(key).substr(7), *v, key)});
+        if (const J* v = field(b, key)) found.push_back({key, kind_grammar(std::string(key).substr(7), *v, key, poll)});
     if (found.size() > 1)
         throw bad_param(found[1].first,
                         "give one output constraint, not several (" + found[0].first + " and " + found[1].first + ")");
@@ -246,7 +255,7 @@ std::optional<ForcedTools> parse_forced_tools(const J& b, const J& tools) {
 }
 
 Grammar frame_grammar(ChatFrame frame, bool thinking, std::optional<Grammar> body,
-                      const std::optional<ForcedTools>& tools) {
+                      const std::optional<ForcedTools>& tools, const CompilePoll& poll) {
     if (frame == ChatFrame::kNone && !tools) return std::move(*body);
     Grammar g;
     g.root = g.add_rule("reply");
@@ -261,13 +270,13 @@ Grammar frame_grammar(ChatFrame frame, bool thinking, std::optional<Grammar> bod
         k3_close(g, a, "response");
         if (tools) {
             k3_open(g, a, "tools");
-            a.push_back(Grammar::ref(tool_calls(g, frame, *tools)));
+            a.push_back(Grammar::ref(tool_calls(g, frame, *tools, poll)));
             k3_close(g, a, "tools");
         }
         k3_close(g, a, "message");
     } else if (tools) {   // Kimi Linear: the calls section only
         special(g, a, "<|tool_calls_section_begin|>");
-        a.push_back(Grammar::ref(tool_calls(g, frame, *tools)));
+        a.push_back(Grammar::ref(tool_calls(g, frame, *tools, poll)));
         special(g, a, "<|tool_calls_section_end|>");
     } else {
         a.push_back(Grammar::ref(g.splice(*body)));

@@ -19,7 +19,9 @@
 namespace kimi::server {
 
 // The constraint on a reply's text (no chat frame), or none.
-std::optional<grammar::Grammar> parse_output_constraint(const nlohmann::ordered_json& body);
+// poll: called now and then while a large constraint compiles; it throws to stop the work.
+std::optional<grammar::Grammar> parse_output_constraint(const nlohmann::ordered_json& body,
+                                                        const grammar::CompilePoll& poll = {});
 
 struct ForcedTools {
     std::vector<std::pair<std::string, nlohmann::ordered_json>> tools;   // name, parameters schema
@@ -35,6 +37,6 @@ enum class ChatFrame { kNone, kKimiLinear, kK3 };
 // The grammar of a whole reply: `body` (or forced tool calls) inside the frame. thinking: K3's
 // generation prompt opened the think channel.
 grammar::Grammar frame_grammar(ChatFrame frame, bool thinking, std::optional<grammar::Grammar> body,
-                               const std::optional<ForcedTools>& tools);
+                               const std::optional<ForcedTools>& tools, const grammar::CompilePoll& poll = {});
 
 }   // namespace kimi::server

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "engine_test_util.h"
 
@@ -128,6 +129,79 @@ TEST_P(DraftModel, SeededSamplingIsReproducibleAndExactWithItsOwnDraft) {
             EXPECT_EQ(st.accepted_tokens, st.draft_tokens) << "p = q: every draft token is kept";
         } else {
             EXPECT_LT(st.accepted_tokens, st.draft_tokens);
+        }
+    }
+}
+
+// Seeded sampling under a draft model is plain decoding's seeded draw, token for token and bit
+// for bit, whatever else runs: each proposal is drawn with the uniform the target's own draw at
+// that output index uses (docs/runtime.md#draft-model), and verification is that draw. So which
+// steps speculate, and how far (a draft cut by the budget, the speculating sequences capped, a
+// preemption's recompute), changes nothing. The reproducer of issue 56: n = 2 copies of one
+// prompt (seeds 11 and 12, as the server seeds choice k with seed + k) beside greedy fillers,
+// whose second choice came back several ways.
+TEST_P(DraftModel, SeededSamplingIsPlainDecodingsWhateverTheBatch) {
+    struct Req {
+        std::vector<int32_t> prompt;
+        std::optional<uint64_t> seed;   // none: greedy
+    };
+    const auto run_reqs = [&](const EngineConfig& c, const std::vector<Req>& reqs, SpecDecodeStats* st,
+                              int64_t* preemptions) {
+        Engine e(*model, c);
+        std::vector<std::shared_ptr<RequestStream>> s;
+        for (const Req& r : reqs) s.push_back(e.submit(r.prompt, params(!r.seed, r.seed.value_or(0))));
+        e.run_until_idle();
+        std::vector<Out> out;
+        for (auto& x : s) out.push_back(test::drain(*x));
+        if (st) *st = e.spec_decode_stats();
+        if (preemptions) *preemptions = e.total_preemptions();
+        return out;
+    };
+    const std::vector<int32_t> shared = prompt(101);
+    std::vector<Req> pair = {{shared, 11}, {shared, 12}}, fillers = pair;
+    for (uint64_t i = 0; i < 5; ++i) fillers.push_back({prompt(110 + i), std::nullopt});
+    std::vector<Req> fillers_first(fillers.begin() + 2, fillers.end());
+    fillers_first.insert(fillers_first.end(), pair.begin(), pair.end());
+    for (const bool self : {false, true}) {
+        for (int variant = 0; variant < 4; ++variant) {
+            EngineConfig plain = config(nullptr), spec = config(self ? model.get() : other.get());
+            std::string what = self ? "the target as draft, " : "another model as draft, ";
+            if (variant == 1) {
+                plain.max_num_batched_tokens = spec.max_num_batched_tokens = 6;
+                what += "token budget 6";
+            } else if (variant == 2) {
+                plain.max_model_len = spec.max_model_len = 128;
+                plain.n_blocks = spec.n_blocks = 8;
+                what += "small cache";
+            } else if (variant == 3) {
+                spec.speculative_max_seqs = 2;
+                what += "two speculating sequences per step";
+            } else {
+                what += "default";
+            }
+            const std::vector<Out> want = run_reqs(plain, fillers, nullptr, nullptr);
+            std::vector<Out> alone;
+            for (const auto* reqs : {&pair, &fillers, &fillers_first}) {
+                const std::string w = what + (reqs == &pair ? ", the pair alone" : ", beside greedy fillers");
+                SpecDecodeStats st;
+                int64_t preempted = 0;
+                const std::vector<Out> got = run_reqs(spec, *reqs, &st, &preempted);
+                const size_t at = reqs == &fillers_first ? reqs->size() - 2 : 0;   // where the pair is
+                if (reqs == &pair) alone = got;
+                for (size_t k = 0; k < 2; ++k) {
+                    const std::string choice =
+                        ": choice " + std::to_string(k) + " (seed " + std::to_string(11 + k) + ")";
+                    expect_same(got[at + k], alone[k], w + choice + " against the pair alone");
+                    expect_same(got[at + k], want[k], w + choice + " against plain decoding");
+                }
+                EXPECT_GT(st.drafts, 0) << w;
+                if (self) {
+                    EXPECT_EQ(st.accepted_tokens, st.draft_tokens) << w << ": its own draft is always right";
+                }
+                if (variant == 2 && reqs != &pair) {
+                    EXPECT_GT(preempted, 0) << w << ": the small cache must preempt";
+                }
+            }
         }
     }
 }

@@ -19,7 +19,7 @@ protected:
     void SetUp() override { model = KimiModel::load(test::make_model(GetParam(), {}, 21)); }
     std::unique_ptr<KimiModel> model;
 
-    static SamplingParams params(bool greedy, int32_t max_tokens = 40) {
+    static SamplingParams params(bool greedy, int32_t max_tokens = 40, uint64_t seed = 5) {
         SamplingParams p;
         p.max_tokens = max_tokens;
         p.ignore_eos = true;
@@ -30,7 +30,7 @@ protected:
         p.logit_bias = {{3, 40.0f}, {17, 40.0f}, {29, 40.0f}};
         if (!greedy) {
             p.temperature = 0.8f;
-            p.seed = 5;
+            p.seed = seed;
         } else {
             p.temperature = 0;
         }
@@ -52,12 +52,13 @@ protected:
                                                                      "prompt_lookup_min": 1, "prompt_lookup_max": 3})");
         return c;
     }
-    // Every request of `prompts` at once (seeded ones every other), run to the end.
+    // Every request of `prompts` at once (seeded ones every other, request i with seed 5 + i),
+    // run to the end.
     std::vector<Out> run(const EngineConfig& c, const std::vector<std::vector<int32_t>>& prompts,
-                         SpecDecodeStats* stats = nullptr) {
+                         SpecDecodeStats* stats = nullptr, int64_t* preemptions = nullptr) {
         Engine e(*model, c);
         std::vector<std::shared_ptr<RequestStream>> s;
-        for (size_t i = 0; i < prompts.size(); ++i) s.push_back(e.submit(prompts[i], params(i % 2 == 0)));
+        for (size_t i = 0; i < prompts.size(); ++i) s.push_back(e.submit(prompts[i], params(i % 2 == 0, 40, 5 + i)));
         e.run_until_idle();
         std::vector<Out> out;
         int64_t n_tokens = 0;
@@ -72,25 +73,32 @@ protected:
         EXPECT_EQ(e.cache().blocks().n_free(), e.cache().blocks().n_total());
         EXPECT_EQ(e.cache().slots().n_free(), e.cache().slots().n_total());
         if (stats) *stats = e.spec_decode_stats();
+        if (preemptions) *preemptions = e.total_preemptions();
         return out;
     }
 };
 
+// Beside others, the first prompt runs a second time (seeded 7 where the first copy has 5: a
+// request's n choices, seeded seed + k), so copies of one prompt share the prefix cache and the
+// batch; each request's output equals plain decoding's and its own output alone.
 TEST_P(Speculative, BitIdenticalToPlainDecoding) {
     std::vector<std::vector<int32_t>> prompts;
     for (uint64_t i = 0; i < 6; ++i) prompts.push_back(prompt(40 + i));
-    for (const bool alone : {true, false}) {
-        const std::vector<std::vector<int32_t>> which =
-            alone ? std::vector<std::vector<int32_t>>{prompts[0], prompts[1]} : prompts;
-        for (int variant = 0; variant < 4; ++variant) {
+    const std::vector<std::vector<int32_t>> pair = {prompts[0], prompts[1]};
+    std::vector<std::vector<int32_t>> beside = {prompts[0], prompts[1], prompts[0]};
+    beside.insert(beside.end(), prompts.begin() + 2, prompts.end());
+    for (int variant = 0; variant < 4; ++variant) {
+        std::vector<Out> got_alone;
+        for (const bool alone : {true, false}) {
+            const std::vector<std::vector<int32_t>>& which = alone ? pair : beside;
             EngineConfig plain = config(false), spec = config(true);
             const char* what = "default";
             if (variant == 1) {   // drafts cut by the budget
                 plain.max_num_batched_tokens = spec.max_num_batched_tokens = 6;
                 what = "token budget 6";
-            } else if (variant == 2) {   // preemption: a small cache
+            } else if (variant == 2) {   // preemption: a small cache (the pair alone needs 10 blocks)
                 plain.max_model_len = spec.max_model_len = 128;
-                plain.n_blocks = spec.n_blocks = 12;
+                plain.n_blocks = spec.n_blocks = 8;
                 what = "small cache";
             } else if (variant == 3) {   // one sequence speculates per step: 4 spare slots, not 32
                 spec.speculative_max_seqs = 1;
@@ -98,15 +106,20 @@ TEST_P(Speculative, BitIdenticalToPlainDecoding) {
                 EXPECT_EQ(Speculator::n_slots(config(true)), 8 * 4);
                 what = "one speculating sequence per step";
             }
+            const std::string w = std::string(what) + (alone ? ", alone" : ", beside others");
             SpecDecodeStats st;
-            const std::vector<Out> ref = run(plain, which), got = run(spec, which, &st);
-            for (size_t i = 0; i < which.size(); ++i)
-                expect_same(
-                    got[i], ref[i],
-                    std::string(what) + (alone ? ", alone" : ", beside others") + ", request " + std::to_string(i));
-            EXPECT_GT(st.drafts, 0) << what;
-            EXPECT_GT(st.accepted_tokens, 0) << what << ": some drafts must be accepted";
-            EXPECT_LT(st.accepted_tokens, st.draft_tokens) << what << ": and some rejected";
+            int64_t preempted = 0;
+            const std::vector<Out> ref = run(plain, which), got = run(spec, which, &st, &preempted);
+            for (size_t i = 0; i < which.size(); ++i) expect_same(got[i], ref[i], w + ", request " + std::to_string(i));
+            if (alone) got_alone = got;
+            for (size_t i = 0; i < 2; ++i)
+                expect_same(got[i], got_alone[i], w + ": as alone, request " + std::to_string(i));
+            EXPECT_GT(st.drafts, 0) << w;
+            EXPECT_GT(st.accepted_tokens, 0) << w << ": some drafts must be accepted";
+            EXPECT_LT(st.accepted_tokens, st.draft_tokens) << w << ": and some rejected";
+            if (variant == 2) {
+                EXPECT_GT(preempted, 0) << w << ": the small cache must preempt";
+            }
         }
     }
 }
@@ -136,7 +149,8 @@ TEST_P(Speculative, FullDraftsVerifyKEveryStepAndStayExact) {
     c.speculative_full_drafts = true;
     Engine e(*model, c);
     std::vector<std::shared_ptr<RequestStream>> s;
-    for (size_t i = 0; i < prompts.size(); ++i) s.push_back(e.submit(prompts[i], params(i % 2 == 0)));   // as run()
+    for (size_t i = 0; i < prompts.size(); ++i)
+        s.push_back(e.submit(prompts[i], params(i % 2 == 0, 40, 5 + i)));   // as run()
     int64_t full_steps = 0, short_steps = 0;
     while (e.step()) {
         const EngineStepStats& st = e.last_step();

@@ -400,6 +400,10 @@ private:
         static const json no_props = json::object();
         const json& props = s.contains("properties") ? s["properties"] : no_props;
         if (!props.is_object()) fail("'properties' must be an object", path);
+        if (props.size() > max_rules_ / 4)   // each property takes four rules of the object's grammar
+            throw Error("json_schema: the schema is too large to compile ('properties' lists " +
+                        std::to_string(props.size()) + " names at " + (path.empty() ? "/" : path) + "; at most " +
+                        std::to_string(max_rules_ / 4) + ")");
         // hash lookups: an ordered_json object finds a key by a linear scan
         std::unordered_set<std::string_view> names;
         for (const auto& [k, v] : props.items()) names.insert(k);

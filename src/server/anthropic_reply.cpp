@@ -45,6 +45,13 @@ bool MessagesReply::event(const char* name, const J& data) {
 }
 
 bool MessagesReply::start(int64_t prompt_tokens) {
+    prompt_tokens_ = prompt_tokens;
+    return !write_ || write_(": stream open\n\n");
+}
+
+bool MessagesReply::begin(int64_t cached_tokens) {
+    if (begun_ || !write_) return true;
+    begun_ = true;
     J msg = {{"id", id_},
              {"type", "message"},
              {"role", "assistant"},
@@ -53,14 +60,17 @@ bool MessagesReply::start(int64_t prompt_tokens) {
              {"stop_reason", nullptr},
              {"stop_sequence", nullptr},
              {"usage",
-              {{"input_tokens", prompt_tokens},
+              {{"input_tokens", prompt_tokens_ - cached_tokens},
                {"cache_creation_input_tokens", 0},
-               {"cache_read_input_tokens", 0},
+               {"cache_read_input_tokens", cached_tokens},
                {"output_tokens", 0}}}};
     return event("message_start", {{"type", "message_start"}, {"message", std::move(msg)}}) && ping();
 }
 
-bool MessagesReply::ping() { return event("ping", {{"type", "ping"}}); }
+bool MessagesReply::ping() {
+    if (!begun_) return !write_ || write_(": ping\n\n");
+    return event("ping", {{"type", "ping"}});
+}
 
 bool MessagesReply::close() {
     if (!block_open_) return true;
@@ -110,7 +120,7 @@ bool MessagesReply::add(const chat::Delta& d) {
 }
 
 bool MessagesReply::finish(const ChatOutcome& o) {
-    return close() &&
+    return begin(o.cached_tokens) && close() &&
         event("message_delta",
               {{"type", "message_delta"},
                {"delta", {{"stop_reason", stop_reason(o)}, {"stop_sequence", stop_sequence(o, stops_)}}},

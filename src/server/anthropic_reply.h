@@ -3,6 +3,10 @@
 // streamed, its server-sent events in Anthropic's order: message_start, then per block
 // content_block_start, content_block_delta (thinking_delta, text_delta, input_json_delta),
 // content_block_stop, then message_delta and message_stop, with ping while nothing comes.
+// message_start goes out with the reply's first piece, once the engine has admitted the request
+// and knows how much of the prompt the prefix cache served: its usage then says what
+// message_delta's says (input_tokens the uncached part, cache_read_input_tokens the rest).
+// Until then SSE comments keep the connection alive.
 #pragma once
 #include <functional>
 #include <string>
@@ -22,9 +26,13 @@ public:
     // write: the stream's sink; null for a reply answered in one body.
     MessagesReply(std::string model, std::vector<std::string> stop_sequences, Write write = nullptr);
 
-    bool start(int64_t prompt_tokens);    // streamed: message_start and a first ping
+    bool start(int64_t prompt_tokens);   // streamed: the stream opens (an SSE comment)
+    // streamed: message_start (once; later calls do nothing) with the prompt tokens the prefix
+    // cache served, then a ping. Before the first add().
+    bool begin(int64_t cached_tokens);
+    bool begun() const { return begun_; }
     bool add(const chat::Delta& piece);   // the next piece of the reply
-    bool ping();                          // streamed: a ping event
+    bool ping();                          // streamed: a ping event (before begin: an SSE comment)
     bool finish(const ChatOutcome& o);    // streamed: the open block's stop, message_delta, message_stop
     nlohmann::ordered_json message(const ChatOutcome& o) const;   // the whole message
 
@@ -41,6 +49,8 @@ private:
     Write write_;
     std::vector<nlohmann::ordered_json> blocks_;
     bool block_open_ = false;
+    bool begun_ = false;
+    int64_t prompt_tokens_ = 0;
 };
 
 // usage in Anthropic's terms: input_tokens are those the prefix cache did not serve.

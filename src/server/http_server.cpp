@@ -325,10 +325,11 @@ void HttpServer::set_media(const MediaLoader* loader, VisionEncoder* encoder) {
 }
 
 // Each prompt's images, decoded and encoded (or taken from the encoder cache) into the rows
-// their <|media_pad|> tokens get. The request's share of the image budget is taken before any
+// their <|media_pad|> tokens get (encode false: decoded and prepared only, as count_tokens
+// checks them, so it counts only what /v1/messages would take). The request's share of the image budget is taken before any
 // pixel is decoded; the encodes stop between tower blocks once the client is gone, the server
 // shuts down or --request-timeout has passed since the request arrived.
-void HttpServer::encode_images(GenerationJob& job, const HttpRequest& req) {
+void HttpServer::encode_images(GenerationJob& job, const HttpRequest& req, bool encode) {
     int64_t need = 0;
     for (const PromptInput& p : job.prompts)
         for (const PendingImage& img : p.images) need += img.memory;
@@ -345,7 +346,11 @@ void HttpServer::encode_images(GenerationJob& job, const HttpRequest& req) {
                            ", more than the server's image memory of " + human_bytes(image_budget_.total()) +
                            " (--mm-memory)",
                        "messages", "invalid_image");
-    const ImageBudget::Lease lease = image_budget_.acquire(need, ctl.deadline, ctl.cancelled);
+    bool waited = false;
+    const auto t_wait = std::chrono::steady_clock::now();
+    const ImageBudget::Lease lease = image_budget_.acquire(need, ctl.deadline, ctl.cancelled, &waited);
+    if (waited)
+        metrics_.on_image_memory_wait(std::chrono::duration<double>(std::chrono::steady_clock::now() - t_wait).count());
     if (!lease) {
         if (ctl.cancelled()) throw ApiError(499, "the client went away while its request waited for image memory");
         throw ApiError(503,
@@ -361,9 +366,10 @@ void HttpServer::encode_images(GenerationJob& job, const HttpRequest& req) {
             for (const PendingImage& img : p.images) {
                 if (ctl.cancelled()) throw EncodeStopped("the client went away", false);
                 ready.push_back(media_->load(img));
+                if (!encode) ready.clear();   // checked: its pixels are not needed
             }
             p.images = {};   // the encoded bytes are not needed any more
-            p.media = encoder_->encode_prompt(p.ids, ready, ctl);
+            if (encode) p.media = encoder_->encode_prompt(p.ids, ready, ctl);
         } catch (const EncodeStopped& e) {
             if (e.timed_out) throw ApiError(408, e.what(), "", "request_timeout");
             throw ApiError(499, e.what());
@@ -451,8 +457,13 @@ void HttpServer::messages(const HttpRequest& req, HttpResponse& res) {
          arrived = req.arrived_s](const auto& put) {
             MessagesReply reply(model, stops, put);
             if (!reply.start(prompt_tokens)) return;
+            // message_start with the first piece: the engine has told the cached tokens by then
             const auto outcome = run_chat_pieces(
-                *run, [&reply](const chat::Delta& d) { return reply.add(d); }, [&reply] { return reply.ping(); });
+                *run,
+                [&reply, &run](const chat::Delta& d) {
+                    return (reply.begun() || reply.begin(job_tally(*run).cached_tokens)) && reply.add(d);
+                },
+                [&reply] { return reply.ping(); });
             tally(*access, *run, arrived);
             if (outcome) reply.finish(*outcome);
         },
@@ -627,7 +638,10 @@ void HttpServer::routes() {
         chat["max_tokens"] = 1;   // the prompt alone is counted
         const ParseContext pc =
             parse_context(req, std::numeric_limits<int32_t>::max(), std::numeric_limits<int64_t>::max());
-        send_json(res, 200, {{"input_tokens", parse_chat_request(chat, pc).prompts.at(0).ids.size()}});
+        GenerationJob job = parse_chat_request(chat, pc);
+        const size_t n = job.prompts.at(0).ids.size();
+        encode_images(job, req, false);   // an image /v1/messages would refuse is refused here too
+        send_json(res, 200, {{"input_tokens", n}});
     });
 }
 

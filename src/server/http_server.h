@@ -96,9 +96,10 @@ private:
                 std::function<std::string(const ApiError&)> error_event);
     // req: its hang-up and arrival stop a long grammar compile (ParseContext::poll).
     ParseContext parse_context(const HttpRequest& req, int32_t max_model_len, int64_t max_request_tokens) const;
-    // Each prompt's images decoded and encoded into its media spans, within the image budget,
-    // the request's deadline, and only while its client is there.
-    void encode_images(GenerationJob& job, const HttpRequest& req);
+    // Each prompt's images decoded and encoded into its media spans (encode false: decoded
+    // only, to check them), within the image budget, the request's deadline, and only while
+    // its client is there.
+    void encode_images(GenerationJob& job, const HttpRequest& req, bool encode = true);
 
     ServerConfig cfg_;
     std::vector<Route> routes_;

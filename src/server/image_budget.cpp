@@ -13,8 +13,9 @@ ImageBudget::Lease::~Lease() {
 }
 
 ImageBudget::Lease ImageBudget::acquire(int64_t bytes, std::chrono::steady_clock::time_point deadline,
-                                        const std::function<bool()>& stop) {
+                                        const std::function<bool()>& stop, bool* waited) {
     std::unique_lock<std::mutex> lk(mu_);
+    if (waited) *waited = used_ + bytes > total_;
     while (used_ + bytes > total_) {
         if (bytes > total_ || std::chrono::steady_clock::now() >= deadline || (stop && stop())) return {};
         freed_.wait_for(lk, std::chrono::milliseconds(20));

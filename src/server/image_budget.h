@@ -32,8 +32,10 @@ public:
     };
 
     // Takes `bytes` (<= total()) once they fit. An empty lease when the deadline passed or
-    // stop() said so first (checked every few milliseconds).
-    Lease acquire(int64_t bytes, std::chrono::steady_clock::time_point deadline, const std::function<bool()>& stop);
+    // stop() said so first (checked every few milliseconds). waited (if given): whether the
+    // bytes did not fit at once.
+    Lease acquire(int64_t bytes, std::chrono::steady_clock::time_point deadline, const std::function<bool()>& stop,
+                  bool* waited = nullptr);
 
     int64_t total() const { return total_; }
     int64_t in_use() const;

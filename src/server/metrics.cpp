@@ -59,6 +59,12 @@ ServerMetrics::ServerMetrics()
       e2e_({0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0}),
       grammar_compile_({0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0}) {}
 
+void ServerMetrics::on_image_memory_wait(double seconds) {
+    std::lock_guard<std::mutex> lk(mu_);
+    ++image_memory_waits_;
+    image_memory_wait_s_ += seconds;
+}
+
 void ServerMetrics::on_grammar_compiled(double seconds) {
     std::lock_guard<std::mutex> lk(mu_);
     grammar_compile_.observe(seconds);
@@ -203,7 +209,13 @@ std::string ServerMetrics::render(const EngineSnapshot* e, bool ready, const Lis
     grammar_compile_.render(out, "kimi:grammar_compile_seconds",
                             "Compile time of each structured-output request's grammar");
     if (e) render_engine(out, *e);
-    if (vision) render_vision(out, *vision);
+    if (vision) {
+        render_vision(out, *vision);
+        counter(out, "kimi:mm_memory_waits_total",
+                "Requests whose images waited for room in the image memory (--mm-memory)", double(image_memory_waits_));
+        counter(out, "kimi:mm_memory_wait_seconds_total", "Time requests waited for room in the image memory",
+                image_memory_wait_s_);
+    }
     return out;
 }
 

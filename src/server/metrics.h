@@ -38,8 +38,9 @@ public:
     void on_finished(FinishReason why, int64_t prompt_tokens, int64_t generation_tokens, double e2e_s);
     void on_first_token(double ttft_s);
     void on_inter_token(double itl_s);
-    void on_http_request(int status);           // every HTTP response, by status class
-    void on_grammar_compiled(double seconds);   // one structured-output request's grammar
+    void on_http_request(int status);            // every HTTP response, by status class
+    void on_grammar_compiled(double seconds);    // one structured-output request's grammar
+    void on_image_memory_wait(double seconds);   // a request whose images waited for --mm-memory
 
     // vision: the image encoder's counters (K3 with its tower; null otherwise).
     std::string render(const EngineSnapshot* engine, bool ready, const ListenerStats& connections,
@@ -52,6 +53,8 @@ private:
     uint64_t prompt_tokens_ = 0, generation_tokens_ = 0;
     std::array<uint64_t, 6> http_{};   // 1xx..5xx, [0] unused
     Histogram ttft_, itl_, e2e_, grammar_compile_;
+    uint64_t image_memory_waits_ = 0;
+    double image_memory_wait_s_ = 0.0;
     std::atomic<int64_t> weight_bytes_{0};
 };
 

@@ -4,6 +4,7 @@
 // sentences and viable prefixes — and byte by byte through multi-byte characters.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <regex>
 #include <string>
 #include <vector>
@@ -280,6 +281,31 @@ TEST(GrammarParser, NestingLimits) {
     for (int i = 0; i < 20000; ++i) chain += "r" + std::to_string(i) + " ::= r" + std::to_string(i + 1) + "\n";
     chain += "r20000 ::= \"a\"\n";
     EXPECT_NO_THROW(parse_grammar(chain, 100000));
+}
+
+// Nullable rules are found in time linear in the grammar. A fixed point over passes in rule
+// order needed one pass per rule of a chain written against that order (each rule reaching
+// the empty string through the next): 100,000 rules were O(n²), minutes of a core.
+TEST(GrammarParser, NullableChainsAreLinear) {
+    std::string chain = "root ::= r0 \"a\"\n";
+    for (int i = 0; i < 99990; ++i) chain += "r" + std::to_string(i) + " ::= r" + std::to_string(i + 1) + "\n";
+    chain += "r99990 ::= \"\"\n";
+    const auto t0 = std::chrono::steady_clock::now();
+    const Grammar g = parse_grammar(chain, 100000);
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
+    EXPECT_EQ(g.rules.size(), 99992u);
+    std::string short_chain = "root ::= r0 \"a\"\n";   // the same shape, matched
+    for (int i = 0; i < 20; ++i) short_chain += "r" + std::to_string(i) + " ::= r" + std::to_string(i + 1) + "\n";
+    short_chain += "r20 ::= \"\"\n";
+    const Grammar short_g = parse_grammar(short_chain, 100000);
+    Matcher m(short_g);
+    EXPECT_TRUE(m.accept("a")) << "the chain matches nothing before the \"a\"";
+    EXPECT_TRUE(m.can_end());
+    // left recursion through the empty chain is still found
+    std::string left = "root ::= x\nx ::= r0 x \"b\" | \"c\"\n";
+    for (int i = 0; i < 1000; ++i) left += "r" + std::to_string(i) + " ::= r" + std::to_string(i + 1) + "\n";
+    left += "r1000 ::= \"\" | \"d\"\n";
+    EXPECT_THROW(parse_grammar(left, 100000), Error);
 }
 
 // Reproduced by fuzz_grammar as out-of-memory (fuzz/corpus/fuzz_grammar/crash-repeat-total-size):

@@ -39,6 +39,11 @@ async function rawStream(client, params) {
     eq(events[0].type, 'message_start', 'first event');
     eq(events.at(-1).type, 'message_stop', 'last event');
     eq(events.at(-2).type, 'message_delta', 'message_delta before message_stop');
+    // message_start goes out once the cached tokens are known: its usage is message_delta's
+    const startUsage = events[0].message.usage, endUsage = events.at(-2).usage;
+    eq(startUsage.input_tokens, endUsage.input_tokens, 'message_start and message_delta: input_tokens');
+    eq(startUsage.cache_read_input_tokens, endUsage.cache_read_input_tokens,
+       'message_start and message_delta: cache_read_input_tokens');
     const blocks = [];
     let open = -1;
     for (const ev of events.slice(1, -2)) {

@@ -220,6 +220,7 @@ class T15Images(unittest.TestCase):
             out[name] = post(TIGHT.port, "/v1/chat/completions", image_chat(data_url(gif_screen(side, side), "image/gif")),
                              timeout=120)
 
+        waits0 = hc.metrics(TIGHT.port).get("kimi:mm_memory_waits_total", 0)
         first = threading.Thread(target=go, args=("first", 2000))   # ~62 MiB of the 102 MiB budget
         first.start()
         time.sleep(0.5)
@@ -227,6 +228,9 @@ class T15Images(unittest.TestCase):
         go("second", 2001)   # another ~62 MiB: waits for room until its deadline
         waited = time.monotonic() - t0
         first.join()
+        # the budget made it wait: a 408 alone could also come from an encode that never waited
+        self.assertEqual(hc.metrics(TIGHT.port).get("kimi:mm_memory_waits_total", 0) - waits0, 1,
+                         "the second request must have waited for image memory")
         # The second waits for room; it gets a 503 when its deadline passes while the first still
         # holds the memory. The first gives it back once it notices its own deadline (between tower
         # blocks), which on a slow machine can come before the second's: the second then gets the

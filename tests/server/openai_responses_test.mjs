@@ -194,6 +194,9 @@ async function formatChecks(OpenAI, errors, label, preset, tmp) {
             const cut = await client.responses.create({ ...base, ...noThink, input: [
                 { type: 'reasoning', summary: [], content: [{ type: 'reasoning_text', text: 'Thinking…' }] }, { role: 'user', content: 'Go on.' }] });
             eq(cut.status, 'incomplete', 'a dangling reasoning item is accepted');
+            const cutIds = templateIds(tmp, modelDir, { messages: [{ role: 'system', content: 'You are Kimi.' }, { role: 'user', content: 'Go on.' }],
+                                                       ...(k3 ? { chat_template_kwargs: { thinking: false, thinking_effort: 'low' } } : {}) });
+            eq(cut.usage.input_tokens, cutIds.length, 'the dangling reasoning item is dropped: the prompt is the render without it');
         });
     } finally {
         await checkShutdown(`${label} server`, srv);

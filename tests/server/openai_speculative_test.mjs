@@ -6,8 +6,9 @@
 // drafts and accepted tokens. The three favoured tokens (logit_bias) make the output a string
 // over three letters whose n-grams recur, so drafts are both accepted and rejected. A draft
 // model (another random model with the same tokenizer): greedy completions and chat
-// completions, streamed and not, equal plain decoding; seeded ones (speculative sampling) are
-// reproducible and the same streamed; /metrics counts its drafts.
+// completions, streamed and not, equal plain decoding; seeded ones are reproducible and the same
+// streamed; a seeded n = 2 beside greedy fillers equals plain decoding under either proposer;
+// /metrics counts its drafts.
 //
 //   node tests/server/openai_speculative_test.mjs --kimi /abs/kimi-cpp --node-modules /abs/node_modules
 import { execFileSync } from 'node:child_process';
@@ -133,6 +134,25 @@ async function runPreset(OpenAI, preset) {
             assert(m.value('kimi:spec_decode_num_drafts_total') > 0, 'drafts counted');
             assert(m.value('kimi:spec_decode_num_accepted_tokens_total') <= m.value('kimi:spec_decode_num_draft_tokens_total'),
                    'accepted <= drafted');
+        });
+
+        // issue 56: a seeded n = 2 (choice k seeded seed + k) beside greedy fillers came back
+        // several ways under a draft model; now every proposer's seeded output is plain decoding's
+        await check(`${preset}: seeded n = 2 beside greedy fillers equals plain decoding (ngram and draft model)`, async () => {
+            const all = (r) => [...r.choices].sort((a, b) => a.index - b.index).map((c) => ({
+                text: c.text, tokens: c.logprobs.tokens, logprobs: c.logprobs.token_logprobs, finish: c.finish_reason }));
+            const pair = { ...body(4, false), n: 2, seed: 11 };
+            const ref = all(await cp.completions.create(pair));
+            eq(ref.length, 2, 'two choices');
+            for (const [name, c] of [['ngram', cs], ['draft model', cd]]) {
+                eq(all(await c.completions.create(pair)), ref, `${name}: alone`);
+                for (let round = 0; round < 2; ++round) {
+                    const fillers = [21, 22, 23, 24].map((s) => c.completions.create(body(s, true)));
+                    const got = c.completions.create(pair);
+                    eq(all(await got), ref, `${name}: beside four greedy fillers, round ${round}`);
+                    await Promise.all(fillers);
+                }
+            }
         });
 
         await check(`${preset}: a stream cancelled mid-verification frees its cache`, async () => {

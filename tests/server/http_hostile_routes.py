@@ -13,7 +13,9 @@ fixed behaviour:
 - forged log lines: a path with %0a, %0d, %1b (ANSI) and a fake "error:" line writes one access
   line, its control bytes escaped;
 - the empty --api-key: with $KIMI_API_KEY set the server uses it (and says so), without it
-  the server refuses to start; a key file's surrounding whitespace is not part of the key.
+  the server refuses to start; a key file's surrounding whitespace is not part of the key;
+- count_tokens decodes images as /v1/messages does: a GIF whose header is fine and whose data
+  is not is a 400 on both (count_tokens read only the header and answered 200).
 Run through http_test.py.
 """
 import json
@@ -179,6 +181,24 @@ class T17HostileRoutes(unittest.TestCase):
                 self.assertEqual(get(srv.port, "/v1/models").status, 401)
             finally:
                 srv.kill()
+
+    def test_e_count_tokens_refuses_what_messages_refuses(self):
+        import base64
+        import io
+        from PIL import Image
+        buf = io.BytesIO()
+        Image.new("RGB", (16, 16), (200, 30, 30)).save(buf, "GIF")
+        defective = (b"GIF89a" + struct.pack("<HHBBB", 8, 8, 0x80, 0, 0) + b"\x00\x00\x00\xff\xff\xff" + b"," +
+                     struct.pack("<HHHHB", 0, 0, 8, 8, 0) + b"\x02\x05\xff\xff\xff\xff\xff\x00;")   # bad LZW data
+        for name, gif, status in (("a GIF", buf.getvalue(), 200), ("a GIF whose header is fine, its data not", defective, 400)):
+            src = {"type": "base64", "media_type": "image/gif", "data": base64.b64encode(gif).decode()}
+            msgs = [{"role": "user", "content": [{"type": "image", "source": src}, {"type": "text", "text": "hi"}]}]
+            count = post(K3.port, "/v1/messages/count_tokens", {"model": hc.SERVED, "messages": msgs})
+            reply = post(K3.port, "/v1/messages", {"model": hc.SERVED, "messages": msgs, "max_tokens": 1})
+            self.assertEqual((count.status, reply.status), (status, status), "%s: %r %r" % (name, count, reply))
+            if status == 200:
+                usage = reply.json()["usage"]
+                self.assertEqual(count.json()["input_tokens"], usage["input_tokens"] + usage["cache_read_input_tokens"])
 
 
 if __name__ == "__main__":

@@ -25,8 +25,8 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-TARGETS = ["fuzz_http", "fuzz_request", "fuzz_safetensors", "fuzz_tokenizer", "fuzz_chat", "fuzz_grammar", "fuzz_matcher", "fuzz_image",
-           "fuzz_image_header", "fuzz_gguf"]
+TARGETS = ["fuzz_http", "fuzz_request", "fuzz_api_routes", "fuzz_safetensors", "fuzz_tokenizer", "fuzz_chat", "fuzz_grammar",
+           "fuzz_matcher", "fuzz_image", "fuzz_image_header", "fuzz_gguf"]
 FUZZ_DIR = os.path.dirname(os.path.abspath(__file__))
 # libFuzzer's artifact names for a failing input (slow-unit-* is only a note)
 FAILURE_PREFIXES = ("crash-", "leak-", "timeout-", "oom-")

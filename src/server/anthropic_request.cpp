@@ -2,6 +2,8 @@
 // ref: docs/server.md#anthropic (the field table), Anthropic's Messages API reference.
 #include "server/anthropic_request.h"
 
+#include <unordered_map>
+
 #include "server/api_error.h"
 #include "server/json_fields.h"
 
@@ -11,8 +13,12 @@ namespace {
 using J = nlohmann::ordered_json;
 using body::at;
 using body::field;
+using body::opt_str;
 using body::str;
 using body::top;
+
+// The tool_use ids of the request so far → their tool names.
+using ToolNames = std::unordered_map<std::string, std::string>;
 
 const std::string& block_type(const J& block, const std::string& where) {
     if (!block.is_object()) throw bad_param(top(where), where + " must be a content block object");
@@ -60,8 +66,10 @@ J user_parts(const J& content, const std::string& where) {
     return text;
 }
 
-// A user message: its tool_result blocks become tool messages, the rest one user message.
-void add_user(const J& content, const std::string& where, J& out) {
+// A user message: its tool_result blocks become tool messages, the rest one user message. A
+// result also carries its tool's name as `tool` (K3 names each result by it), or its id when no
+// earlier tool_use has it: an agent that trimmed its history still sends such results.
+void add_user(const J& content, const std::string& where, const ToolNames& tools, J& out) {
     if (content.is_string()) {
         out.push_back({{"role", "user"}, {"content", content}});
         return;
@@ -75,7 +83,9 @@ void add_user(const J& content, const std::string& where, J& out) {
             continue;
         }
         const J& b = content[i];
-        J msg = {{"role", "tool"}, {"tool_call_id", str(b, "tool_use_id", w)}};
+        const std::string& id = str(b, "tool_use_id", w);
+        const auto known = tools.find(id);
+        J msg = {{"role", "tool"}, {"tool_call_id", id}, {"tool", known != tools.end() ? known->second : id}};
         const J* c = field(b, "content");
         msg["content"] = c ? user_parts(*c, w + ".content") : J("");
         if (const J* e = field(b, "is_error"); e && !e->is_boolean())
@@ -86,7 +96,8 @@ void add_user(const J& content, const std::string& where, J& out) {
 }
 
 // An assistant message: text → content, thinking → reasoning_content, tool_use → tool_calls.
-void add_assistant(const J& content, const std::string& where, J& out) {
+// A tool_use id used twice is a 400: the results could not be matched to their calls.
+void add_assistant(const J& content, const std::string& where, ToolNames& tools, J& out) {
     if (content.is_string()) {
         out.push_back({{"role", "assistant"}, {"content", content}});
         return;
@@ -107,9 +118,11 @@ void add_assistant(const J& content, const std::string& where, J& out) {
         } else if (type == "tool_use") {
             const J* input = field(b, "input");
             if (!input || !input->is_object()) throw bad_param("messages", w + ".input must be an object");
-            calls.push_back({{"id", str(b, "id", w)},
-                             {"type", "function"},
-                             {"function", {{"name", str(b, "name", w)}, {"arguments", input->dump()}}}});
+            const std::string &id = str(b, "id", w), &name = str(b, "name", w);
+            if (!tools.emplace(id, name).second)
+                throw bad_param("messages", w + ": tool_use id \"" + id.substr(0, 100) + "\" is used twice");
+            calls.push_back(
+                {{"id", id}, {"type", "function"}, {"function", {{"name", name}, {"arguments", input->dump()}}}});
         } else {
             throw bad_param("messages",
                             w + ": a content block of type \"" + type.substr(0, 40) +
@@ -147,10 +160,7 @@ J tools_json(const J& tools) {
                             w + ": only client tools (name, description, input_schema) are supported, not " +
                                 type->dump().substr(0, 60));
         J fn = {{"name", str(t, "name", w)}};
-        if (const J* d = field(t, "description")) {
-            if (!d->is_string()) throw bad_param("tools", w + ".description must be a string");
-            fn["description"] = *d;
-        }
+        if (const std::string* d = opt_str(t, "description", w)) fn["description"] = *d;
         const J* schema = field(t, "input_schema");
         if (!schema || !schema->is_object()) throw bad_param("tools", w + ".input_schema must be an object");
         fn["parameters"] = *schema;
@@ -223,6 +233,7 @@ MessagesRequest messages_to_chat(const J& b, bool count_only) {
     const J* in = field(b, "messages");
     if (!in) throw ApiError(400, "messages: Field required", "messages", "missing_required_parameter");
     if (!in->is_array() || in->empty()) throw bad_param("messages", "messages must be a non-empty array");
+    ToolNames tools;
     for (size_t i = 0; i < in->size(); ++i) {
         const std::string w = at("messages", i);
         const J& m = (*in)[i];
@@ -231,9 +242,9 @@ MessagesRequest messages_to_chat(const J& b, bool count_only) {
         const J* content = field(m, "content");
         if (!content) throw bad_param("messages", w + ".content is required");
         if (role == "user")
-            add_user(*content, w + ".content", msgs);
+            add_user(*content, w + ".content", tools, msgs);
         else if (role == "assistant")
-            add_assistant(*content, w + ".content", msgs);
+            add_assistant(*content, w + ".content", tools, msgs);
         else
             throw bad_param("messages",
                             w + ".role must be \"user\" or \"assistant\", got \"" + role.substr(0, 40) + "\"");

@@ -11,6 +11,7 @@ namespace {
 using J = nlohmann::ordered_json;
 using body::at;
 using body::field;
+using body::opt_str;
 using body::str;
 using body::top;
 
@@ -70,8 +71,8 @@ void add_items(const J& input, J& out) {
         const std::string w = at("input", i);
         const J& item = input[i];
         if (!item.is_object()) throw bad_param("input", w + " must be an object");
-        const J* t = field(item, "type");
-        const std::string type = t ? (t->is_string() ? t->get<std::string>() : "") : "message";
+        const std::string* t = opt_str(item, "type", w);
+        const std::string type = t ? *t : "message";
         if (type == "message") {
             const std::string& role = str(item, "role", w);
             const J* content = field(item, "content");
@@ -121,13 +122,12 @@ J tools_json(const J& tools) {
         const std::string w = at("tools", i);
         const J& t = tools[i];
         if (!t.is_object()) throw bad_param("tools", w + " must be an object");
-        if (str(t, "type", w) != "function")
-            throw bad_param(
-                "tools",
-                w + ": only function tools are supported, not \"" + t["type"].get<std::string>().substr(0, 40) + "\"");
+        if (const std::string& type = str(t, "type", w); type != "function")
+            throw bad_param("tools", w + ": only function tools are supported, not \"" + type.substr(0, 40) + "\"");
         J fn = {{"name", str(t, "name", w)}};
-        if (const J* d = field(t, "description")) fn["description"] = *d;
-        fn["parameters"] = field(t, "parameters") ? t["parameters"] : J{{"type", "object"}};
+        if (const std::string* d = opt_str(t, "description", w)) fn["description"] = *d;
+        const J* params = body::opt_obj(t, "parameters", w);
+        fn["parameters"] = params ? *params : J{{"type", "object"}};
         out.push_back({{"type", "function"}, {"function", std::move(fn)}});
     }
     return out;
@@ -158,8 +158,12 @@ J response_format(const J& text) {
     if (type != "json_schema") throw bad_param("text", "text.format.type must be text, json_object or json_schema");
     const J* schema = field(*f, "schema");
     if (!schema) throw bad_param("text", "text.format.schema is required");
-    J js = {{"name", f->value("name", std::string("response"))}, {"schema", *schema}};
-    if (const J* s = field(*f, "strict")) js["strict"] = *s;
+    const std::string* name = opt_str(*f, "name", "text.format");
+    J js = {{"name", name ? *name : "response"}, {"schema", *schema}};
+    if (const J* s = field(*f, "strict")) {
+        if (!s->is_boolean()) throw bad_param("text", "text.format.strict must be a boolean");
+        js["strict"] = *s;
+    }
     return {{"type", "json_schema"}, {"json_schema", std::move(js)}};
 }
 
@@ -205,8 +209,15 @@ ResponsesRequest responses_to_chat(const J& b, const J& previous) {
     chat["messages"] = std::move(msgs);
     if (const J* t = field(b, "tools"); t && !(t->is_array() && t->empty())) chat["tools"] = tools_json(*t);
     if (const J* tc = field(b, "tool_choice")) chat["tool_choice"] = tool_choice(*tc);
-    if (const J* p = field(b, "parallel_tool_calls")) chat["parallel_tool_calls"] = *p;
-    if (const J* mt = field(b, "max_output_tokens")) chat["max_tokens"] = *mt;
+    if (const J* p = field(b, "parallel_tool_calls")) {
+        if (!p->is_boolean()) throw bad_param("parallel_tool_calls", "parallel_tool_calls must be a boolean");
+        chat["parallel_tool_calls"] = *p;
+    }
+    if (const J* mt = field(b, "max_output_tokens")) {   // named here: the chat path would say max_tokens
+        if (!mt->is_number() || !(mt->get<double>() >= 1))
+            throw bad_param("max_output_tokens", "max_output_tokens must be an integer of at least 1");
+        chat["max_tokens"] = *mt;
+    }
     for (const char* k : {"temperature", "top_p", "top_k", "seed", "ignore_eos", "min_p", "repetition_penalty",
                           "presence_penalty", "frequency_penalty"})
         if (const J* v = field(b, k)) chat[k] = *v;
@@ -235,20 +246,24 @@ ResponsesRequest responses_to_chat(const J& b, const J& previous) {
     for (const char* k : {"include", "background", "conversation", "prompt"})
         if (const J* v = field(b, k); v && !(v->is_array() && v->empty()) && !(v->is_boolean() && !v->get<bool>()))
             throw ApiError(400, std::string(k) + " is not supported by this server", k, "unsupported_parameter");
-    r.echo = {{"instructions", b.value("instructions", J(nullptr))},
-              {"max_output_tokens", b.value("max_output_tokens", J(nullptr))},
-              {"metadata", field(b, "metadata") ? b["metadata"] : J::object()},
-              {"parallel_tool_calls", b.value("parallel_tool_calls", J(true))},
-              {"previous_response_id", b.value("previous_response_id", J(nullptr))},
-              {"reasoning",
-               {{"effort", field(b, "reasoning") ? b["reasoning"].value("effort", J(nullptr)) : J(nullptr)},
-                {"summary", nullptr}}},
-              {"store", r.store},
-              {"temperature", b.value("temperature", J(1.0))},
-              {"text", field(b, "text") ? b["text"] : J{{"format", {{"type", "text"}}}}},
-              {"tool_choice", b.value("tool_choice", J("auto"))},
-              {"tools", b.value("tools", J::array())},
-              {"top_p", b.value("top_p", J(1.0))}};
+    // The fields as given (checked above), null or absent as the default.
+    auto given = [](const J& o, const char* k, J def) {
+        const J* v = o.is_object() ? field(o, k) : nullptr;
+        return v ? *v : def;
+    };
+    r.echo = {
+        {"instructions", given(b, "instructions", nullptr)},
+        {"max_output_tokens", given(b, "max_output_tokens", nullptr)},
+        {"metadata", given(b, "metadata", J::object())},
+        {"parallel_tool_calls", given(b, "parallel_tool_calls", true)},
+        {"previous_response_id", given(b, "previous_response_id", nullptr)},
+        {"reasoning", {{"effort", given(given(b, "reasoning", nullptr), "effort", nullptr)}, {"summary", nullptr}}},
+        {"store", r.store},
+        {"temperature", given(b, "temperature", 1.0)},
+        {"text", given(b, "text", {{"format", {{"type", "text"}}}})},
+        {"tool_choice", given(b, "tool_choice", "auto")},
+        {"tools", given(b, "tools", J::array())},
+        {"top_p", given(b, "top_p", 1.0)}};
     return r;
 }
 

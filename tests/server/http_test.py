@@ -43,6 +43,15 @@ What is checked (one shared server for most tests; extra servers where flags dif
   http_images.py     15. images  cache poisoning by a colliding image, bomb GIFs refused from their
                                    headers (peak RSS), an abandoned large encode beside a small one,
                                    one encode for the same image at once, the encode deadline
+  http_type_errors.py
+                     16. type errors  a field of the wrong type on /v1/responses and /v1/messages
+                                   (count_tokens too) is a 400 naming it, null is absent; tool_use
+                                   ids used twice are a 400, a tool_result with no tool_use is served
+  http_hostile_routes.py
+                     17. hostile  issue 56's reproducers: a stored /v1/responses chain bounded by
+                         routes  --max-body-mb (peak RSS of four continuations), JSON Schemas in
+                                   linear time at the largest body, no forged access lines, an
+                                   empty --api-key never turns auth off
   http_common.py      the helpers they share (servers, HTTP, SSE, metrics, request bodies)
 Exits non-zero on any failure. Every server started is killed at the end (also on failure).
 """
@@ -59,7 +68,7 @@ import http_common as hc  # noqa: E402
 
 TEST_MODULES = ["http_shapes", "http_generation", "http_bad_input", "http_fuzz", "http_lifecycle", "http_k3",
                 "http_prefix_cache", "http_structured", "http_structured_tools", "http_hostile",
-                "http_connections", "http_images", "http_strict"]
+                "http_connections", "http_images", "http_strict", "http_type_errors", "http_hostile_routes"]
 
 
 def collect_tests():

@@ -238,26 +238,8 @@ private:
             const std::string v = visit(rest, path, depth + 1);
             return s["nullable"].get<bool>() ? alt({v, base("null")}) : v;
         }
-        for (const char* kw : {"anyOf", "oneOf"}) {
-            if (!s.contains(kw)) continue;
-            const json& branches = s[kw];
-            if (!branches.is_array() || branches.empty())
-                fail("'" + std::string(kw) + "' must be a non-empty array", path);
-            json rest = s;
-            rest.erase(kw);
-            std::vector<std::string> alts;
-            for (size_t i = 0; i < branches.size(); ++i) {
-                const std::string p = path + "/" + kw + "/" + std::to_string(i);
-                const json& b = branches[i];
-                // a branch whose type the surrounding schema excludes can never match: left out
-                if (rest.contains("type") && rest["type"].is_string() && b.is_object() && b.contains("type") &&
-                    b["type"].is_string() && !types_meet(rest["type"].get<std::string>(), b["type"].get<std::string>()))
-                    continue;
-                alts.push_back(visit(rest.size() > 0 ? merge_all({rest, b}, p) : b, p, depth + 1));
-            }
-            if (alts.empty()) fail("no branch of '" + std::string(kw) + "' fits the schema's 'type'", path);
-            return alt(alts);
-        }
+        for (const char* kw : {"anyOf", "oneOf"})
+            if (s.contains(kw)) return branches(s, kw, path, depth);
         if (s.contains("const")) return lit(compact(s["const"]));
         if (s.contains("enum")) {
             const json& e = s["enum"];
@@ -302,6 +284,26 @@ private:
             s.contains("exclusiveMaximum"))
             return typed("number", s, path, depth);
         return base("value");
+    }
+
+    // anyOf / oneOf (as anyOf): each branch merged with the rest of the schema.
+    std::string branches(const json& s, const char* kw, const std::string& path, int depth) {
+        const json& all = s[kw];
+        if (!all.is_array() || all.empty()) fail("'" + std::string(kw) + "' must be a non-empty array", path);
+        json rest = s;
+        rest.erase(kw);
+        std::vector<std::string> alts;
+        for (size_t i = 0; i < all.size(); ++i) {
+            const std::string p = path + "/" + kw + "/" + std::to_string(i);
+            const json& b = all[i];
+            // a branch whose type the surrounding schema excludes can never match: left out
+            if (rest.contains("type") && rest["type"].is_string() && b.is_object() && b.contains("type") &&
+                b["type"].is_string() && !types_meet(rest["type"].get<std::string>(), b["type"].get<std::string>()))
+                continue;
+            alts.push_back(visit(rest.size() > 0 ? merge_all({rest, b}, p) : b, p, depth + 1));
+        }
+        if (alts.empty()) fail("no branch of '" + std::string(kw) + "' fits the schema's 'type'", path);
+        return alt(alts);
     }
 
     std::string typed(const std::string& t, const json& s, const std::string& path, int depth) {

@@ -4,7 +4,7 @@
 // to it and its reply as chat messages, so a request naming it continues from there.
 //
 // What a stored conversation costs a request that continues it is bounded too (hostile
-// clients: docs/reliability.md#responses): its images are kept once, as their encoded bytes
+// clients: docs/reliability.md#the-new-routes-under-hostile-clients-issue-56): its images are kept once, as their encoded bytes
 // under their SHA-256 (the messages name them "kimi-stored-image:HEX"), not as base64 text in
 // every later entry of the chain; an entry is shared, never copied, by the requests that read
 // it; and it knows how large it would be as a request body (body_bytes: its JSON with each

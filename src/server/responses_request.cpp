@@ -167,6 +167,27 @@ J response_format(const J& text) {
     return {{"type", "json_schema"}, {"json_schema", std::move(js)}};
 }
 
+// The request's fields as a response object repeats them (checked by now), null or absent as
+// the default.
+J echo_fields(const J& b, bool store) {
+    auto given = [](const J& o, const char* k, J def) {
+        const J* v = o.is_object() ? field(o, k) : nullptr;
+        return v ? *v : def;
+    };
+    return {{"instructions", given(b, "instructions", nullptr)},
+            {"max_output_tokens", given(b, "max_output_tokens", nullptr)},
+            {"metadata", given(b, "metadata", J::object())},
+            {"parallel_tool_calls", given(b, "parallel_tool_calls", true)},
+            {"previous_response_id", given(b, "previous_response_id", nullptr)},
+            {"reasoning", {{"effort", given(given(b, "reasoning", nullptr), "effort", nullptr)}, {"summary", nullptr}}},
+            {"store", store},
+            {"temperature", given(b, "temperature", 1.0)},
+            {"text", given(b, "text", {{"format", {{"type", "text"}}}})},
+            {"tool_choice", given(b, "tool_choice", "auto")},
+            {"tools", given(b, "tools", J::array())},
+            {"top_p", given(b, "top_p", 1.0)}};
+}
+
 }   // namespace
 
 std::optional<std::pair<bool, const char*>> thinking_for_effort(const std::string& e) {
@@ -246,24 +267,7 @@ ResponsesRequest responses_to_chat(const J& b, const J& previous) {
     for (const char* k : {"include", "background", "conversation", "prompt"})
         if (const J* v = field(b, k); v && !(v->is_array() && v->empty()) && !(v->is_boolean() && !v->get<bool>()))
             throw ApiError(400, std::string(k) + " is not supported by this server", k, "unsupported_parameter");
-    // The fields as given (checked above), null or absent as the default.
-    auto given = [](const J& o, const char* k, J def) {
-        const J* v = o.is_object() ? field(o, k) : nullptr;
-        return v ? *v : def;
-    };
-    r.echo = {
-        {"instructions", given(b, "instructions", nullptr)},
-        {"max_output_tokens", given(b, "max_output_tokens", nullptr)},
-        {"metadata", given(b, "metadata", J::object())},
-        {"parallel_tool_calls", given(b, "parallel_tool_calls", true)},
-        {"previous_response_id", given(b, "previous_response_id", nullptr)},
-        {"reasoning", {{"effort", given(given(b, "reasoning", nullptr), "effort", nullptr)}, {"summary", nullptr}}},
-        {"store", r.store},
-        {"temperature", given(b, "temperature", 1.0)},
-        {"text", given(b, "text", {{"format", {{"type", "text"}}}})},
-        {"tool_choice", given(b, "tool_choice", "auto")},
-        {"tools", given(b, "tools", J::array())},
-        {"top_p", given(b, "top_p", 1.0)}};
+    r.echo = echo_fields(b, r.store);
     return r;
 }
 

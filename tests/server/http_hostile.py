@@ -49,9 +49,11 @@ def cases():
          "groups nested deeper than 100 levels"),
         ("/v1/completions", {"prompt": "a", "max_tokens": 1, "guided_json": '{"const":' + deep(100000) + "}"}, 400,
          "nested deeper than 64 levels"),
+        # K3 renders the schema into the prompt, and the constraint is compiled after the context
+        # check (issue 56): there the 200,000-token prompt is refused first
         ("/v1/chat/completions", {"messages": MSG, "max_tokens": 1, "response_format": {
             "type": "json_schema", "json_schema": {"name": "x", "schema": '{"enum":[' + deep(100000) + "]}"}}}, 400,
-         "nested deeper than 64 levels"),
+         ("nested deeper than 64 levels", "maximum context length")),
         ("/v1/completions", {"prompt": "a", "max_tokens": 1,
                              "guided_json": '{"nullable":true,"description":' + deep(100000) + "}"}, 400,
          "nested deeper than 64 levels"),
@@ -96,7 +98,9 @@ class T12Hostile(unittest.TestCase):
                     self.assertEqual(r.status, want, "%s: %s" % (what, r))
                     if want == 400 and needle:
                         check_error(self, r, 400, None, what)
-                        self.assertIn(needle, r.json()["error"]["message"], what)
+                        message = r.json()["error"]["message"]
+                        needles = needle if isinstance(needle, tuple) else (needle,)
+                        self.assertTrue(any(n in message for n in needles), "%s: %s" % (what, message))
             r = post(srv.port, "/v1/chat/completions", chat_body(max_tokens=2))
             self.assertEqual(r.status, 200, "%s after the cases: %s" % (name, r))
 

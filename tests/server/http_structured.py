@@ -156,8 +156,11 @@ class T10StructuredCorpus(unittest.TestCase):
                 return ["not JSON: %s" % e]
             return [] if isinstance(v, dict) else ["not an object: %r" % type(v).__name__]
 
+        # A random model ends an object by chance: 40 + 40 seeds finished 35 and 38 times on an
+        # AVX2 machine (91 %), 8 of 11 on one draw of seeds. Enough replies, and a floor below the
+        # rate, so that a fair draw passes on any CPU (another ISA rounds differently).
         jobs = []
-        for seed in SEEDS + (44, 55):
+        for seed in SEEDS + (44, 55, 66, 77, 88, 99, 111, 122):
             jobs.append((("chat", seed), CHAT, chat_body(messages=PROMPT, max_tokens=MAX_TOKENS, temperature=1.0,
                                                          seed=seed, response_format={"type": "json_object"})))
             jobs.append((("completions", seed), COMPL, completion_body(max_tokens=MAX_TOKENS, temperature=1.0, seed=seed,
@@ -169,7 +172,7 @@ class T10StructuredCorpus(unittest.TestCase):
         for key, _, _ in jobs:
             chat = key[0] == "chat"
             t.response("%s seed %d" % key, res[key], lambda c, chat=chat: obj_errors(reply(c, chat)))
-        t.check(self)
+        t.check(self, min_complete=0.7)
 
     def test_g_response_format_text_is_free(self):
         b = chat_body(max_tokens=16, temperature=0, ignore_eos=True)

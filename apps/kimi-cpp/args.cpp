@@ -186,6 +186,27 @@ std::vector<std::string> ArgParser::list(const std::string& name, const char* he
     return out;
 }
 
+std::vector<std::string> ArgParser::values(const std::string& name, const char* help) {
+    note(name, "S...", "repeatable", help);
+    std::vector<std::string> out;
+    if (help_) return out;
+    for (size_t i = 0; i < words_.size(); ++i) {
+        if (used_[i] || !matches(words_[i], name)) continue;
+        used_[i] = true;
+        if (words_[i].size() > name.size()) {
+            out.push_back(words_[i].substr(name.size() + 1));
+            continue;
+        }
+        size_t j = i + 1;
+        for (; j < words_.size() && !used_[j] && words_[j].rfind("--", 0) != 0; ++j) {
+            used_[j] = true;
+            out.push_back(words_[j]);
+        }
+        if (j == i + 1) throw Error(command_ + ": " + name + " needs a value");
+    }
+    return out;
+}
+
 std::string ArgParser::choice(const std::string& name, const std::string& def, const std::vector<std::string>& allowed,
                               const char* help) {
     std::string all;

@@ -38,6 +38,9 @@ public:
     // [lo, hi], or (lo, hi] when lo_open.
     double real(const std::string& name, double def, double lo, double hi, bool lo_open, const char* help = "");
     std::vector<std::string> list(const std::string& name, const char* help = "");   // repeated flag
+    // vLLM's nargs form: the words after the flag up to the next flag (`--name a b`), and each
+    // repeat of it; `--name=a` gives one. Read it before positionals().
+    std::vector<std::string> values(const std::string& name, const char* help = "");
     std::string choice(const std::string& name, const std::string& def, const std::vector<std::string>& allowed,
                        const char* help = "");
     // Non-flag words; `what` names them for --help (e.g. "MODEL").

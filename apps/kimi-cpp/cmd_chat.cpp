@@ -85,6 +85,7 @@ int cmd_chat(int argc, char** argv) {
     const bool tty = ::isatty(0) && ::isatty(1);
     if (!quiet) {
         std::fprintf(stderr, "%s\n", engine.sizing().describe().c_str());
+        if (const std::string w = engine.sizing().length_warning(); !w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
         if (tty)
             std::fprintf(stderr, "chat: /reset forgets the conversation, /exit quits, Ctrl-C stops a reply%s\n",
                          local_images ? ", /image PATH adds an image to your next message" : "");

@@ -82,6 +82,7 @@ int cmd_generate(int argc, char** argv) {
         return 0;
     }
     if (!quiet) std::fprintf(stderr, "%s\n", engine.sizing().describe().c_str());
+    if (const std::string w = engine.sizing().length_warning(); !w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
     install_interrupt_handler();
     const bool stream_out = !json;
     auto on_event = [&](const TokenEvent& e) {

@@ -77,8 +77,11 @@ int cmd_serve(int argc, char** argv) {
     const std::optional<std::string> model_flag = args.opt("--model", "the model directory (or MODEL)");
     const std::optional<std::string> tok_flag =
         args.opt("--tokenizer", "the tokenizer directory (default: the model's)");
-    const std::optional<std::string> name_flag =
-        args.opt("--served-model-name", "the name clients use (default: the model directory's last component)");
+    // vLLM's form: one or more names (`--served-model-name A B`); the first is the one replies
+    // carry, every one is accepted in a request's `model` (an agent's ANTHROPIC_MODEL=claude-…)
+    const std::vector<std::string> names =
+        args.values("--served-model-name",
+                    "the names clients may use, the first in replies (default: the model directory's last component)");
     server::ServerConfig sc;
     sc.host = args.str("--host", "127.0.0.1", "address to bind (0.0.0.0: every interface)");
     const int64_t port = args.integer("--port", 8000, 0, 65535, "port to listen on (0: any free port)");
@@ -166,7 +169,9 @@ int cmd_serve(int argc, char** argv) {
     const std::string model_dir = pos.empty() ? *model_flag : pos[0];
     const std::string tok_dir = tok_flag.value_or(model_dir);
     if (gen_config == "auto") sc.sampling_defaults = server::read_generation_config(model_dir);
-    sc.served_model_name = name_flag.value_or(std::filesystem::path(model_dir).lexically_normal().filename().string());
+    sc.served_model_name =
+        names.empty() ? std::filesystem::path(model_dir).lexically_normal().filename().string() : names[0];
+    if (names.size() > 1) sc.served_model_aliases.assign(names.begin() + 1, names.end());
     if (sc.served_model_name.empty())
         sc.served_model_name = std::filesystem::path(model_dir).lexically_normal().parent_path().filename().string();
     if (sc.served_model_name.empty()) sc.served_model_name = "kimi";
@@ -228,6 +233,8 @@ int cmd_serve(int argc, char** argv) {
     const EngineConfig ec = eo.with_model_precision(*model, draft.get());
     Engine engine(*model, ec, &tok);
     std::fprintf(stderr, "serve: %s\n", engine.sizing().describe().c_str());
+    if (const std::string w = engine.sizing().length_warning(); !w.empty())
+        std::fprintf(stderr, "serve: %s\n", w.c_str());
     if (ec.speculative.enabled()) {
         const int32_t n = Speculator::n_slots(ec);
         const CacheSizing& z = engine.sizing();

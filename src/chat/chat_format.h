@@ -89,6 +89,7 @@ class ChatFormat {
 public:
     virtual ~ChatFormat() = default;
     virtual const char* name() const = 0;   // "kimi-linear" | "kimi-k3"
+    virtual bool reasons() const = 0;       // replies have a reasoning channel (K3's think)
     virtual tok::ChatPrompt render(const ChatRequest& r) const = 0;
     // thinking: the generation prompt opened the think channel (K3).
     virtual std::unique_ptr<OutputParser> new_parser(bool thinking) const = 0;

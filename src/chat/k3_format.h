@@ -10,6 +10,7 @@ class K3Format : public ChatFormat {
 public:
     explicit K3Format(const tok::Tokenizer& t) : tok_(t) {}
     const char* name() const override { return "kimi-k3"; }
+    bool reasons() const override { return true; }
     tok::ChatPrompt render(const ChatRequest& r) const override;
     std::unique_ptr<OutputParser> new_parser(bool thinking) const override;
 

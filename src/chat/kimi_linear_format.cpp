@@ -65,6 +65,7 @@ class KimiLinearFormat : public ChatFormat {
 public:
     explicit KimiLinearFormat(const tok::Tokenizer& t) : tok_(t) {}
     const char* name() const override { return "kimi-linear"; }
+    bool reasons() const override { return false; }
     tok::ChatPrompt render(const ChatRequest& r) const override {
         ChatOptions opts;
         opts.add_generation_prompt = r.add_generation_prompt;

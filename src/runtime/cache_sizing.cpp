@@ -95,6 +95,14 @@ int64_t default_prefix_cache_bytes(int64_t slot_bytes, int32_t max_num_seqs) {
     return avail > 0 ? std::min(want, avail / 8) : want;
 }
 
+std::string CacheSizing::length_warning() const {
+    if (!max_len_given || model_max_len <= 0 || max_model_len <= model_max_len) return "";
+    return "warning: --max-model-len " + std::to_string(max_model_len) + " is past the " +
+        std::to_string(model_max_len) +
+        " tokens the model declares (max_position_embeddings): it runs (NoPE MLA and KDA have no position "
+        "limit), but the model was not trained on longer contexts and may answer worse past them";
+}
+
 std::string CacheSizing::describe() const {
     std::string s = "cache: " + std::to_string(n_slots) + " state slots x " + human_bytes(slot_bytes) + " (KDA) + " +
         std::to_string(n_blocks) + " blocks x " + std::to_string(block_size) + " tokens (" +

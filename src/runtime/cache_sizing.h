@@ -30,6 +30,9 @@ struct CacheSizing {
     }
     int64_t cached_tokens() const { return int64_t(n_blocks) * block_size; }
     std::string describe() const;
+    // A warning when --max-model-len is past the model's declared length (vLLM refuses that
+    // unless told; here it runs, said once): "" otherwise.
+    std::string length_warning() const;
 };
 
 // The sizes for config `c` on model `m`. Throws kimi::Error on a bad limit or when the cache

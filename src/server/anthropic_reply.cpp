@@ -105,7 +105,10 @@ bool MessagesReply::add(const chat::Delta& d) {
                           {"delta", {{"type", thinking ? "thinking_delta" : "text_delta"}, {type, d.text}}}});
         }
         case chat::Delta::kToolCall: {
-            if (!open({{"type", "tool_use"}, {"id", d.call.id}, {"name", d.call.name}, {"input", J::object()}}))
+            // a unique id (the model's own, functions.NAME:N, repeats from turn to turn); the
+            // request side renders the model's form again (anthropic_request.cpp)
+            if (!open(
+                    {{"type", "tool_use"}, {"id", random_id("toolu_")}, {"name", d.call.name}, {"input", J::object()}}))
                 return false;
             const J input = tool_input(d.call.arguments);
             blocks_.back()["input"] = input;

@@ -3,6 +3,7 @@
 #include "server/anthropic_request.h"
 
 #include <unordered_map>
+#include <unordered_set>
 
 #include "server/api_error.h"
 #include "server/json_fields.h"
@@ -17,8 +18,16 @@ using body::opt_str;
 using body::str;
 using body::top;
 
-// The tool_use ids of the request so far → their tool names.
-using ToolNames = std::unordered_map<std::string, std::string>;
+// The tool_use ids of the request so far → their tool names and the ids the prompt renders.
+// A reply's tool_use ids are unique (toolu_…), which the model never wrote; the prompt shows
+// each call as the model writes one, functions.NAME:N with N counting the conversation's calls
+// (Kimi Linear renders the ids; K3 renders none).
+struct ToolUse {
+    std::string name, prompt_id;
+};
+using ToolNames = std::unordered_map<std::string, ToolUse>;
+// The tools a tool_reference block names (tools with defer_loading join the prompt then).
+using Referenced = std::unordered_set<std::string>;
 
 const std::string& block_type(const J& block, const std::string& where) {
     if (!block.is_object()) throw bad_param(top(where), where + " must be a content block object");
@@ -41,8 +50,9 @@ J image_part(const J& block, const std::string& where) {
                     where + ".source.type must be \"base64\" or \"url\", got \"" + type.substr(0, 40) + "\"");
 }
 
-// A string, or text and image blocks → a content string (text only) or a list of parts.
-J user_parts(const J& content, const std::string& where) {
+// A string, or text and image blocks → a content string (text only) or a list of parts. A
+// tool_reference block (Claude Code's tool search, inside a tool_result) is its tool's name.
+J user_parts(const J& content, const std::string& where, Referenced& referenced) {
     if (content.is_string()) return content;
     if (!content.is_array()) throw bad_param(top(where), where + " must be a string or an array of content blocks");
     J parts = J::array();
@@ -52,6 +62,10 @@ J user_parts(const J& content, const std::string& where) {
         const std::string& type = block_type(content[i], w);
         if (type == "text") {
             parts.push_back({{"type", "text"}, {"text", str(content[i], "text", w)}});
+        } else if (type == "tool_reference") {
+            const std::string& name = str(content[i], "tool_name", w);
+            referenced.insert(name);
+            parts.push_back({{"type", "text"}, {"text", name}});
         } else if (type == "image") {
             parts.push_back(image_part(content[i], w));
             any_image = true;
@@ -69,7 +83,7 @@ J user_parts(const J& content, const std::string& where) {
 // A user message: its tool_result blocks become tool messages, the rest one user message. A
 // result also carries its tool's name as `tool` (K3 names each result by it), or its id when no
 // earlier tool_use has it: an agent that trimmed its history still sends such results.
-void add_user(const J& content, const std::string& where, const ToolNames& tools, J& out) {
+void add_user(const J& content, const std::string& where, const ToolNames& tools, Referenced& referenced, J& out) {
     if (content.is_string()) {
         out.push_back({{"role", "user"}, {"content", content}});
         return;
@@ -85,14 +99,16 @@ void add_user(const J& content, const std::string& where, const ToolNames& tools
         const J& b = content[i];
         const std::string& id = str(b, "tool_use_id", w);
         const auto known = tools.find(id);
-        J msg = {{"role", "tool"}, {"tool_call_id", id}, {"tool", known != tools.end() ? known->second : id}};
+        J msg = known != tools.end()
+            ? J{{"role", "tool"}, {"tool_call_id", known->second.prompt_id}, {"tool", known->second.name}}
+            : J{{"role", "tool"}, {"tool_call_id", id}, {"tool", id}};
         const J* c = field(b, "content");
-        msg["content"] = c ? user_parts(*c, w + ".content") : J("");
+        msg["content"] = c ? user_parts(*c, w + ".content", referenced) : J("");
         if (const J* e = field(b, "is_error"); e && !e->is_boolean())
             throw bad_param("messages", w + ".is_error must be a boolean");
         out.push_back(std::move(msg));
     }
-    if (!rest.empty()) out.push_back({{"role", "user"}, {"content", user_parts(rest, where)}});
+    if (!rest.empty()) out.push_back({{"role", "user"}, {"content", user_parts(rest, where, referenced)}});
 }
 
 // An assistant message: text → content, thinking → reasoning_content, tool_use → tool_calls.
@@ -119,10 +135,12 @@ void add_assistant(const J& content, const std::string& where, ToolNames& tools,
             const J* input = field(b, "input");
             if (!input || !input->is_object()) throw bad_param("messages", w + ".input must be an object");
             const std::string &id = str(b, "id", w), &name = str(b, "name", w);
-            if (!tools.emplace(id, name).second)
+            const std::string prompt_id = "functions." + name + ":" + std::to_string(tools.size());
+            if (!tools.emplace(id, ToolUse{name, prompt_id}).second)
                 throw bad_param("messages", w + ": tool_use id \"" + id.substr(0, 100) + "\" is used twice");
-            calls.push_back(
-                {{"id", id}, {"type", "function"}, {"function", {{"name", name}, {"arguments", input->dump()}}}});
+            calls.push_back({{"id", prompt_id},
+                             {"type", "function"},
+                             {"function", {{"name", name}, {"arguments", input->dump()}}}});
         } else {
             throw bad_param("messages",
                             w + ": a content block of type \"" + type.substr(0, 40) +
@@ -135,30 +153,52 @@ void add_assistant(const J& content, const std::string& where, ToolNames& tools,
     out.push_back(std::move(msg));
 }
 
-J system_text(const J& s) {
-    if (s.is_string()) return s;
-    if (!s.is_array()) throw bad_param("system", "system must be a string or an array of text blocks");
+// Claude Code's first system block: "x-anthropic-billing-header: cc_version=…; cc_entrypoint=…;",
+// different with every prompt. Anthropic's API reads it as metadata; in a prompt it would sit
+// at the very start and keep the prefix cache from ever hitting, so it is dropped.
+bool billing_header(std::string_view text) { return text.rfind("x-anthropic-billing-header:", 0) == 0; }
+
+// A system prompt (the top-level `system`, or a `system` message's content): a string or text
+// blocks (cache_control ignored), joined by newlines, without the billing header.
+std::string system_text(const J& s, const std::string& where) {
+    if (s.is_string()) {
+        std::string_view t = s.get_ref<const std::string&>();
+        if (billing_header(t)) t = t.substr(std::min(t.size(), t.find('\n') + 1));   // its line
+        return std::string(t);
+    }
+    if (!s.is_array()) throw bad_param(top(where), where + " must be a string or an array of text blocks");
     std::string text;
     for (size_t i = 0; i < s.size(); ++i) {
-        const std::string w = at("system", i);
-        if (block_type(s[i], w) != "text") throw bad_param("system", w + " must be a text block");
+        const std::string w = at(where, i);
+        if (block_type(s[i], w) != "text") throw bad_param(top(where), w + " must be a text block");
+        const std::string& t = str(s[i], "text", w);
+        if (billing_header(t)) continue;
         if (!text.empty()) text += "\n";
-        text += str(s[i], "text", w);
+        text += t;
     }
     return text;
 }
 
-J tools_json(const J& tools) {
+// Client tools → function tools. Anthropic's server tools (web_search_…, code_execution_…,
+// web_fetch_…, …: a `type` other than "custom") run on Anthropic's servers; this one runs none,
+// and the model cannot call what nothing runs, so they are left out (named in left_out). A tool
+// with defer_loading joins the prompt once a tool_reference names it (tool search).
+J tools_json(const J& tools, const Referenced& referenced, std::vector<std::string>& left_out) {
     if (!tools.is_array()) throw bad_param("tools", "tools must be an array");
     J out = J::array();
     for (size_t i = 0; i < tools.size(); ++i) {
         const std::string w = at("tools", i);
         const J& t = tools[i];
         if (!t.is_object()) throw bad_param("tools", w + " must be an object");
-        if (const J* type = field(t, "type"); type && *type != "custom")
-            throw bad_param("tools",
-                            w + ": only client tools (name, description, input_schema) are supported, not " +
-                                type->dump().substr(0, 60));
+        if (const std::string* type = opt_str(t, "type", w); type && *type != "custom") {
+            const std::string* name = opt_str(t, "name", w);
+            left_out.push_back((name ? *name + " (" : "(") + type->substr(0, 60) + ")");
+            continue;
+        }
+        if (const J* d = field(t, "defer_loading")) {
+            if (!d->is_boolean()) throw bad_param("tools", w + ".defer_loading must be a boolean");
+            if (d->get<bool>() && !referenced.count(str(t, "name", w))) continue;
+        }
         J fn = {{"name", str(t, "name", w)}};
         if (const std::string* d = opt_str(t, "description", w)) fn["description"] = *d;
         const J* schema = field(t, "input_schema");
@@ -186,6 +226,30 @@ void tool_choice(const J& tc, J& chat) {
     if (const J* p = field(tc, "disable_parallel_tool_use")) {
         if (!p->is_boolean()) throw bad_param("tool_choice", "tool_choice.disable_parallel_tool_use must be a boolean");
         if (type == "any" || type == "tool") chat["parallel_tool_calls"] = !p->get<bool>();
+    }
+}
+
+// output_config: effort (low | medium | high | max) → the K3 thinking effort, unless thinking
+// is off; format (a JSON schema) → response_format.
+void output_config(const J& oc, J& chat) {
+    if (!oc.is_object()) throw bad_param("output_config", "output_config must be an object");
+    if (const std::string* e = opt_str(oc, "effort", "output_config")) {
+        static const std::unordered_map<std::string, const char*> efforts = {
+            {"low", "low"}, {"medium", "high"}, {"high", "max"}, {"max", "max"}};
+        const auto it = efforts.find(*e);
+        if (it == efforts.end())
+            throw bad_param("output_config", "output_config.effort must be low, medium, high or max");
+        J& kw = chat["chat_template_kwargs"];
+        if (!kw.is_object()) kw = J::object();
+        const auto on = kw.find("thinking");
+        if (on == kw.end() || *on != false) kw["thinking_effort"] = it->second;
+    }
+    if (const J* f = body::opt_obj(oc, "format", "output_config")) {
+        if (str(*f, "type", "output_config.format") != "json_schema")
+            throw bad_param("output_config", "output_config.format.type must be json_schema");
+        const J* schema = body::opt_obj(*f, "schema", "output_config.format");
+        if (!schema) throw bad_param("output_config", "output_config.format.schema is required");
+        chat["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "output"}, {"schema", *schema}}}};
     }
 }
 
@@ -229,11 +293,12 @@ MessagesRequest messages_to_chat(const J& b, bool count_only) {
     else if (!count_only)
         throw ApiError(400, "max_tokens: Field required", "max_tokens", "missing_required_parameter");
     J msgs = J::array();
-    if (const J* s = field(b, "system")) msgs.push_back({{"role", "system"}, {"content", system_text(*s)}});
+    if (const J* s = field(b, "system")) msgs.push_back({{"role", "system"}, {"content", system_text(*s, "system")}});
     const J* in = field(b, "messages");
     if (!in) throw ApiError(400, "messages: Field required", "messages", "missing_required_parameter");
     if (!in->is_array() || in->empty()) throw bad_param("messages", "messages must be a non-empty array");
     ToolNames tools;
+    Referenced referenced;
     for (size_t i = 0; i < in->size(); ++i) {
         const std::string w = at("messages", i);
         const J& m = (*in)[i];
@@ -242,17 +307,26 @@ MessagesRequest messages_to_chat(const J& b, bool count_only) {
         const J* content = field(m, "content");
         if (!content) throw bad_param("messages", w + ".content is required");
         if (role == "user")
-            add_user(*content, w + ".content", tools, msgs);
+            add_user(*content, w + ".content", tools, referenced, msgs);
         else if (role == "assistant")
             add_assistant(*content, w + ".content", tools, msgs);
+        else if (role == "system")   // Claude Code's, in place (rendered as the format renders one)
+            msgs.push_back({{"role", "system"}, {"content", system_text(*content, w + ".content")}});
         else
-            throw bad_param("messages",
-                            w + ".role must be \"user\" or \"assistant\", got \"" + role.substr(0, 40) + "\"");
+            throw bad_param(
+                "messages",
+                w + ".role must be \"user\", \"assistant\" or \"system\", got \"" + role.substr(0, 40) + "\"");
     }
     chat["messages"] = std::move(msgs);
-    if (const J* t = field(b, "tools"); t && !(t->is_array() && t->empty())) chat["tools"] = tools_json(*t);
+    if (const J* t = field(b, "tools"); t && !(t->is_array() && t->empty())) {
+        J fns = tools_json(*t, referenced, r.left_out);
+        if (!fns.empty()) chat["tools"] = std::move(fns);
+    }
     if (const J* tc = field(b, "tool_choice")) tool_choice(*tc, chat);
     if (const J* t = field(b, "thinking")) thinking(*t, chat);
+    if (const J* oc = field(b, "output_config")) output_config(*oc, chat);
+    if (const J* cm = field(b, "context_management"); cm && !cm->is_object())   // accepted, nothing to manage
+        throw bad_param("context_management", "context_management must be an object");
     if (const J* s = field(b, "stop_sequences")) {
         if (!s->is_array()) throw bad_param("stop_sequences", "stop_sequences must be an array of strings");
         for (const J& v : *s) {

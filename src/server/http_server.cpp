@@ -299,12 +299,23 @@ void HttpServer::handle(const HttpRequest& req, HttpResponse& res) {
     }
 }
 
+void HttpServer::note_left_out(const std::vector<std::string>& what, const char* route) {
+    if (what.empty() || cfg_.log_level > 1) return;
+    std::lock_guard<std::mutex> lock(noted_mu_);
+    for (const std::string& w : what)
+        if (noted_.size() < 1024 && noted_.insert(w).second)
+            std::fprintf(stderr,
+                         "note: %s: the tool %s runs on the provider's servers, not here: left out of the prompt\n",
+                         route, log_text(w, 200).c_str());
+}
+
 ParseContext HttpServer::parse_context(const HttpRequest& req, int32_t max_model_len,
                                        int64_t max_request_tokens) const {
     ParseContext pc{tok_,          cfg_.served_model_name,         max_model_len,     int32_t(model_->vocab_size),
                     format_.get(), cfg_.max_sequences_per_request, max_request_tokens};
     pc.media = media_;
     pc.defaults = &cfg_.sampling_defaults;
+    pc.model_aliases = &cfg_.served_model_aliases;
     // A grammar compile stops when the client hangs up, the server shuts down or the request
     // has run past --request-timeout (the time an encode of its images gets too).
     pc.poll = [this, &req] {
@@ -440,6 +451,7 @@ void HttpServer::generate(const HttpRequest& req, HttpResponse& res, bool chat) 
 // POST /v1/messages: the Anthropic Messages API on the chat path (anthropic_request.h).
 void HttpServer::messages(const HttpRequest& req, HttpResponse& res) {
     MessagesRequest mr = messages_to_chat(parse_body(req.body), false);
+    note_left_out(mr.left_out, "/v1/messages");
     const ParseContext pc = parse_context(req, engine_->max_model_len(), cfg_.max_request_tokens);
     GenerationJob parsed = parse_chat_request(mr.chat, pc);
     const int64_t prompt_tokens = int64_t(parsed.prompts.at(0).ids.size());
@@ -554,7 +566,9 @@ bool HttpServer::stored_response(const HttpRequest& req, HttpResponse& res) {
 // POST /tokenize: a prompt, or a chat's messages as the chat route would render them.
 void HttpServer::tokenize(const HttpRequest& req, HttpResponse& res) {
     const J b = parse_body(req.body);
-    if (b.contains("model") && !b["model"].is_null() && b["model"] != cfg_.served_model_name)
+    if (b.contains("model") && !b["model"].is_null() &&
+        !(b["model"].is_string() &&
+          serves_model(b["model"].get_ref<const std::string&>(), cfg_.served_model_name, &cfg_.served_model_aliases)))
         throw ApiError(404, "The model does not exist; this server serves `" + cfg_.served_model_name + "`.", "model",
                        "model_not_found");
     std::vector<int32_t> ids;
@@ -616,15 +630,19 @@ void HttpServer::routes() {
             "text/plain; version=0.0.4; charset=utf-8");
     });
     on("GET", "/v1/models", [this](const HttpRequest&, HttpResponse& res) {
-        J card = {{"id", cfg_.served_model_name},
-                  {"object", "model"},
-                  {"created", started_at_},
-                  {"owned_by", "kimi.cpp"},
-                  {"root", cfg_.served_model_name},
-                  {"parent", nullptr},   // never the path on disk
-                  {"max_model_len", engine_->max_model_len()},
-                  {"permission", J::array()}};
-        send_json(res, 200, {{"object", "list"}, {"data", J::array({card})}});
+        J cards = J::array();   // one card per name, as vLLM lists its served names
+        std::vector<std::string> names = {cfg_.served_model_name};
+        names.insert(names.end(), cfg_.served_model_aliases.begin(), cfg_.served_model_aliases.end());
+        for (const std::string& name : names)
+            cards.push_back({{"id", name},
+                             {"object", "model"},
+                             {"created", started_at_},
+                             {"owned_by", "kimi.cpp"},
+                             {"root", cfg_.served_model_name},
+                             {"parent", nullptr},   // never the path on disk
+                             {"max_model_len", engine_->max_model_len()},
+                             {"permission", J::array()}});
+        send_json(res, 200, {{"object", "list"}, {"data", std::move(cards)}});
     });
     on("POST", "/tokenize", [this](const HttpRequest& req, HttpResponse& res) { tokenize(req, res); });
     on("POST", "/detokenize", [this](const HttpRequest& req, HttpResponse& res) { detokenize(req, res); });

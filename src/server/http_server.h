@@ -13,7 +13,9 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "model/config.h"
@@ -38,8 +40,9 @@ struct ServerConfig {
     int port = 8000;       // 0: any free port (see port())
     std::string api_key;   // empty: no auth
     std::string served_model_name;
-    int32_t max_sequences_per_request = 64;   // n × prompts of one request (--max-sequences-per-request)
-    int64_t max_request_tokens = 1 << 20;     // Σ prompt + max_tokens over its sequences (--max-request-tokens)
+    std::vector<std::string> served_model_aliases;   // other names a request's `model` may give
+    int32_t max_sequences_per_request = 64;          // n × prompts of one request (--max-sequences-per-request)
+    int64_t max_request_tokens = 1 << 20;            // Σ prompt + max_tokens over its sequences (--max-request-tokens)
     size_t max_body_bytes = 16u << 20;
     int max_connections = 256;           // open at once (streams hold one each); past it: 503
     double request_timeout_s = 30.0;     // a request's head + body must arrive within it
@@ -100,6 +103,9 @@ private:
     // only, to check them), within the image budget, the request's deadline, and only while
     // its client is there.
     void encode_images(GenerationJob& job, const HttpRequest& req, bool encode = true);
+    // One log line the first time a request's prompt leaves something out (a server tool
+    // nothing here runs): `what` names it, `route` says where.
+    void note_left_out(const std::vector<std::string>& what, const char* route);
 
     ServerConfig cfg_;
     std::vector<Route> routes_;
@@ -119,6 +125,8 @@ private:
     // A stream's out-of-memory error event and [DONE], made at start: sent when even the error
     // event could not be made.
     std::string out_of_memory_event_;
+    std::mutex noted_mu_;
+    std::unordered_set<std::string> noted_;   // what note_left_out has said
 };
 
 }   // namespace kimi::server

@@ -31,9 +31,7 @@ struct Choice {
     size_t prompt = 0;
     std::shared_ptr<RequestStream> stream;
     std::vector<int32_t> tokens;
-    std::string text;        // content (before a tool-call section)
-    std::string tool_text;   // text after <|tool_calls_section_begin|>
-    bool in_tools = false;
+    std::string text;                 // the text (completions), the parsed content (chat, at the end)
     std::vector<TokenEvent> events;   // kept for non-streamed logprobs
     std::vector<int64_t> offsets;     // code points of the text before each kept event
     FinishReason finish = FinishReason::kNone;
@@ -43,8 +41,8 @@ struct Choice {
     double t_first = -1.0, t_last = -1.0;
     int64_t text_cps = 0;   // code points of the text so far (completions text_offset)
     std::vector<chat::ToolCallOut> calls;
-    // Kimi-K3: the format's output parser, the deltas it released since the last chunk, and
-    // the reasoning channel's text.
+    // Chat: the format's output parser (Kimi-K3's channels and calls, Kimi Linear's tool-call
+    // section), the deltas it released since the last event, and the reasoning channel's text.
     std::unique_ptr<chat::OutputParser> parser;
     std::vector<chat::Delta> deltas;
     std::string reasoning;
@@ -57,7 +55,6 @@ public:
         t0_ = now_s();
         created_ = int64_t(std::time(nullptr));
         id_ = random_id(job.endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-");
-        if (auto s = ctx.tok.special_id("<|tool_calls_section_begin|>")) section_begin_ = *s;
         const int32_t per_prompt = job.n;
         const uint64_t group =
             ctx.engine.new_group();   // one client request: the scheduler shares the batch fairly between them
@@ -123,6 +120,7 @@ public:
                         error_ = e.error;
                         return false;
                     }
+                    if (!on_event) c.deltas.clear();   // one body at the end: the parsed message is read
                     if (on_event && !on_event(c, e)) return false;
                 }
             }
@@ -167,11 +165,10 @@ public:
         return finish_reason_name(c.finish);
     }
 
-    J tool_calls_json(const Choice& c, bool with_index) const {
+    J tool_calls_json(const Choice& c) const {
         J arr = J::array();
         for (size_t i = 0; i < c.calls.size(); ++i) {
             J call;
-            if (with_index) call["index"] = i;
             call["id"] = c.calls[i].id;
             call["type"] = "function";
             call["function"] = {{"name", c.calls[i].name}, {"arguments", c.calls[i].arguments}};
@@ -242,7 +239,6 @@ private:
             }
             c.t_last = t;
             c.tokens.push_back(e.token);
-            if (job_.parse_tools && e.token == section_begin_) c.in_tools = true;
             if (job_.logprobs && !job_.stream) {
                 c.events.push_back(e);
                 c.offsets.push_back(c.text_cps);
@@ -250,8 +246,9 @@ private:
         }
         if (c.parser) {
             c.parser->push(e.text, c.deltas);
-        } else if (c.in_tools) {
-            c.tool_text += e.text;
+        } else if (job_.endpoint == Endpoint::kChat) {   // plain content: one delta per event
+            if (!e.text.empty()) c.deltas.push_back({chat::Delta::kContent, e.text, -1, {}});
+            c.text += e.text;
         } else {
             c.text += e.text;
             c.text_cps += code_points(e.text);
@@ -267,11 +264,6 @@ private:
                 c.reasoning = m.reasoning_content.value_or("");
                 c.calls = m.tool_calls;
             }
-            if (job_.parse_tools && c.in_tools) {
-                const chat::ParsedToolCalls parsed = chat::parse_tool_calls(ctx_.tok, c.tokens);
-                c.calls = parsed.calls;
-                if (c.calls.empty()) c.text += c.tool_text;   // not a well-formed call: keep it as text
-            }
             ctx_.metrics.on_finished(e.finish, int64_t(job_.prompts[c.prompt].ids.size()), int64_t(c.tokens.size()),
                                      (c.t_last >= 0 ? c.t_last : t) - t0_);
         }
@@ -284,7 +276,6 @@ private:
     double t0_ = 0.0;
     int64_t created_ = 0;
     std::string id_;
-    int32_t section_begin_ = -1;
     std::shared_ptr<const std::string> error_;
 };
 
@@ -329,11 +320,11 @@ nlohmann::ordered_json run_job(JobRun& jr) {
         if (chat) {
             J msg = {{"role", "assistant"}};
             msg["content"] = c.calls.empty() || !c.text.empty() ? J(c.text) : J(nullptr);
-            if (job.output_format) {   // vLLM's newer name beside the older one
+            if (job.output_format && job.output_format->reasons()) {   // vLLM's newer name beside the older one
                 msg["reasoning_content"] = c.reasoning.empty() ? J(nullptr) : J(c.reasoning);
                 msg["reasoning"] = msg["reasoning_content"];
             }
-            if (!c.calls.empty()) msg["tool_calls"] = run.tool_calls_json(c, false);
+            if (!c.calls.empty()) msg["tool_calls"] = run.tool_calls_json(c);
             ch["message"] = std::move(msg);
             ch["logprobs"] = job.logprobs ? run.chat_logprobs(evs) : J(nullptr);
         } else {
@@ -375,30 +366,11 @@ ChatOutcome chat_outcome(JobRun& jr) {
 std::optional<ChatOutcome> run_chat_pieces(JobRun& jr, const std::function<bool(const chat::Delta&)>& on_piece,
                                            const std::function<bool()>& on_idle) {
     KIMI_CHECK(jr.job->endpoint == Endpoint::kChat && jr.run.choices().size() == 1, "a single-choice chat job");
-    chat::Delta d;
-    auto piece = [&](chat::Delta::Kind kind, std::string text) {
-        d.kind = kind;
-        d.text = std::move(text);
-        return on_piece(d);
-    };
-    auto on_event = [&](Choice& c, const TokenEvent& e) -> bool {
-        if (c.parser) {   // Kimi-K3: what the format's parser released for this token
-            for (const chat::Delta& x : chat::merge_deltas(c.deltas))
-                if (!on_piece(x)) return false;
-            c.deltas.clear();
-            return true;
-        }
-        // Kimi Linear: content token by token until a tool-call section, the calls when it ends
-        if (!c.in_tools && !e.text.empty() && !piece(chat::Delta::kContent, e.text)) return false;
-        if (!c.done || !c.in_tools) return true;
-        if (c.calls.empty()) return c.tool_text.empty() || piece(chat::Delta::kContent, c.tool_text);
-        for (size_t i = 0; i < c.calls.size(); ++i) {
-            d.kind = chat::Delta::kToolCall;
-            d.text.clear();
-            d.tool_index = int32_t(i);
-            d.call = c.calls[i];
-            if (!on_piece(d)) return false;
-        }
+    // what the format's parser released for this event (plain content without one)
+    auto on_event = [&](Choice& c, const TokenEvent&) -> bool {
+        for (const chat::Delta& x : chat::merge_deltas(c.deltas))
+            if (!on_piece(x)) return false;
+        c.deltas.clear();
         return true;
     };
     if (!jr.run.follow(on_event, on_idle)) {
@@ -423,29 +395,18 @@ bool run_job_streaming(JobRun& jr, const std::function<bool(const std::string&)>
         if (chat) {
             J delta = J::object();
             if (first) delta["role"] = "assistant";
-            if (c.parser) {
-                // what the parser released for this token: reasoning, content, finished calls
-                for (const chat::Delta& d : chat::merge_deltas(c.deltas)) {
-                    if (d.kind == chat::Delta::kToolCall) {
-                        if (!delta.contains("tool_calls")) delta["tool_calls"] = J::array();
-                        delta["tool_calls"].push_back(chat::delta_json(d)["tool_calls"][0]);
-                    } else {
-                        delta.update(chat::delta_json(d));
-                        if (d.kind == chat::Delta::kReasoning) delta["reasoning"] = d.text;
-                    }
+            // what the parser released for this token: reasoning, content, finished calls
+            for (const chat::Delta& d : chat::merge_deltas(c.deltas)) {
+                if (d.kind == chat::Delta::kToolCall) {
+                    if (!delta.contains("tool_calls")) delta["tool_calls"] = J::array();
+                    delta["tool_calls"].push_back(chat::delta_json(d)["tool_calls"][0]);
+                } else {
+                    delta.update(chat::delta_json(d));
+                    if (d.kind == chat::Delta::kReasoning) delta["reasoning"] = d.text;
                 }
-                c.deltas.clear();
-                if (first && !delta.contains("content")) delta["content"] = "";
-            } else {
-                if (!c.in_tools && !e.text.empty())
-                    delta["content"] = e.text;
-                else if (first)
-                    delta["content"] = "";
-                if (c.done && !c.calls.empty())
-                    delta["tool_calls"] = run.tool_calls_json(c, true);
-                else if (c.done && c.in_tools && !c.tool_text.empty())
-                    delta["content"] = c.tool_text;   // unparsed section
             }
+            c.deltas.clear();
+            if (first && !delta.contains("content")) delta["content"] = "";
             ch["delta"] = std::move(delta);
             ch["logprobs"] = job.logprobs && !evs.empty() ? run.chat_logprobs(evs) : J(nullptr);
         } else {

@@ -72,12 +72,20 @@ int32_t token_id(const J& v, const char* key, int32_t vocab) {
     return int32_t(id);
 }
 
+}   // namespace
+
+bool serves_model(const std::string& name, const std::string& served, const std::vector<std::string>* aliases) {
+    return name == served || (aliases && std::find(aliases->begin(), aliases->end(), name) != aliases->end());
+}
+
+namespace {
+
 void check_model(const J& b, const ParseContext& c, GenerationJob& job) {
     job.model = c.served_model_name;
     const J* m = field(b, "model");
     if (!m) return;
     if (!m->is_string()) throw bad_param("model", "model must be a string");
-    if (m->get<std::string>() != c.served_model_name)
+    if (!serves_model(m->get_ref<const std::string&>(), c.served_model_name, c.model_aliases))
         throw ApiError(404,
                        "The model `" + m->get<std::string>() + "` does not exist. This server serves `" +
                            c.served_model_name + "`.",
@@ -472,7 +480,7 @@ GenerationJob parse_chat_request(const J& b, const ParseContext& c) {
     reject_if_set(b, "chat_template", "the model's own chat format is always used");
     if (boolean(b, "continue_final_message", false))
         reject_if_set(b, "continue_final_message", "continuing a final assistant message is not supported");
-    job.parse_tools = !tools.is_null() && !tool_choice_none;
+    const bool parse_tools = !tools.is_null() && !tool_choice_none;
 
     chat_logprobs(b, job);
 
@@ -488,6 +496,12 @@ GenerationJob parse_chat_request(const J& b, const ParseContext& c) {
             rendered = chat::render_kimi_linear(*c.tok, messages, tools, opts);
         } catch (const Error& e) {
             throw bad_param("messages", e.what());
+        }
+        if (parse_tools) {   // the format's parser reads the tool-call section from its markers
+            job.output_format = c.format;
+            for (const char* m : {"<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
+                                  "<|tool_call_argument_begin|>", "<|tool_call_end|>"})
+                if (auto id = c.tok->special_id(m)) job.params.keep_special_ids.push_back(*id);
         }
     }
     PromptInput p;

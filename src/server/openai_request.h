@@ -37,12 +37,11 @@ struct GenerationJob {
     SamplingParams params;              // per choice; seed + choice index when seeded
     int32_t n = 1;
     bool stream = false, include_usage = false, continuous_usage = false;
-    bool echo = false;          // completions
-    bool logprobs = false;      // report logprobs (top N = params.logprobs)
-    bool parse_tools = false;   // chat: tools given and tool_choice != "none" (Kimi Linear markers)
-    // chat with Kimi-K3: every reply is parsed by this format's output parser (reasoning,
-    // content, tool calls), from the text with the format's markers (thinking: the think
-    // channel was opened by the prompt).
+    bool echo = false;       // completions
+    bool logprobs = false;   // report logprobs (top N = params.logprobs)
+    // chat with Kimi-K3, or Kimi Linear with tools: every reply is parsed by this format's output
+    // parser (reasoning, content, tool calls), from the text with the format's markers kept
+    // (thinking: the think channel was opened by the prompt). null: the text is the content.
     const chat::ChatFormat* output_format = nullptr;
     bool thinking = true;
     bool max_tokens_given = false;
@@ -74,8 +73,12 @@ struct ParseContext {
     const MediaLoader* media = nullptr;           // K3 with a vision tower: loads image parts (null: images refused)
     const SamplingDefaults* defaults = nullptr;   // generation_config.json's (null: OpenAI's)
     grammar::CompilePoll poll = {};               // stops a long grammar compile by throwing (empty: never)
-    const StoredImages* stored_images = nullptr;   // the images previous_response_id's conversation names
+    const StoredImages* stored_images = nullptr;               // the images previous_response_id's conversation names
+    const std::vector<std::string>* model_aliases = nullptr;   // other names `model` may give
 };
+
+// Whether a request's `model` names this server's model: its served name or one of its aliases.
+bool serves_model(const std::string& name, const std::string& served, const std::vector<std::string>* aliases);
 
 GenerationJob parse_completion_request(const nlohmann::ordered_json& body, const ParseContext& ctx);
 GenerationJob parse_chat_request(const nlohmann::ordered_json& body, const ParseContext& ctx);

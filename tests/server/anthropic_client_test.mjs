@@ -133,11 +133,13 @@ async function formatChecks(Anthropic, errors, label, preset, tmp) {
             eq(uses.length, 1, `one tool_use block in ${fmt(m.content)}`);
             eq(uses[0].name, 'get_weather', 'name');
             assert(['Paris', 'Rome'].includes(uses[0].input.city) && Object.keys(uses[0].input).length === 1, `input ${fmt(uses[0].input)}`);
-            assert(typeof uses[0].id === 'string' && uses[0].id.length > 0, 'id');
+            assert(/^toolu_[0-9a-f]{24}$/.test(uses[0].id), `a unique id, not the model's functions.NAME:N: ${uses[0].id}`);
             call = uses[0];
             const s = await rawStream(client, forced);
             eq(s.stop_reason, 'tool_use', 'streamed stop_reason');
-            eq(s.content, m.content, 'streamed content');
+            const noId = (content) => content.map(({ id, ...rest }) => (void id, rest));
+            eq(noId(s.content), noId(m.content), 'streamed content');
+            assert(s.content.find((b) => b.type === 'tool_use').id !== call.id, 'each reply\'s call has its own id');
         });
 
         await check(`${label}: the tool result goes back and the model answers; count_tokens = the template's render`, async () => {
@@ -149,10 +151,12 @@ async function formatChecks(Anthropic, errors, label, preset, tmp) {
             eq(m.stop_reason, 'max_tokens', 'stop_reason');
             eq(m.usage.output_tokens, 8, 'output_tokens');
             const count = await client.messages.countTokens({ model: MODEL_NAME, tools: [WEATHER], system: 'You are Kimi.', messages: history, ...noThink });
+            // the prompt shows the call as the model writes one: functions.NAME:N, not the client's toolu_ id
+            const modelId = 'functions.get_weather:0';
             const openai = {
                 messages: [{ role: 'system', content: 'You are Kimi.' }, { role: 'user', content: 'Weather in Paris?' },
-                           { role: 'assistant', content: '', tool_calls: [{ id: call.id, type: 'function', function: { name: 'get_weather', arguments: JSON.stringify(call.input) } }] },
-                           { role: 'tool', tool_call_id: call.id, content: 'sunny, 21 °C' }, { role: 'user', content: 'Thanks!' }],
+                           { role: 'assistant', content: '', tool_calls: [{ id: modelId, type: 'function', function: { name: 'get_weather', arguments: JSON.stringify(call.input) } }] },
+                           { role: 'tool', tool_call_id: modelId, content: 'sunny, 21 °C' }, { role: 'user', content: 'Thanks!' }],
                 tools: [{ type: 'function', function: { name: WEATHER.name, description: WEATHER.description, parameters: WEATHER.input_schema } }],
                 ...(k3 ? { chat_template_kwargs: { thinking: false } } : {}),
             };
@@ -200,7 +204,7 @@ async function formatChecks(Anthropic, errors, label, preset, tmp) {
             const { max_tokens, ...noMax } = base;
             void max_tokens;
             await expect(noMax, errors.BadRequestError, 400, 'invalid_request_error', 'max_tokens');
-            await expect({ ...base, messages: [{ role: 'system', content: 'x' }] }, errors.BadRequestError, 400, 'invalid_request_error', 'role');
+            await expect({ ...base, messages: [{ role: 'tool', content: 'x' }] }, errors.BadRequestError, 400, 'invalid_request_error', 'role');
             await expect({ ...base, messages: [{ role: 'user', content: [{ type: 'document', source: {} }] }] }, errors.BadRequestError, 400, 'invalid_request_error', 'document');
             await expect({ ...base, tool_choice: { type: 'any' } }, errors.BadRequestError, 400, 'invalid_request_error', 'no tools');
             await expect({ ...base, model: 'claude-x' }, errors.NotFoundError, 404, 'not_found_error', 'claude-x');

@@ -52,6 +52,10 @@ What is checked (one shared server for most tests; extra servers where flags dif
                          routes  --max-body-mb (peak RSS of four continuations), JSON Schemas in
                                    linear time at the largest body, no forged access lines, an
                                    empty --api-key never turns auth off
+  http_agents.py     18. agents  what Claude Code sends to /v1/messages: the billing line dropped
+                                   (the prefix cached), system messages in place, tool_reference and
+                                   defer_loading, server tools left out, unique tool_use ids,
+                                   several served names, a longer context with a warning
   http_common.py      the helpers they share (servers, HTTP, SSE, metrics, request bodies)
 Exits non-zero on any failure. Every server started is killed at the end (also on failure).
 """
@@ -68,7 +72,8 @@ import http_common as hc  # noqa: E402
 
 TEST_MODULES = ["http_shapes", "http_generation", "http_bad_input", "http_fuzz", "http_lifecycle", "http_k3",
                 "http_prefix_cache", "http_structured", "http_structured_tools", "http_hostile",
-                "http_connections", "http_images", "http_strict", "http_type_errors", "http_hostile_routes"]
+                "http_connections", "http_images", "http_strict", "http_type_errors", "http_hostile_routes",
+                "http_agents"]
 
 
 def collect_tests():

@@ -507,6 +507,7 @@ void HttpServer::responses(const HttpRequest& req, HttpResponse& res) {
                            "previous_response_id", "request_too_large");
     }
     ResponsesRequest rr = responses_to_chat(b, previous ? *previous->messages : no_previous);
+    note_left_out(rr.left_out, "/v1/responses");
     ParseContext pc = parse_context(req, engine_->max_model_len(), cfg_.max_request_tokens);
     std::shared_ptr<const StoredImages> known = previous ? previous->images : nullptr;
     pc.stored_images = known.get();
@@ -519,6 +520,7 @@ void HttpServer::responses(const HttpRequest& req, HttpResponse& res) {
     };
     if (!rr.stream) {
         ResponsesReply reply(cfg_.served_model_name, rr.echo);
+        reply.set_encrypted_reasoning(rr.encrypted_reasoning);
         const auto outcome = run_chat_pieces(
             *run, [&reply](const chat::Delta& d) { return reply.add(d); }, nullptr);
         const J response = reply.response(*outcome);
@@ -531,6 +533,7 @@ void HttpServer::responses(const HttpRequest& req, HttpResponse& res) {
         [run, model = cfg_.served_model_name, rr = std::move(rr), keep, access = res.access,
          arrived = req.arrived_s](const auto& put) mutable {
             ResponsesReply reply(model, rr.echo, put);
+            reply.set_encrypted_reasoning(rr.encrypted_reasoning);
             if (!reply.start()) return;
             const auto outcome = run_chat_pieces(
                 *run, [&reply](const chat::Delta& d) { return reply.add(d); },

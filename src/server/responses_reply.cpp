@@ -4,6 +4,8 @@
 
 #include <ctime>
 
+#include "server/responses_request.h"
+
 namespace kimi::server {
 namespace {
 
@@ -46,6 +48,8 @@ bool ResponsesReply::close(const char* status) {
     const size_t index = items_.size() - 1;
     const std::string type = item["type"];
     if (item.contains("status")) item["status"] = status;
+    if (type == "reasoning" && encrypted_reasoning_)
+        item["encrypted_content"] = reasoning_token(part_of(item)["text"].get<std::string>());
     const J where = {{"item_id", item["id"]}, {"output_index", index}};
     bool ok = true;
     if (type == "function_call") {
@@ -142,8 +146,11 @@ J ResponsesReply::response(const ChatOutcome& o) const {
     const bool cut = o.finish == FinishReason::kLength;
     J r = object(cut ? "incomplete" : "completed");
     J& out = r["output"];
-    for (size_t i = 0; i < out.size(); ++i)   // a message cut by max_output_tokens is incomplete
+    for (size_t i = 0; i < out.size(); ++i) {   // a message cut by max_output_tokens is incomplete
         if (out[i].contains("status")) out[i]["status"] = cut && i + 1 == out.size() ? "incomplete" : "completed";
+        if (encrypted_reasoning_ && out[i]["type"] == "reasoning" && !out[i].contains("encrypted_content"))
+            out[i]["encrypted_content"] = reasoning_token(out[i]["content"][0]["text"].get<std::string>());
+    }
     if (cut) r["incomplete_details"] = {{"reason", "max_output_tokens"}};
     // (no output_tokens_details.reasoning_tokens: the format's parser splits text, not tokens)
     r["usage"] = {{"input_tokens", o.prompt_tokens},

@@ -25,6 +25,9 @@ public:
     ResponsesReply(std::string model, nlohmann::ordered_json echo, Write write = nullptr);
 
     const std::string& id() const { return id_; }
+    // include: ["reasoning.encrypted_content"]: each reasoning item, once done, carries its text
+    // as encrypted_content (reasoning_token()).
+    void set_encrypted_reasoning(bool on) { encrypted_reasoning_ = on; }
     bool start();                         // streamed: response.created, response.in_progress
     bool add(const chat::Delta& piece);   // the next piece of the reply
     bool finish(const ChatOutcome& o);    // streamed: the open item's done events, response.completed
@@ -47,6 +50,7 @@ private:
     int64_t created_at_ = 0, sequence_ = 0;
     std::vector<nlohmann::ordered_json> items_;
     bool item_open_ = false;
+    bool encrypted_reasoning_ = false;
 };
 
 }   // namespace kimi::server

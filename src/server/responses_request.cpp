@@ -2,6 +2,7 @@
 // ref: docs/server.md#responses (the field table), OpenAI's Responses API reference.
 #include "server/responses_request.h"
 
+#include "core/base64.h"
 #include "server/api_error.h"
 #include "server/json_fields.h"
 
@@ -105,9 +106,15 @@ void add_items(const J& input, J& out) {
                            {"tool_call_id", str(item, "call_id", w)},
                            {"content", content_parts(*o, w + ".output")}});
         } else if (type == "reasoning") {
-            if (const J* c = field(item, "content"))
+            const J* c = field(item, "content");
+            const J* s = field(item, "summary");
+            const std::string* token = opt_str(item, "encrypted_content", w);
+            const std::optional<std::string> restored = token ? reasoning_from_token(*token) : std::nullopt;
+            if (c && !(c->is_array() && c->empty()))
                 reasoning += text_of(*c, w + ".content");
-            else if (const J* s = field(item, "summary"))
+            else if (restored)   // sent back as it came (store: false): the reasoning exactly
+                reasoning += *restored;
+            else if (s)
                 reasoning += text_of(*s, w + ".summary");
         } else {
             throw bad_param("input", w + ": an input item of type \"" + type.substr(0, 40) + "\" is not supported");
@@ -115,15 +122,20 @@ void add_items(const J& input, J& out) {
     }
 }
 
-J tools_json(const J& tools) {
+// Function tools → the chat body's tools. A hosted tool (web_search, file_search,
+// code_interpreter, image_generation, …) runs on OpenAI's servers; nothing here runs it, and the
+// model cannot call what nothing runs, so it is left out (named in left_out).
+J tools_json(const J& tools, std::vector<std::string>& left_out) {
     if (!tools.is_array()) throw bad_param("tools", "tools must be an array");
     J out = J::array();
     for (size_t i = 0; i < tools.size(); ++i) {
         const std::string w = at("tools", i);
         const J& t = tools[i];
         if (!t.is_object()) throw bad_param("tools", w + " must be an object");
-        if (const std::string& type = str(t, "type", w); type != "function")
-            throw bad_param("tools", w + ": only function tools are supported, not \"" + type.substr(0, 40) + "\"");
+        if (const std::string& type = str(t, "type", w); type != "function") {
+            left_out.push_back(type.substr(0, 60));
+            continue;
+        }
         J fn = {{"name", str(t, "name", w)}};
         if (const std::string* d = opt_str(t, "description", w)) fn["description"] = *d;
         const J* params = body::opt_obj(t, "parameters", w);
@@ -190,6 +202,15 @@ J echo_fields(const J& b, bool store) {
 
 }   // namespace
 
+constexpr std::string_view kReasoningToken = "kimi-reasoning-v1:";
+
+std::string reasoning_token(const std::string& text) { return std::string(kReasoningToken) + base64_encode(text); }
+
+std::optional<std::string> reasoning_from_token(const std::string& token) {
+    if (token.rfind(kReasoningToken, 0) != 0) return std::nullopt;
+    return base64_decode(std::string_view(token).substr(kReasoningToken.size()));
+}
+
 std::optional<std::pair<bool, const char*>> thinking_for_effort(const std::string& e) {
     if (e == "none") return std::make_pair(false, "low");
     if (e == "minimal" || e == "low") return std::make_pair(true, "low");
@@ -228,7 +249,10 @@ ResponsesRequest responses_to_chat(const J& b, const J& previous) {
     for (const J& m : r.conversation) msgs.push_back(m);
     if (msgs.empty()) throw bad_param("input", "input must not be empty");
     chat["messages"] = std::move(msgs);
-    if (const J* t = field(b, "tools"); t && !(t->is_array() && t->empty())) chat["tools"] = tools_json(*t);
+    if (const J* t = field(b, "tools"); t && !(t->is_array() && t->empty())) {
+        J fns = tools_json(*t, r.left_out);
+        if (!fns.empty()) chat["tools"] = std::move(fns);
+    }
     if (const J* tc = field(b, "tool_choice")) chat["tool_choice"] = tool_choice(*tc);
     if (const J* p = field(b, "parallel_tool_calls")) {
         if (!p->is_boolean()) throw bad_param("parallel_tool_calls", "parallel_tool_calls must be a boolean");
@@ -264,7 +288,14 @@ ResponsesRequest responses_to_chat(const J& b, const J& previous) {
         if (!s->is_boolean()) throw bad_param("store", "store must be a boolean");
         r.store = s->get<bool>();
     }
-    for (const char* k : {"include", "background", "conversation", "prompt"})
+    if (const J* inc = field(b, "include")) {   // extra data to return: the reasoning's is made, the rest has none here
+        if (!inc->is_array()) throw bad_param("include", "include must be an array of strings");
+        for (const J& v : *inc) {
+            if (!v.is_string()) throw bad_param("include", "include must be an array of strings");
+            r.encrypted_reasoning |= v == "reasoning.encrypted_content";
+        }
+    }
+    for (const char* k : {"background", "conversation", "prompt"})
         if (const J* v = field(b, k); v && !(v->is_array() && v->empty()) && !(v->is_boolean() && !v->get<bool>()))
             throw ApiError(400, std::string(k) + " is not supported by this server", k, "unsupported_parameter");
     r.echo = echo_fields(b, r.store);

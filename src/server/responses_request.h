@@ -4,10 +4,12 @@
 // conversation of `previous_response_id`; `instructions` → a system message first; flat
 // function `tools`, `tool_choice`, `max_output_tokens`, `temperature`, `top_p`;
 // `reasoning.effort` → K3's thinking effort; `text.format` → response_format (structured
-// output). Every field is type-checked (ApiError 400 naming it).
+// output). Every field is type-checked (ApiError 400 naming it). Hosted tools (web_search,
+// file_search, code_interpreter, …) run on OpenAI's servers: left out of the prompt, noted.
 #pragma once
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -18,7 +20,18 @@ struct ResponsesRequest {
     nlohmann::ordered_json conversation;   // chat messages without the instructions (what `store` keeps)
     nlohmann::ordered_json echo;           // the request fields a response object repeats
     bool stream = false, store = true;
+    // include: ["reasoning.encrypted_content"]: reasoning items carry their text in
+    // encrypted_content (reasoning_token()), which restores it when a later request sends them
+    // back (Codex runs with store: false and resends everything).
+    bool encrypted_reasoning = false;
+    std::vector<std::string> left_out;   // hosted tools (web_search, …) the prompt leaves out, for one log line
 };
+
+// A reasoning item's encrypted_content: its text, encoded so that a later request restores it
+// exactly. Not a secret (the text was in the reply already): an envelope with a version.
+std::string reasoning_token(const std::string& text);
+// The text of a reasoning_token; nullopt for anything else (another server's ciphertext).
+std::optional<std::string> reasoning_from_token(const std::string& token);
 
 // The previous response's id, if the body names one (read first: the caller looks it up).
 std::optional<std::string> previous_response_id(const nlohmann::ordered_json& body);

@@ -10,6 +10,8 @@ Kimi Linear and a Kimi-K3 server, with plain http.client:
 - `thinking` adaptive, `output_config.effort`, `context_management`, `metadata` are accepted;
 - a reply's tool_use ids are unique (`toolu_…`) and the prompt renders a call the same whatever
   id the client gives it back with;
+- /v1/responses: hosted tools (web_search, file_search) left out of the prompt; include
+  reasoning.encrypted_content, and a reasoning item sent back with it alone restores the text;
 - `--served-model-name A B` (vLLM's form): both names accepted, /v1/models lists both, replies
   carry the first; a --max-model-len past the model's declared length runs with a warning.
 Run through http_test.py.
@@ -158,6 +160,35 @@ class T18Agents(unittest.TestCase):
                                                                  model="gpt-x")).status, 404)
         finally:
             srv.kill()
+
+    def test_g_responses_hosted_tools_and_encrypted_reasoning(self):
+        srv = SERVERS["k3"]
+        fn = {"type": "function", "name": "calculator", "parameters": TOOL["input_schema"]}
+        base = {"model": hc.SERVED, "max_output_tokens": 12, "temperature": 0, "ignore_eos": True,
+                "input": "Say hello.", "reasoning": {"effort": "low"}, "store": False}
+        plain = post(srv.port, "/v1/responses", dict(base, tools=[fn]))
+        hosted = post(srv.port, "/v1/responses", dict(base, tools=[fn, {"type": "web_search"}, {"type": "file_search"}]))
+        self.assertEqual((plain.status, hosted.status), (200, 200), hosted)
+        self.assertEqual(hosted.json()["usage"]["input_tokens"], plain.json()["usage"]["input_tokens"],
+                         "hosted tools are left out of the prompt")
+        r = post(srv.port, "/v1/responses", dict(base, include=["reasoning.encrypted_content"], max_output_tokens=40))
+        self.assertEqual(r.status, 200, r)
+        items = r.json()["output"]
+        reasoning = [i for i in items if i["type"] == "reasoning"]
+        self.assertTrue(reasoning, items)
+        text = reasoning[0]["content"][0]["text"]
+        self.assertTrue(reasoning[0]["encrypted_content"].startswith("kimi-reasoning-v1:"), reasoning[0])
+        # sent back as Codex does with store false (content dropped, encrypted_content kept), the
+        # reasoning is restored exactly: the prompt equals the one with the text sent explicitly
+        later = [{"type": "reasoning", "summary": [], "encrypted_content": reasoning[0]["encrypted_content"]},
+                 {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Hello."}]},
+                 {"role": "user", "content": "Again."}]
+        explicit = [dict(later[0], content=[{"type": "reasoning_text", "text": text}])] + later[1:]
+        a = post(srv.port, "/v1/responses", dict(base, input=[{"role": "user", "content": "Say hello."}] + later))
+        b = post(srv.port, "/v1/responses", dict(base, input=[{"role": "user", "content": "Say hello."}] + explicit))
+        self.assertEqual((a.status, b.status), (200, 200), (a, b))
+        self.assertEqual(a.json()["usage"]["input_tokens"], b.json()["usage"]["input_tokens"])
+        self.assertTrue(any("web_search" in ln and "note:" in ln for ln in srv.err))
 
 
 if __name__ == "__main__":

@@ -187,7 +187,7 @@ async function formatChecks(OpenAI, errors, label, preset, tmp) {
             void input;
             await expect(noInput, errors.BadRequestError, 400, 'input');
             await expect({ ...base, input: [{ type: 'item_reference', id: 'x' }] }, errors.BadRequestError, 400, 'item_reference');
-            await expect({ ...base, tools: [{ type: 'web_search' }] }, errors.BadRequestError, 400, 'function tools');
+            await expect({ ...base, tools: [{ type: 'function', name: 'f', parameters: [] }] }, errors.BadRequestError, 400, 'parameters');
             await expect({ ...base, reasoning: { effort: 'extreme' } }, errors.BadRequestError, 400, 'reasoning.effort');
             await expect({ ...base, model: 'gpt-x' }, errors.NotFoundError, 404, 'gpt-x');
             // a reasoning item with no assistant output after it (a reply cut short) is dropped, not refused

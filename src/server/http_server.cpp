@@ -521,6 +521,7 @@ void HttpServer::responses(const HttpRequest& req, HttpResponse& res) {
     if (!rr.stream) {
         ResponsesReply reply(cfg_.served_model_name, rr.echo);
         reply.set_encrypted_reasoning(rr.encrypted_reasoning);
+        reply.set_custom_tools(rr.custom_tools);
         const auto outcome = run_chat_pieces(
             *run, [&reply](const chat::Delta& d) { return reply.add(d); }, nullptr);
         const J response = reply.response(*outcome);
@@ -534,6 +535,7 @@ void HttpServer::responses(const HttpRequest& req, HttpResponse& res) {
          arrived = req.arrived_s](const auto& put) mutable {
             ResponsesReply reply(model, rr.echo, put);
             reply.set_encrypted_reasoning(rr.encrypted_reasoning);
+            reply.set_custom_tools(rr.custom_tools);
             if (!reply.start()) return;
             const auto outcome = run_chat_pieces(
                 *run, [&reply](const chat::Delta& d) { return reply.add(d); },

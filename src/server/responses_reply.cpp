@@ -2,6 +2,7 @@
 // ref: docs/server.md#responses, OpenAI's Responses API and streaming references.
 #include "server/responses_reply.h"
 
+#include <algorithm>
 #include <ctime>
 
 #include "server/responses_request.h"
@@ -57,6 +58,10 @@ bool ResponsesReply::close(const char* status) {
         d["arguments"] = item["arguments"];
         d["name"] = item["name"];
         ok = event("response.function_call_arguments.done", std::move(d));
+    } else if (type == "custom_tool_call") {
+        J d = where;
+        d["input"] = item["input"];
+        ok = event("response.custom_tool_call_input.done", std::move(d));
     } else {
         J d = where, p = where;
         d["content_index"] = 0;
@@ -124,10 +129,30 @@ bool ResponsesReply::add(const chat::Delta& d) {
             return event(reasoning ? "response.reasoning_text.delta" : "response.output_text.delta", std::move(e));
         }
         case chat::Delta::kToolCall: {
+            // a call id of its own (the model's functions.NAME:N repeats from turn to turn)
+            if (std::find(custom_tools_.begin(), custom_tools_.end(), d.call.name) != custom_tools_.end()) {
+                // a custom tool: its raw input, the call's one argument (the text as it came if not)
+                const J args = J::parse(d.call.arguments, nullptr, false);
+                const std::string input = args.is_object() && args.contains("input") && args["input"].is_string()
+                    ? args["input"].get<std::string>()
+                    : d.call.arguments;
+                if (!open({{"id", random_id("ctc_")},
+                           {"type", "custom_tool_call"},
+                           {"status", "in_progress"},
+                           {"call_id", random_id("call_")},
+                           {"name", d.call.name},
+                           {"input", ""}}))
+                    return false;
+                items_.back()["input"] = input;
+                return event(
+                           "response.custom_tool_call_input.delta",
+                           {{"item_id", items_.back()["id"]}, {"output_index", items_.size() - 1}, {"delta", input}}) &&
+                    close();
+            }
             if (!open({{"id", random_id("fc_")},
                        {"type", "function_call"},
                        {"status", "in_progress"},
-                       {"call_id", d.call.id},
+                       {"call_id", random_id("call_")},
                        {"name", d.call.name},
                        {"arguments", ""}}))
                 return false;
@@ -174,11 +199,12 @@ J ResponsesReply::as_chat_messages() const {
                 m.value("reasoning_content", std::string()) + item["content"][0]["text"].get<std::string>();
         } else if (type == "message") {
             m["content"] = m["content"].get<std::string>() + item["content"][0]["text"].get<std::string>();
-        } else {
+        } else {   // function_call, custom_tool_call (its input the one argument)
             if (!m.contains("tool_calls")) m["tool_calls"] = J::array();
+            const J args = type == "function_call" ? item["arguments"] : J(J{{"input", item["input"]}}.dump());
             m["tool_calls"].push_back({{"id", item["call_id"]},
                                        {"type", "function"},
-                                       {"function", {{"name", item["name"]}, {"arguments", item["arguments"]}}}});
+                                       {"function", {{"name", item["name"]}, {"arguments", args}}}});
         }
     }
     return J::array({std::move(m)});

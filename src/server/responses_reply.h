@@ -3,7 +3,8 @@
 // reasoning_text), message items (output_text) and function_call items; or, streamed, its
 // events: response.created, response.in_progress, then per item response.output_item.added,
 // the part and delta events (response.content_part.added, response.output_text.delta /
-// response.reasoning_text.delta / response.function_call_arguments.delta, their .done),
+// response.reasoning_text.delta / response.function_call_arguments.delta /
+// response.custom_tool_call_input.delta, their .done),
 // response.output_item.done, and last response.completed, each with its sequence_number.
 #pragma once
 #include <functional>
@@ -28,6 +29,9 @@ public:
     // include: ["reasoning.encrypted_content"]: each reasoning item, once done, carries its text
     // as encrypted_content (reasoning_token()).
     void set_encrypted_reasoning(bool on) { encrypted_reasoning_ = on; }
+    // The request's custom (freeform) tools: a call to one is a custom_tool_call item whose
+    // input is the call's `input` argument, raw.
+    void set_custom_tools(std::vector<std::string> names) { custom_tools_ = std::move(names); }
     bool start();                         // streamed: response.created, response.in_progress
     bool add(const chat::Delta& piece);   // the next piece of the reply
     bool finish(const ChatOutcome& o);    // streamed: the open item's done events, response.completed
@@ -51,6 +55,7 @@ private:
     std::vector<nlohmann::ordered_json> items_;
     bool item_open_ = false;
     bool encrypted_reasoning_ = false;
+    std::vector<std::string> custom_tools_;
 };
 
 }   // namespace kimi::server

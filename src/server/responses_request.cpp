@@ -91,14 +91,16 @@ void add_items(const J& input, J& out) {
             } else {
                 throw bad_param("input", w + ".role must be user, assistant, system or developer");
             }
-        } else if (type == "function_call") {
+        } else if (type == "function_call" || type == "custom_tool_call") {
+            // a custom tool's raw input is the one argument of the function the prompt shows
+            const std::string args =
+                type == "function_call" ? str(item, "arguments", w) : J{{"input", str(item, "input", w)}}.dump();
             J& m = assistant();
             if (!m.contains("tool_calls")) m["tool_calls"] = J::array();
-            m["tool_calls"].push_back(
-                {{"id", str(item, "call_id", w)},
-                 {"type", "function"},
-                 {"function", {{"name", str(item, "name", w)}, {"arguments", str(item, "arguments", w)}}}});
-        } else if (type == "function_call_output") {
+            m["tool_calls"].push_back({{"id", str(item, "call_id", w)},
+                                       {"type", "function"},
+                                       {"function", {{"name", str(item, "name", w)}, {"arguments", args}}}});
+        } else if (type == "function_call_output" || type == "custom_tool_call_output") {
             const J* o = field(item, "output");
             if (!o) throw bad_param("input", w + ".output is required");
             reasoning.clear();
@@ -122,17 +124,33 @@ void add_items(const J& input, J& out) {
     }
 }
 
-// Function tools → the chat body's tools. A hosted tool (web_search, file_search,
-// code_interpreter, image_generation, …) runs on OpenAI's servers; nothing here runs it, and the
-// model cannot call what nothing runs, so it is left out (named in left_out).
-J tools_json(const J& tools, std::vector<std::string>& left_out) {
+// Function tools → the chat body's tools. A custom (freeform) tool is a function of one string
+// argument, `input`, whose value is the tool's raw input (named in custom). A hosted tool
+// (web_search, file_search, code_interpreter, image_generation, …) runs on OpenAI's servers;
+// nothing here runs it, and the model cannot call what nothing runs, so it is left out (named in
+// left_out).
+J tools_json(const J& tools, std::vector<std::string>& custom, std::vector<std::string>& left_out) {
     if (!tools.is_array()) throw bad_param("tools", "tools must be an array");
     J out = J::array();
     for (size_t i = 0; i < tools.size(); ++i) {
         const std::string w = at("tools", i);
         const J& t = tools[i];
         if (!t.is_object()) throw bad_param("tools", w + " must be an object");
-        if (const std::string& type = str(t, "type", w); type != "function") {
+        const std::string& type = str(t, "type", w);
+        if (type == "custom") {
+            J fn = {{"name", str(t, "name", w)}};
+            if (const std::string* d = opt_str(t, "description", w)) fn["description"] = *d;
+            J input = {{"type", "string"}, {"description", "the tool's raw input"}};
+            // format: a regex grammar becomes the string's pattern (a forced call follows it); a
+            // Lark grammar has no compiler here, so the input is free text
+            if (const J* f = body::opt_obj(t, "format", w); f && f->value("syntax", J()) == "regex")
+                input["pattern"] = str(*f, "definition", w + ".format");
+            fn["parameters"] = {{"type", "object"}, {"properties", {{"input", input}}}, {"required", {"input"}}};
+            custom.push_back(fn["name"]);
+            out.push_back({{"type", "function"}, {"function", std::move(fn)}});
+            continue;
+        }
+        if (type != "function") {
             left_out.push_back(type.substr(0, 60));
             continue;
         }
@@ -250,7 +268,7 @@ ResponsesRequest responses_to_chat(const J& b, const J& previous) {
     if (msgs.empty()) throw bad_param("input", "input must not be empty");
     chat["messages"] = std::move(msgs);
     if (const J* t = field(b, "tools"); t && !(t->is_array() && t->empty())) {
-        J fns = tools_json(*t, r.left_out);
+        J fns = tools_json(*t, r.custom_tools, r.left_out);
         if (!fns.empty()) chat["tools"] = std::move(fns);
     }
     if (const J* tc = field(b, "tool_choice")) chat["tool_choice"] = tool_choice(*tc);

@@ -24,7 +24,8 @@ struct ResponsesRequest {
     // encrypted_content (reasoning_token()), which restores it when a later request sends them
     // back (Codex runs with store: false and resends everything).
     bool encrypted_reasoning = false;
-    std::vector<std::string> left_out;   // hosted tools (web_search, …) the prompt leaves out, for one log line
+    std::vector<std::string> left_out;       // hosted tools (web_search, …) the prompt leaves out, for one log line
+    std::vector<std::string> custom_tools;   // custom (freeform) tools: their calls are custom_tool_call items
 };
 
 // A reasoning item's encrypted_content: its text, encoded so that a later request restores it

@@ -12,10 +12,13 @@ Kimi Linear and a Kimi-K3 server, with plain http.client:
   id the client gives it back with;
 - /v1/responses: hosted tools (web_search, file_search) left out of the prompt; include
   reasoning.encrypted_content, and a reasoning item sent back with it alone restores the text;
+  custom (freeform) tools come back as custom_tool_call items with their raw input, and go back
+  in as the function call the model made; call ids are unique;
 - `--served-model-name A B` (vLLM's form): both names accepted, /v1/models lists both, replies
   carry the first; a --max-model-len past the model's declared length runs with a warning.
 Run through http_test.py.
 """
+import json
 import time
 import unittest
 
@@ -189,6 +192,40 @@ class T18Agents(unittest.TestCase):
         self.assertEqual((a.status, b.status), (200, 200), (a, b))
         self.assertEqual(a.json()["usage"]["input_tokens"], b.json()["usage"]["input_tokens"])
         self.assertTrue(any("web_search" in ln and "note:" in ln for ln in srv.err))
+
+    def test_h_responses_custom_tools_and_call_ids(self):
+        for name, srv in SERVERS.items():
+            with self.subTest(server=name):
+                patch = {"type": "custom", "name": "apply_patch", "description": "Applies a patch",
+                         "format": {"type": "grammar", "syntax": "regex", "definition": "[a-z]{1,8}"}}
+                base = {"model": hc.SERVED, "temperature": 0, "store": False, "max_output_tokens": 300,
+                        "input": "Fix the bug.", "tools": [patch], "tool_choice": {"type": "function", "name": "apply_patch"},
+                        "parallel_tool_calls": False,
+                        **({"reasoning": {"effort": "none"}} if name == "k3" else {})}
+                ids = []
+                for _ in range(2):
+                    r = post(srv.port, "/v1/responses", base)
+                    self.assertEqual(r.status, 200, r)
+                    calls = [i for i in r.json()["output"] if i["type"] == "custom_tool_call"]
+                    self.assertEqual(len(calls), 1, r.json()["output"])
+                    self.assertEqual(calls[0]["name"], "apply_patch")
+                    self.assertRegex(calls[0]["input"], r"^[a-z]{1,8}$", "the input follows the regex format")
+                    ids.append(calls[0]["call_id"])
+                self.assertTrue(all(i.startswith("call_") for i in ids) and ids[0] != ids[1], ids)
+                # back in the input as a custom_tool_call and its output: the prompt is that of the
+                # function call the model made (its one argument, `input`)
+                custom = [{"role": "user", "content": "Fix the bug."},
+                          {"type": "custom_tool_call", "call_id": "c1", "name": "apply_patch", "input": "*** Begin Patch"},
+                          {"type": "custom_tool_call_output", "call_id": "c1", "output": "Done."}]
+                as_fn = custom[:1] + [{"type": "function_call", "call_id": "c1", "name": "apply_patch",
+                                       "arguments": json.dumps({"input": "*** Begin Patch"}, separators=(",", ":"))},
+                                      {"type": "function_call_output", "call_id": "c1", "output": "Done."}]
+                body2 = dict(base, max_output_tokens=2)
+                body2.pop("tool_choice")
+                a = post(srv.port, "/v1/responses", dict(body2, input=custom))
+                b = post(srv.port, "/v1/responses", dict(body2, input=as_fn))
+                self.assertEqual((a.status, b.status), (200, 200), (a, b))
+                self.assertEqual(a.json()["usage"]["input_tokens"], b.json()["usage"]["input_tokens"])
 
 
 if __name__ == "__main__":

@@ -26,9 +26,10 @@ function templateIds(tmp, modelDir, body) {
     return JSON.parse(execFileSync(KIMI, ['chat-template', '--tokenizer', modelDir, '--request', file, '--json'], { encoding: 'utf8' })).ids;
 }
 
-// Output items without their random ids (and the `parsed` the SDK's stream helper adds to parts).
-const noIds = (output) => output.map(({ id, ...rest }) => {
-    void id;
+// Output items without their random ids and call ids (each reply's calls have ids of their own),
+// and without the `parsed` the SDK's stream helper adds to parts.
+const noIds = (output) => output.map(({ id, call_id, ...rest }) => {
+    void id, void call_id;
     if (Array.isArray(rest.content)) rest.content = rest.content.map(({ parsed, ...p }) => { void parsed; return p; });
     return rest;
 });
